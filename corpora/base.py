@@ -1,0 +1,300 @@
+"""The one data model of the toolkit: an image–text corpus.
+
+Everything downstream (features, kernels, KCCA, neural scorers, the evaluator) reads corpora through
+the small, typed objects defined here:
+
+* :class:`Caption` – one caption with its ``image#k`` id, raw text, optional lemmatised text and POS
+  tags aligned with the lemmatised tokens;
+* :class:`ExpertJudgment` / :class:`CrowdJudgment` – the human judgments of Flickr8k-Expert and
+  Flickr8k-CF (Hodosh et al. 2013, Sec. 4.2 / 4.3.2);
+* :class:`Corpus` – image ids, lazy RGB image loading, captions per image, splits, judgments;
+* :class:`RankingPool` – the image / caption pool of one split under the Hodosh protocol (Sec. 4.1)
+  with the gold pairing and the relevance matrix used by S@k and R-precision (Sec. 4.3.2).
+
+Score-matrix convention (shared by every scorer): an *affinity* matrix ``S`` of shape
+``(n_images, n_captions)`` over ``pool.image_ids`` × ``pool.caption_ids``.  Image annotation ranks the
+columns of each row (gold = ``pool.gold_caption``, relevance = ``pool.relevance``); image search ranks the
+rows of each column, i.e. uses ``S.T`` (gold = ``pool.gold_image``, relevance = ``pool.relevance.T``).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+#: Caption pools are always ordered; a caption id is ``"<image_id>#<k>"``.
+CaptionId = str
+ImageId = str
+
+#: Crowd "fraction yes" at or above which a non-original pair counts as relevant (two of three
+#: judges; Hodosh et al. 2013, Sec. 4.3.2).
+CROWD_RELEVANCE_THRESHOLD = 0.66
+
+
+class CorpusError(ValueError):
+    """A corpus file is malformed or inconsistent.  The message names the file and, where it
+    applies, the 1-based line number."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        super().__init__(where + message)
+        self.path = None if path is None else Path(path)
+        self.line = line
+
+
+class MissingImagesError(FileNotFoundError):
+    """Raised when a split needs images that are not on disk (see ``skip_missing_images``)."""
+
+
+def caption_id(image_id: ImageId, index: int) -> CaptionId:
+    """The Flickr8k caption id ``"<image_id>#<index>"``."""
+    return f"{image_id}#{index}"
+
+
+def split_caption_id(cid: CaptionId) -> tuple[ImageId, int]:
+    """Inverse of :func:`caption_id`; raises :class:`ValueError` on a malformed id."""
+    image_id, sep, k = cid.rpartition("#")
+    if not sep or not image_id or not k.isdigit():
+        raise ValueError(f"malformed caption id {cid!r} (expected '<image>#<k>')")
+    return image_id, int(k)
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One caption.
+
+    Attributes
+    ----------
+    id : str
+        ``"<image_id>#<k>"``.
+    image_id : str
+        The image the caption was written for.
+    index : int
+        ``k``, the caption's position among its image's captions (0-based).
+    text : str
+        The raw caption as written by the annotator.
+    lemma : str or None
+        Lemmatised caption, whitespace-tokenised (Flickr8k.lemma.token.txt, or the teaching set's
+        generator).  ``None`` when the corpus has no lemmatisation; the text side then lemmatises with
+        NLTK.
+    pos : tuple of str or None
+        Penn Treebank POS tags aligned one-to-one with ``lemma.split()`` when known (teaching set), else
+        ``None``.
+    """
+
+    id: CaptionId
+    image_id: ImageId
+    index: int
+    text: str
+    lemma: str | None = None
+    pos: tuple[str, ...] | None = None
+
+    @property
+    def lemma_tokens(self) -> tuple[str, ...] | None:
+        return None if self.lemma is None else tuple(self.lemma.split())
+
+
+@dataclass(frozen=True)
+class ExpertJudgment:
+    """One row of ExpertAnnotations.txt: three expert scores on the 1–4 scale
+    (4 = describes the image without errors … 1 = unrelated)."""
+
+    image_id: ImageId
+    caption_id: CaptionId
+    scores: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class CrowdJudgment:
+    """One row of CrowdFlowerAnnotations.txt: share of "yes" answers and the counts behind it."""
+
+    image_id: ImageId
+    caption_id: CaptionId
+    fraction_yes: float
+    n_yes: int
+    n_no: int
+
+
+def _fingerprint(parts: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Corpus:
+    """An image–text corpus.
+
+    Parameters
+    ----------
+    name : str
+        Short name used in reports and cache keys (``"flickr8k"``, ``"teaching"`` …).
+    image_ids : sequence of str
+        All images, in a fixed order.
+    captions : mapping image id -> sequence of Caption
+        Each image's captions, ordered by index.
+    splits : mapping split name -> sequence of image ids
+        Usually ``"train"``, ``"dev"``, ``"test"``.
+    image_loader : callable, optional
+        ``image_loader(image_id) -> np.ndarray`` of shape ``(H, W, 3)``, dtype uint8, RGB.
+    image_paths : mapping image id -> Path, optional
+        Where each image lives on disk (``None`` for generated corpora).
+    expert, crowd : sequences of judgments, optional
+        Human judgments (Flickr8k-Expert, Flickr8k-CF).
+    fixed_pools : mapping split name -> sequence of caption ids, optional
+        Caption pools fixed by the corpus itself (Flickr8k test: the 1,000 caption ids of
+        CrowdFlowerAnnotations.txt).  Splits not listed get a seeded one-caption-per-image choice.
+    fingerprint : str, optional
+        Content hash used in cache keys; computed from ids and captions when omitted.
+    notes : list of str
+        Human-readable remarks gathered while loading (quirks handled, images skipped …).
+    """
+
+    name: str
+    image_ids: tuple[ImageId, ...]
+    captions: Mapping[ImageId, tuple[Caption, ...]]
+    splits: Mapping[str, tuple[ImageId, ...]]
+    image_loader: Callable[[ImageId], np.ndarray] | None = None
+    image_paths: Mapping[ImageId, Path] | None = None
+    expert: tuple[ExpertJudgment, ...] | None = None
+    crowd: tuple[CrowdJudgment, ...] | None = None
+    fixed_pools: Mapping[str, tuple[CaptionId, ...]] = field(default_factory=dict)
+    fingerprint: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.image_ids = tuple(self.image_ids)
+        self.captions = {k: tuple(v) for k, v in self.captions.items()}
+        self.splits = {k: tuple(v) for k, v in self.splits.items()}
+        self._caption_index: dict[CaptionId, Caption] = {
+            c.id: c for caps in self.captions.values() for c in caps
+        }
+        if not self.fingerprint:
+            self.fingerprint = _fingerprint(
+                [self.name]
+                + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
+                + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
+            )
+
+    # ------------------------------------------------------------------ captions
+    def caption(self, cid: CaptionId) -> Caption:
+        """The caption with id ``cid`` (``KeyError`` naming the id if unknown)."""
+        try:
+            return self._caption_index[cid]
+        except KeyError:
+            raise KeyError(f"unknown caption id {cid!r} in corpus {self.name!r}") from None
+
+    def has_caption(self, cid: CaptionId) -> bool:
+        return cid in self._caption_index
+
+    def captions_of(self, image_id: ImageId) -> tuple[Caption, ...]:
+        return self.captions.get(image_id, ())
+
+    def split(self, name: str) -> tuple[ImageId, ...]:
+        try:
+            return self.splits[name]
+        except KeyError:
+            raise KeyError(
+                f"corpus {self.name!r} has no split {name!r} (has: {sorted(self.splits)})"
+            ) from None
+
+    # ------------------------------------------------------------------ images
+    def has_image(self, image_id: ImageId) -> bool:
+        if self.image_paths is None:
+            return self.image_loader is not None and image_id in self.captions
+        p = self.image_paths.get(image_id)
+        return p is not None and p.is_file()
+
+    def image_path(self, image_id: ImageId) -> Path | None:
+        return None if self.image_paths is None else self.image_paths.get(image_id)
+
+    def load_image(self, image_id: ImageId) -> np.ndarray:
+        """The image as an ``(H, W, 3)`` uint8 RGB array (EXIF orientation applied)."""
+        if self.image_loader is None:
+            raise RuntimeError(f"corpus {self.name!r} has no image loader")
+        return self.image_loader(image_id)
+
+    def missing_images(self, image_ids: Sequence[ImageId]) -> list[ImageId]:
+        return [i for i in image_ids if not self.has_image(i)]
+
+    # ------------------------------------------------------------------ relevance
+    def judge_relevance(
+        self, image_ids: Sequence[ImageId], caption_ids: Sequence[CaptionId]
+    ) -> np.ndarray:
+        """Boolean relevance matrix ``R[i, j]``: is caption ``j`` a correct description of image ``i``?
+
+        Default (Hodosh et al. 2013, Sec. 4.3.2): the original pair is relevant, and so is any pair whose
+        crowd "fraction yes" is at least :data:`CROWD_RELEVANCE_THRESHOLD`; unjudged pairs are not.
+        Generated corpora with exact scene facts override this.
+        """
+        row = {im: i for i, im in enumerate(image_ids)}
+        col = {c: j for j, c in enumerate(caption_ids)}
+        rel = np.zeros((len(image_ids), len(caption_ids)), dtype=bool)
+        for j, cid in enumerate(caption_ids):
+            im, _ = split_caption_id(cid)
+            if im in row:
+                rel[row[im], j] = True
+        for judg in self.crowd or ():
+            if judg.fraction_yes >= CROWD_RELEVANCE_THRESHOLD:
+                i, j = row.get(judg.image_id), col.get(judg.caption_id)
+                if i is not None and j is not None:
+                    rel[i, j] = True
+        return rel
+
+    def summary(self) -> dict:
+        """Counts for reports: images, captions, split sizes, judgments."""
+        return {
+            "name": self.name,
+            "images": len(self.image_ids),
+            "captions": len(self._caption_index),
+            "splits": {k: len(v) for k, v in self.splits.items()},
+            "expert_judgments": 0 if self.expert is None else len(self.expert),
+            "crowd_judgments": 0 if self.crowd is None else len(self.crowd),
+            "fingerprint": self.fingerprint,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class RankingPool:
+    """The candidate pool of one split (Hodosh et al. 2013, Sec. 4.1.2).
+
+    Attributes
+    ----------
+    split : str
+    image_ids : tuple of str, length N
+    caption_ids : tuple of str, length M (N under the Hodosh protocol: one caption per image)
+    captions : tuple of Caption, length M (aligned with ``caption_ids``)
+    gold_caption : ndarray of int, shape (N,)
+        Column index of each image's original caption (annotation gold).
+    gold_image : ndarray of int, shape (M,)
+        Row index of the image each caption was written for (search gold).
+    relevance : ndarray of bool, shape (N, M)
+        ``relevance[i, j]`` – caption ``j`` correctly describes image ``i`` (originals included).
+    """
+
+    split: str
+    image_ids: tuple[ImageId, ...]
+    caption_ids: tuple[CaptionId, ...]
+    captions: tuple[Caption, ...]
+    gold_caption: np.ndarray
+    gold_image: np.ndarray
+    relevance: np.ndarray
+
+    @property
+    def n_images(self) -> int:
+        return len(self.image_ids)
+
+    @property
+    def n_captions(self) -> int:
+        return len(self.caption_ids)

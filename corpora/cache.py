@@ -1,0 +1,179 @@
+"""Content-keyed, kill-safe on-disk cache for arrays (features, codebooks, Gram matrices, embeddings).
+
+Every expensive intermediate of the pipeline is stored as one ``.npz`` file whose name is a SHA-256 of
+its *key*: a JSON-serialisable description of the data (corpus fingerprint, image / caption ids) and of
+every parameter that influences the result.  Writes are atomic: the payload goes to a temporary file in
+the same directory, is flushed and fsync'ed, and only then renamed over the final name
+(``os.replace``), so a run killed mid-write leaves at most a stray ``*.tmp`` file and never a truncated
+entry under a valid name.  Each entry also stores a SHA-256 digest of its arrays; an entry whose digest
+does not match (bit rot, a hand-edited or truncated file) is reported, deleted and recomputed – never
+silently used.
+
+Usage
+-----
+>>> cache = DiskCache("/tmp/cache")
+>>> key = {"stage": "gram", "corpus": corpus.fingerprint, "p": 2}
+>>> arrays = cache.get_or_compute("gram", key, lambda: {"K": compute_gram()})
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+#: Environment variable that overrides the default cache directory.
+CACHE_ENV = "ITR_CACHE_DIR"
+_DIGEST_FIELD = "__digest__"
+_KEY_FIELD = "__key__"
+
+
+def default_cache_dir() -> Path:
+    """``$ITR_CACHE_DIR`` if set, else ``~/.cache/image-text-ranking``."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "image-text-ranking"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray_sha256__": hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest(),
+                "shape": list(obj.shape), "dtype": str(obj.dtype)}
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    raise TypeError(f"cache key part of type {type(obj).__name__} is not serialisable: {obj!r}")
+
+
+def cache_key(key: Any) -> str:
+    """Stable SHA-256 hex digest of a JSON-serialisable key (dict order does not matter)."""
+    blob = json.dumps(_jsonable(key), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _digest(arrays: Mapping[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode())
+        h.update(str(a.dtype).encode())
+        h.update(repr(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class CacheCorruptError(RuntimeError):
+    """A cache entry exists but fails its integrity check."""
+
+
+class DiskCache:
+    """A directory of atomically written, checksummed ``.npz`` entries.
+
+    Parameters
+    ----------
+    root : path, optional
+        Cache directory (created on first write).  Defaults to :func:`default_cache_dir`.
+    enabled : bool
+        With ``False`` nothing is read or written (``--no-cache``); ``get_or_compute`` just computes.
+    """
+
+    def __init__(self, root: str | Path | None = None, enabled: bool = True):
+        self.root = Path(root) if root is not None else default_cache_dir()
+        self.enabled = enabled
+        self.hits = 0
+        self.misses = 0
+
+    def path(self, namespace: str, key: Any) -> Path:
+        return self.root / namespace / f"{cache_key(key)}.npz"
+
+    # ------------------------------------------------------------------ read
+    def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
+        """The stored arrays, or ``None`` if absent.  A corrupt entry is logged, removed and treated as
+        absent."""
+        if not self.enabled:
+            return None
+        p = self.path(namespace, key)
+        if not p.is_file():
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files if k not in (_DIGEST_FIELD, _KEY_FIELD)}
+                stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
+            if stored is None or stored != _digest(arrays):
+                raise CacheCorruptError("digest mismatch")
+        except (OSError, ValueError, zipfile.BadZipFile, KeyError, EOFError, CacheCorruptError) as exc:
+            log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
+            try:
+                p.unlink()
+            except OSError:
+                pass
+            return None
+        return arrays
+
+    # ------------------------------------------------------------------ write
+    def store(self, namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path | None:
+        """Atomically write ``arrays`` under ``key``.  Returns the path (``None`` when disabled)."""
+        if not self.enabled:
+            return None
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        for k, v in arrays.items():
+            if v.dtype == object:
+                raise TypeError(f"cache array {k!r} has dtype object; only plain arrays are cached")
+        p = self.path(namespace, key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        payload = dict(arrays)
+        payload[_DIGEST_FIELD] = np.array(_digest(arrays))
+        payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.stem + ".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                buf = io.BytesIO()
+                np.savez(buf, **payload)
+                f.write(buf.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return p
+
+    def get_or_compute(
+        self, namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]
+    ) -> dict[str, np.ndarray]:
+        """Return the cached arrays for ``key`` or compute, store and return them."""
+        hit = self.load(namespace, key)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        self.misses += 1
+        arrays = {k: np.asarray(v) for k, v in compute().items()}
+        self.store(namespace, key, arrays)
+        return arrays
+
+
+#: A cache that never reads or writes (handy default for library calls and tests).
+NO_CACHE = DiskCache(root=Path(tempfile.gettempdir()) / "itr-disabled-cache", enabled=False)

@@ -1,0 +1,1 @@
+"""kcca package."""

@@ -1,0 +1,1 @@
+"""neural package."""

@@ -1,0 +1,40 @@
+"""Install script for the image–text ranking and caption-evaluation toolkit."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+setup(
+    name="image-text-ranking",
+    version="0.1.0",
+    description=(
+        "Image–text ranking and caption evaluation: Hodosh et al. (2013) KCCA and "
+        "CLIP-family caption metrics on one evaluator"
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["corpora*", "kernels*", "kcca*", "neural*", "evaluation*",
+                                    "experiments*"]),
+    install_requires=[
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "scikit-learn>=1.3",
+        "opencv-python-headless>=4.8",
+        "nltk>=3.8",
+        "torch>=2.1",
+        "torchvision>=0.16",
+        "open_clip_torch>=2.24",
+        "safetensors>=0.4",
+        "statsmodels>=0.14",
+        "tqdm>=4.66",
+        "matplotlib>=3.7",
+        "pillow>=10",
+    ],
+    extras_require={
+        "test": ["pytest>=7.4"],
+        # Third-party CCA implementations compared against ours in benchmarks/kcca.py.
+        "bench": ["pyrcca", "cca-zoo", "mvlearn"],
+    },
+)

@@ -1,0 +1,60 @@
+"""Shared pytest fixtures.
+
+Shared data (the real Flickr8k text bundle, 14 JPEGs, NLTK resources) is found through one environment
+variable, ``ITR_SHARED`` (default ``../shared`` next to the repository).  Tests that need it skip with a
+clear reason when it is absent; CI (``.ci/run``) refuses to run without it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from corpora.paths import shared_dir, shared_flickr8k_dir, shared_nltk_dir
+
+# Never let a test reach the network for NLTK resources: point NLTK at the shared copy.
+if shared_nltk_dir().is_dir():
+    os.environ.setdefault("NLTK_DATA", str(shared_nltk_dir()))
+
+
+@pytest.fixture(scope="session")
+def shared_path() -> Path:
+    p = shared_dir()
+    if not p.is_dir():
+        pytest.skip(f"shared data folder not found at {p} (set ITR_SHARED to its location)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def flickr8k_dir() -> Path:
+    p = shared_flickr8k_dir()
+    if not (p / "Flickr8k_text" / "Flickr8k.token.txt").is_file():
+        pytest.skip(f"real Flickr8k text bundle not found under {p} (set ITR_SHARED)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def nltk_data_dir() -> Path:
+    p = shared_nltk_dir()
+    if not p.is_dir():
+        pytest.skip(f"shared NLTK data not found at {p} (set ITR_SHARED)")
+    from corpora.paths import ensure_nltk_data_path
+
+    ensure_nltk_data_path()
+    return p
+
+
+@pytest.fixture(scope="session")
+def small_teaching_set():
+    """A small teaching set (120 images: 60 train / 30 dev / 30 test), seed 0, shared by the session."""
+    from corpora.teaching import make_teaching_set
+
+    return make_teaching_set(n_images=120, n_train=60, n_dev=30, seed=0)
+
+
+@pytest.fixture()
+def tmp_cache(tmp_path):
+    from corpora.cache import DiskCache
+
+    return DiskCache(tmp_path / "cache")
