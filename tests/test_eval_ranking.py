@@ -1,0 +1,167 @@
+"""Ranking metrics, ScoreMatrices, evaluate_pool and Borda fusion (Hodosh et al. 2013, Sec. 4.1.3 / 4.3)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corpora.base import RankingPool
+from evaluation import RankingResult, ScoreMatrices, borda, borda_points, evaluate, evaluate_pool, fuse
+
+
+def test_hand_computed_metrics_with_ties():
+    # 3 queries × 4 candidates
+    S = np.array([
+        [0.9, 0.1, 0.5, 0.3],   # gold 0 -> rank 1
+        [0.2, 0.8, 0.8, 0.1],   # gold 2, tied with col 1 (non-relevant) -> pessimistic rank 2
+        [0.4, 0.4, 0.4, 0.4],   # constant row, gold 3 -> rank 4 (3 ties)
+    ], dtype=np.float32)
+    gold = np.array([0, 2, 3])
+    rel = np.array([
+        [1, 0, 1, 0],           # r=2: order 0,2,3,1 -> top2 = {0,2} -> Rprec 1
+        [0, 0, 1, 0],           # r=1: order 1,2,... -> top1 = {1} -> 0
+        [1, 0, 0, 1],           # r=2: pessimistic order: nonrel 1,2 first -> 0
+    ], dtype=bool)
+    res = evaluate(S, gold, rel, ks=(1, 2, 3))
+    assert isinstance(res, RankingResult)
+    np.testing.assert_array_equal(res.ranks, [1, 2, 4])
+    np.testing.assert_array_equal(res.tied_with_gold, [0, 1, 3])
+    assert res.n_ties == 2
+    assert res.metrics["R@1"] == pytest.approx(100 / 3)
+    assert res.metrics["R@2"] == pytest.approx(200 / 3)
+    assert res.metrics["R@3"] == pytest.approx(200 / 3)
+    assert res.metrics["median_rank"] == 2.0
+    assert res.metrics["mean_rank"] == pytest.approx(7 / 3)
+    # S@k: q0 first relevant at 1; q1 at 2; q2 relevant items after the 2 non-relevant ties -> 3
+    np.testing.assert_array_equal(res.success[1], [True, False, False])
+    np.testing.assert_array_equal(res.success[2], [True, True, False])
+    np.testing.assert_array_equal(res.success[3], [True, True, True])
+    assert res.metrics["S@2"] == pytest.approx(200 / 3)
+    np.testing.assert_allclose(res.r_precision, [1.0, 0.0, 0.0])
+    assert res.metrics["R-precision"] == pytest.approx(100 / 3)
+    assert set(res.metrics) == {"R@1", "R@2", "R@3", "median_rank", "mean_rank", "S@1", "S@2", "S@3",
+                                "R-precision"}
+    np.testing.assert_array_equal(res.per_query("R@2"), res.hits[2])
+
+
+def test_default_keys_without_relevance():
+    S = np.eye(12)
+    res = evaluate(S, np.arange(12))
+    assert set(res.metrics) == {"R@1", "R@5", "R@10", "median_rank", "mean_rank"}
+    assert res.metrics["R@1"] == 100.0 and res.metrics["median_rank"] == 1.0
+    assert res.success is None and res.r_precision is None and res.n_ties == 0
+
+
+def test_rank_matches_bruteforce_random():
+    rng = np.random.default_rng(0)
+    S = rng.integers(0, 4, size=(50, 30)).astype(np.float32)  # many ties
+    gold = rng.integers(0, 30, size=50)
+    rel = rng.random((50, 30)) < 0.2
+    rel[np.arange(50), gold] = True
+    res = evaluate(S, gold, rel, ks=(1, 3, 7))
+    for q in range(50):
+        # explicit pessimistic ordering: python sort with key (−score, class)
+        cls = [2 if j == gold[q] else (1 if rel[q, j] else 0) for j in range(30)]
+        order = sorted(range(30), key=lambda j: (-S[q, j], cls[j], j))
+        assert res.ranks[q] == order.index(gold[q]) + 1
+        first_rel = next(i for i, j in enumerate(order) if rel[q, j]) + 1
+        for k in (1, 3, 7):
+            assert res.success[k][q] == (first_rel <= k)
+        r = rel[q].sum()
+        assert res.r_precision[q] == pytest.approx(rel[q, order[:r]].mean())
+
+
+def test_bad_inputs_give_clear_errors():
+    S = np.random.default_rng(0).random((3, 4))
+    with pytest.raises(ValueError, match="gold must have shape"):
+        evaluate(S, [0, 1])
+    with pytest.raises(ValueError, match="gold indices"):
+        evaluate(S, [0, 1, 4])
+    bad = S.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        evaluate(bad, [0, 1, 2])
+    with pytest.raises(ValueError, match="relevance shape"):
+        evaluate(S, [0, 1, 2], relevance=np.ones((3, 5), bool))
+    rel = np.zeros((3, 4), bool)
+    rel[[0, 1], [0, 1]] = True
+    with pytest.raises(ValueError, match="empty relevance set"):
+        evaluate(S, [0, 1, 2], relevance=rel)
+    rel[2, 3] = True
+    with pytest.raises(ValueError, match="gold item is not marked relevant"):
+        evaluate(S, [0, 1, 2], relevance=rel)
+    with pytest.raises(ValueError, match="2-D"):
+        evaluate(S[0], [0])
+    with pytest.raises(ValueError, match="ks"):
+        evaluate(S, [0, 1, 2], ks=(0,))
+    with pytest.raises(ValueError, match="transpose"):
+        ScoreMatrices(annotation=np.zeros((2, 3)), search=np.zeros((2, 3)))
+
+
+def _pool(n=6):
+    from corpora.base import Caption
+    ids = tuple(f"im{i}" for i in range(n))
+    caps = tuple(Caption(id=f"im{i}#0", image_id=f"im{i}", index=0, text=f"cap {i}") for i in range(n))
+    rel = np.eye(n, dtype=bool)
+    rel[0, 1] = True  # caption 1 also describes image 0
+    return RankingPool(split="test", image_ids=ids, caption_ids=tuple(c.id for c in caps), captions=caps,
+                       gold_caption=np.arange(n), gold_image=np.arange(n), relevance=rel)
+
+
+def test_evaluate_pool_uses_both_directions():
+    pool = _pool()
+    S = np.eye(6, dtype=np.float32)
+    S[0, 1] = 2.0           # annotation of image 0: caption 1 above gold (relevant, so S@1 still hits)
+    out = evaluate_pool(S, pool)
+    ann, sea = out["annotation"], out["search"]
+    assert ann.ranks[0] == 2 and sea.ranks[1] == 2  # search: caption 1 ranks image 0 first
+    assert ann.success[1][0] and sea.success[1][1]
+    assert ann.metrics["R@1"] == pytest.approx(500 / 6)
+    # different models per task
+    sm = ScoreMatrices(annotation=np.eye(6), search=np.eye(6)[::-1].copy())
+    out2 = evaluate_pool(sm, pool)
+    assert out2["annotation"].metrics["R@1"] == 100.0 and out2["search"].metrics["R@1"] == 0.0
+    assert ScoreMatrices.from_affinity(S).search.shape == (6, 6)
+    with pytest.raises(ValueError, match="pool"):
+        evaluate_pool(np.zeros((5, 6)), pool)
+
+
+def test_borda_worked_example_tie_broken_by_median():
+    # Items A,B,C,D (columns in the order B, D, A, C to show column order is irrelevant).
+    # Ranking 1: A B C D   Ranking 2: A C B D   Ranking 3: B C D A
+    # positions: A (0,0,3) B (1,2,0) C (2,1,1) D (3,3,2)
+    # points (N − r): A 4+4+1 = 9, B 3+2+4 = 9, C 2+3+3 = 8, D 1+1+2 = 4
+    # A and B tie on 9 points; median positions A 0 < B 1  ->  fused order A, B, C, D
+    cols = ["B", "D", "A", "C"]
+    rankings = [["A", "B", "C", "D"], ["A", "C", "B", "D"], ["B", "C", "D", "A"]]
+    mats = [np.array([[-r.index(c) for c in cols]], dtype=np.float32) for r in rankings]
+    points, med = borda_points(mats)
+    np.testing.assert_array_equal(points[0], [9, 4, 9, 8])
+    np.testing.assert_array_equal(med[0], [1, 3, 0, 1])
+    fused = borda(mats)
+    assert fused.dtype == np.float32
+    np.testing.assert_array_equal(fused[0], [3, 1, 4, 2])  # A=4, B=3, C=2, D=1
+    assert fuse is borda
+    # evaluation of the fused matrix: gold B ranks 2nd
+    assert evaluate(fused, [0]).ranks[0] == 2
+
+
+def test_borda_vectorised_rows_and_full_ties():
+    rng = np.random.default_rng(1)
+    mats = [rng.random((7, 9)) for _ in range(3)]
+    fused = borda(mats)
+    for q in range(7):
+        row = borda([m[q:q + 1] for m in mats])
+        np.testing.assert_array_equal(fused[q], row[0])
+    # a single ranking is reproduced exactly
+    np.testing.assert_array_equal(np.argsort(-borda([mats[0]])[0]), np.argsort(-mats[0][0]))
+    # two opposite rankings of 2 items: same points, same median -> equal fused scores
+    f = borda([np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])])
+    assert f[0, 0] == f[0, 1] == 2
+    # ScoreMatrices in, ScoreMatrices out
+    sms = [ScoreMatrices.from_affinity(m[:, :7]) for m in mats]
+    out = borda(sms)
+    assert isinstance(out, ScoreMatrices) and out.annotation.shape == (7, 7)
+    with pytest.raises(ValueError, match="shape"):
+        borda([np.zeros((2, 3)), np.zeros((2, 4))])
+    with pytest.raises(ValueError, match="at least one"):
+        borda([])
