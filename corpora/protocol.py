@@ -1,0 +1,234 @@
+"""The evaluation protocol of Hodosh, Young & Hockenmaier (2013), Sec. 4.1 and 4.3.2.
+
+* **Training data** (Sec. 4.1): the training images with *all* their captions – :func:`train_items`.
+* **Ranking pools** (Sec. 4.1.2): the dev and test pools hold N images and **one caption per image**
+  (N = 1,000 for Flickr8k).  Image annotation ranks the N captions for each image, image search ranks the
+  N images for each caption – :func:`hodosh_pool`.
+
+  - If the corpus fixes the pool (``corpus.fixed_pools[split]``; Flickr8k test = the 1,000 caption ids
+    judged in CrowdFlowerAnnotations.txt) that pool is used.
+  - Otherwise one caption per image is chosen from ``seed``: caption index
+    ``k(image) = int.from_bytes(sha256(f"{seed}\\0{image_id}")[:8], "big") mod n_captions(image)``.
+    The choice depends only on (seed, image id, number of captions) – stable across runs, platforms
+    and Python versions (no ``hash()`` randomisation), and unchanged for the remaining images when
+    missing images are skipped.  The pool's ``caption_ids`` are the record of the choice.
+* **Relevance** (Sec. 4.3.2): ``R[i, j]`` is true iff caption ``j`` is image ``i``'s original caption
+  or the crowd's "fraction yes" for (image ``i``, caption ``j``) is ≥ 0.66 (two of three judges);
+  unjudged pairs are not relevant.  Computed by ``corpus.judge_relevance`` (generated corpora with exact
+  scene facts override it).  :func:`relevance_stats` summarises it (Hodosh's Table 2-style counts).
+
+Missing images
+--------------
+With ``require_images=True`` the split's images must exist on disk: if some are absent,
+:class:`~corpora.base.MissingImagesError` is raised with one message naming how many are missing and the
+first few paths.  With ``skip_missing_images=True`` the split is restricted to the images present
+instead; the restriction is *counted and reported*: a ``UserWarning``, a line in ``corpus.notes``, and on
+the returned pool the attributes ``pool.skipped_image_ids`` (tuple, also ``()`` when nothing was skipped)
+and ``pool.n_skipped`` – read them with :func:`skipped_images`.  (``RankingPool`` is a frozen dataclass,
+so these are attached with ``object.__setattr__``.)  :func:`train_items` returns them in its
+:class:`TrainItems` result.
+"""
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from corpora.base import (
+    Caption,
+    CaptionId,
+    Corpus,
+    CorpusError,
+    ImageId,
+    MissingImagesError,
+    RankingPool,
+)
+
+__all__ = ["hodosh_pool", "train_items", "TrainItems", "relevance_stats", "select_caption_index",
+           "skipped_images", "available_images", "N_MISSING_SHOWN"]
+
+#: How many missing paths the MissingImagesError message lists.
+N_MISSING_SHOWN = 5
+
+
+def select_caption_index(image_id: ImageId, n_captions: int, seed: int = 0) -> int:
+    """Deterministic caption choice for one image: ``sha256(f"{seed}\\0{image_id}")`` mod ``n_captions``."""
+    if n_captions < 1:
+        raise ValueError(f"image {image_id!r} has no captions")
+    digest = hashlib.sha256(f"{int(seed)}\0{image_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % n_captions
+
+
+def available_images(corpus: Corpus, image_ids: Sequence[ImageId], *, split: str,
+                     skip_missing_images: bool, require_images: bool
+                     ) -> tuple[tuple[ImageId, ...], tuple[ImageId, ...]]:
+    """``(kept, skipped)`` image ids of a split under the missing-image policy (module docstring)."""
+    image_ids = tuple(image_ids)
+    if not (skip_missing_images or require_images):
+        return image_ids, ()
+    missing = corpus.missing_images(image_ids)
+    if not missing:
+        return image_ids, ()
+    if not skip_missing_images:
+        shown = [str(corpus.image_path(i) or i) for i in missing[:N_MISSING_SHOWN]]
+        more = f", … ({len(missing) - len(shown)} more)" if len(missing) > len(shown) else ""
+        raise MissingImagesError(
+            f"split {split!r} of corpus {corpus.name!r} needs {len(image_ids)} images, {len(missing)} are "
+            f"missing: {', '.join(shown)}{more}. Put the images there, or pass skip_missing_images=True to "
+            f"restrict the split to the {len(image_ids) - len(missing)} images present.")
+    miss = set(missing)
+    kept = tuple(i for i in image_ids if i not in miss)
+    msg = (f"split {split!r}: skipped {len(missing)} of {len(image_ids)} images not on disk "
+           f"(kept {len(kept)}); results are NOT comparable with the full split")
+    corpus.notes.append(msg)
+    warnings.warn(msg, UserWarning, stacklevel=3)
+    return kept, tuple(missing)
+
+
+def _attach_skipped(pool: RankingPool, skipped: tuple[ImageId, ...]) -> RankingPool:
+    object.__setattr__(pool, "skipped_image_ids", skipped)
+    object.__setattr__(pool, "n_skipped", len(skipped))
+    return pool
+
+
+def skipped_images(pool: RankingPool) -> tuple[ImageId, ...]:
+    """The images left out of ``pool`` because they were missing (``()`` if none / not recorded)."""
+    return tuple(getattr(pool, "skipped_image_ids", ()))
+
+
+def hodosh_pool(corpus: Corpus, split: str, *, seed: int = 0, skip_missing_images: bool = False,
+                require_images: bool = False) -> RankingPool:
+    """The ranking pool of ``split`` under the Hodosh protocol (Sec. 4.1.2): N images, one caption each.
+
+    Parameters
+    ----------
+    corpus : Corpus
+    split : str
+        ``"dev"``, ``"test"`` (or any split of the corpus).
+    seed : int
+        Seed of the one-caption-per-image choice (ignored where ``corpus.fixed_pools[split]`` exists).
+    skip_missing_images, require_images : bool
+        Missing-image policy, see the module docstring.
+
+    Returns
+    -------
+    RankingPool
+        ``image_ids`` in split order; ``caption_ids[j]`` is the caption chosen for ``image_ids[j]`` so
+        ``gold_caption = gold_image = arange(N)``; ``relevance`` (N, N) bool per Sec. 4.3.2.  Extra
+        attributes ``skipped_image_ids`` / ``n_skipped``.
+    """
+    images, skipped = available_images(corpus, corpus.split(split), split=split,
+                                       skip_missing_images=skip_missing_images,
+                                       require_images=require_images)
+    fixed = corpus.fixed_pools.get(split)
+    chosen: list[Caption] = []
+    if fixed is not None:
+        by_image: dict[ImageId, list[CaptionId]] = {}
+        for cid in fixed:
+            c = corpus.caption(cid)
+            by_image.setdefault(c.image_id, []).append(cid)
+        split_set = set(corpus.split(split))
+        stray = [cid for im, cids in by_image.items() if im not in split_set for cid in cids]
+        if stray:
+            raise CorpusError(f"fixed pool of split {split!r} has {len(stray)} captions of images outside "
+                              f"the split, e.g. {stray[0]}")
+        for im in images:
+            cids = by_image.get(im, [])
+            if len(cids) != 1:
+                raise CorpusError(f"fixed pool of split {split!r} has {len(cids)} captions for image {im} "
+                                  "(expected exactly one)")
+            chosen.append(corpus.caption(cids[0]))
+    else:
+        for im in images:
+            caps = corpus.captions_of(im)
+            if not caps:
+                raise CorpusError(f"image {im} of split {split!r} has no captions")
+            chosen.append(caps[select_caption_index(im, len(caps), seed)])
+    caption_ids = tuple(c.id for c in chosen)
+    n = len(images)
+    pool = RankingPool(
+        split=split,
+        image_ids=tuple(images),
+        caption_ids=caption_ids,
+        captions=tuple(chosen),
+        gold_caption=np.arange(n, dtype=np.int64),
+        gold_image=np.arange(n, dtype=np.int64),
+        relevance=corpus.judge_relevance(images, caption_ids),
+    )
+    return _attach_skipped(pool, skipped)
+
+
+class TrainItems(NamedTuple):
+    """Training data (Sec. 4.1): images and all their captions, aligned."""
+
+    image_ids: tuple[ImageId, ...]
+    captions: list[tuple[Caption, ...]]
+    skipped_image_ids: tuple[ImageId, ...] = ()
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped_image_ids)
+
+    def pairs(self) -> tuple[np.ndarray, list[Caption]]:
+        """Flattened (image index, caption) pairs: every image repeated once per caption."""
+        idx = np.repeat(np.arange(len(self.image_ids)), [len(c) for c in self.captions])
+        return idx, [c for caps in self.captions for c in caps]
+
+
+def train_items(corpus: Corpus, *, split: str = "train", skip_missing_images: bool = False,
+                require_images: bool = False) -> TrainItems:
+    """The training images of ``split`` with all their captions (Sec. 4.1: 6,000 images × 5 captions).
+
+    Returns a :class:`TrainItems` ``(image_ids, captions, skipped_image_ids)``; unpacks as
+    ``ids, caps, skipped = train_items(corpus)``.
+    """
+    images, skipped = available_images(corpus, corpus.split(split), split=split,
+                                       skip_missing_images=skip_missing_images,
+                                       require_images=require_images)
+    caps = []
+    for im in images:
+        c = corpus.captions_of(im)
+        if not c:
+            raise CorpusError(f"training image {im} of split {split!r} has no captions")
+        caps.append(c)
+    return TrainItems(tuple(images), caps, skipped)
+
+
+def _histogram(counts: np.ndarray) -> dict[str, int]:
+    return {"0": int((counts == 0).sum()), "1": int((counts == 1).sum()), "2": int((counts == 2).sum()),
+            "3": int((counts == 3).sum()), ">=4": int((counts >= 4).sum())}
+
+
+def relevance_stats(pool: RankingPool) -> dict:
+    """Counts describing ``pool.relevance`` (Sec. 4.3.2).
+
+    Returns
+    -------
+    dict
+        ``n_images``, ``n_captions``, ``n_relevant_pairs``, ``n_original_pairs`` (gold pairs),
+        ``n_extra_pairs`` (relevant non-original pairs), ``captions_by_n_images`` – how many captions
+        are relevant to 0 / 1 / 2 / 3 / ≥4 images –, ``images_by_n_captions`` (the same per image),
+        ``mean_images_per_caption``, ``mean_captions_per_image``, ``n_skipped_images``.
+    """
+    R = np.asarray(pool.relevance, dtype=bool)
+    per_caption = R.sum(axis=0)
+    per_image = R.sum(axis=1)
+    gold = np.zeros_like(R)
+    gold[np.asarray(pool.gold_image), np.arange(R.shape[1])] = True
+    n_orig = int((R & gold).sum())
+    return {
+        "split": pool.split,
+        "n_images": int(R.shape[0]),
+        "n_captions": int(R.shape[1]),
+        "n_relevant_pairs": int(R.sum()),
+        "n_original_pairs": n_orig,
+        "n_extra_pairs": int(R.sum()) - n_orig,
+        "captions_by_n_images": _histogram(per_caption),
+        "images_by_n_captions": _histogram(per_image),
+        "mean_images_per_caption": float(per_caption.mean()) if R.size else 0.0,
+        "mean_captions_per_image": float(per_image.mean()) if R.size else 0.0,
+        "n_skipped_images": len(skipped_images(pool)),
+    }
