@@ -1,0 +1,161 @@
+"""Optional MD5 verification of image files against an ``md5sum``-style list.
+
+The list has one ``<md5>  <relative path>`` line per file (``md5sum`` text mode; the binary-mode marker
+``<md5> *<path>`` is accepted too), e.g. ``shared/data/flickr8k/checksums/flickr8k_checksum.txt``::
+
+    2ced981ae965987bbe88552d5562ff10  Flicker8k_Dataset/1000268201_693b08cb0e.jpg
+
+Image ids are the file names (``1000268201_693b08cb0e.jpg``).  A listed path is looked up first as
+``images_root / <relative path>`` (``images_root`` = the dataset root) and then as
+``images_root / <file name>`` (``images_root`` = the image folder itself), so either folder can be passed.
+
+Files are hashed with :mod:`hashlib` in 1 MiB chunks.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from corpora.base import CorpusError
+
+__all__ = ["ChecksumReport", "read_checksum_file", "md5_file", "verify_checksums"]
+
+_LINE = re.compile(r"^([0-9a-fA-F]{32}) [ *](.+)$")
+_CHUNK = 1 << 20
+
+
+def md5_file(path: str | Path) -> str:
+    """Hex MD5 of a file, read in 1 MiB chunks."""
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_checksum_file(path: str | Path) -> dict[str, tuple[str, str]]:
+    """``{image id (file name): (md5, relative path)}``; malformed lines raise :class:`CorpusError`."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        data = path.read_bytes()
+        raise CorpusError("not valid UTF-8", path, data.count(b"\n", 0, exc.start) + 1) from None
+    out: dict[str, tuple[str, str]] = {}
+    for ln, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            raise CorpusError(f"expected '<32 hex md5>  <path>', got {line[:80]!r}", path, ln)
+        rel = m.group(2).strip()
+        name = PurePosixPath(rel.replace("\\", "/")).name
+        if name in out:
+            raise CorpusError(f"{name} listed twice", path, ln)
+        out[name] = (m.group(1).lower(), rel)
+    return out
+
+
+@dataclass
+class ChecksumReport:
+    """Outcome of :func:`verify_checksums`.
+
+    Attributes
+    ----------
+    ok : list of str
+        Image ids whose MD5 matches.
+    mismatched : list of (image id, expected md5, actual md5, path)
+    missing : list of (image id, expected path)
+        Listed (or requested) files that are not on disk – only filled when ``only_present=False``.
+    not_listed : list of str
+        Requested image ids without a line in the checksum file.
+    n_not_present : int
+        Listed files absent from disk and skipped because ``only_present=True``.
+    """
+
+    checksum_file: Path
+    images_root: Path
+    ok: list[str] = field(default_factory=list)
+    mismatched: list[tuple[str, str, str, Path]] = field(default_factory=list)
+    missing: list[tuple[str, Path]] = field(default_factory=list)
+    not_listed: list[str] = field(default_factory=list)
+    n_not_present: int = 0
+
+    @property
+    def all_ok(self) -> bool:
+        """No mismatch, no missing file, no unlisted requested id."""
+        return not (self.mismatched or self.missing or self.not_listed)
+
+    def __bool__(self) -> bool:
+        return self.all_ok
+
+    def raise_for_errors(self) -> None:
+        """Raise :class:`CorpusError` (with the report as message) unless :attr:`all_ok`."""
+        if not self.all_ok:
+            raise CorpusError(str(self), self.checksum_file)
+
+    def __str__(self) -> str:
+        head = (f"checksums ({self.checksum_file.name}, images under {self.images_root}): "
+                f"{len(self.ok)} ok, {len(self.mismatched)} mismatched, {len(self.missing)} missing, "
+                f"{len(self.not_listed)} not listed")
+        if self.n_not_present:
+            head += f"; {self.n_not_present} listed files not present (skipped)"
+        lines = [head]
+        for im, exp, act, p in self.mismatched:
+            lines.append(f"  MISMATCH {im}: expected {exp}, got {act} ({p})")
+        for im, p in self.missing[:20]:
+            lines.append(f"  MISSING  {im}: {p}")
+        if len(self.missing) > 20:
+            lines.append(f"  … {len(self.missing) - 20} more missing")
+        for im in self.not_listed[:20]:
+            lines.append(f"  NOT LISTED {im}")
+        if len(self.not_listed) > 20:
+            lines.append(f"  … {len(self.not_listed) - 20} more not listed")
+        return "\n".join(lines)
+
+
+def verify_checksums(images_root: str | Path, checksum_file: str | Path,
+                     image_ids: Iterable[str] | None = None, only_present: bool = True) -> ChecksumReport:
+    """Verify image files against an MD5 list.
+
+    Parameters
+    ----------
+    images_root : path
+        Dataset root (paths in the list are relative to it) or the image folder itself.
+    checksum_file : path
+        ``md5  relative/path`` lines.
+    image_ids : iterable of str, optional
+        File names to check (default: every listed file).
+    only_present : bool
+        ``True`` (default): files not on disk are skipped and only counted (``n_not_present``) – the
+        right mode when only some images are downloaded.  ``False``: they are reported as missing.
+    """
+    root = Path(images_root).expanduser()
+    ck = Path(checksum_file).expanduser()
+    table = read_checksum_file(ck)
+    report = ChecksumReport(checksum_file=ck, images_root=root)
+    wanted = list(table) if image_ids is None else list(dict.fromkeys(image_ids))
+    for im in wanted:
+        entry = table.get(im)
+        if entry is None:
+            report.not_listed.append(im)
+            continue
+        expected, rel = entry
+        cands = [root / rel, root / im]
+        p = next((c for c in cands if c.is_file()), None)
+        if p is None:
+            if only_present:
+                report.n_not_present += 1
+            else:
+                report.missing.append((im, cands[0] if cands[0].parent.is_dir() else cands[1]))
+            continue
+        actual = md5_file(p)
+        if actual == expected:
+            report.ok.append(im)
+        else:
+            report.mismatched.append((im, expected, actual, p))
+    return report
