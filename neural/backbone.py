@@ -1,0 +1,585 @@
+"""CLIP backbones: loading open_clip models (by name + pretrained tag, or from local files), batched
+L2-normalised encoding, and an on-disk cache of corpus image features.
+
+Every neural scorer of the toolkit (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS) runs on a
+:class:`Backbone`.  Two ways to get one:
+
+* :func:`load_backbone` — an open_clip architecture (``"ViT-B-32"``, ``"ViT-L-14"`` …) with weights from a
+  pretrained tag (``"openai"``, ``"laion2b_s32b_b82k"`` …; downloaded only on a networked machine) or a
+  local file (OpenAI ``.pt``, open_clip ``.pt`` / ``.safetensors``, the PAC-S release; see
+  :mod:`neural.checkpoints`).
+* :func:`neural.tiny_clip.train_tiny_clip` — the small CLIP trained here on the teaching set (the offline
+  default).
+
+Numbers depend on precision and library versions (Hessel et al. 2021 warn about fp16/fp32 and numpy):
+:meth:`Backbone.provenance` records both and every report should include it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from neural.checkpoints import (
+    MissingWeightsError,
+    WeightsError,
+    file_sha256,
+    read_state_dict,
+    state_dict_sha256,
+)
+
+log = logging.getLogger(__name__)
+
+#: Environment variable: set to ``1`` to forbid any weight download (also honoured: ``HF_HUB_OFFLINE``).
+OFFLINE_ENV = "ITR_OFFLINE"
+
+#: Architectures defined by this toolkit (not in open_clip's registry).  ``itr-tiny-clip`` is the
+#: small CLIP trained on the teaching set (:mod:`neural.tiny_clip`).  Heads are ``width // 64`` so that
+#: OpenAI-format files of it can also be rebuilt by ``open_clip.build_model_from_openai_state_dict``.
+CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
+    "itr-tiny-clip": {
+        "embed_dim": 128,
+        "quick_gelu": True,
+        "vision_cfg": {"image_size": 64, "layers": 4, "width": 192, "patch_size": 8, "head_width": 64},
+        "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
+    },
+}
+#: Preprocessing overrides for custom architectures (the teaching images are 4:3; "squash" keeps the
+#: whole scene, including what is left / right of centre).
+CUSTOM_PREPROCESS: dict[str, dict[str, Any]] = {"itr-tiny-clip": {"resize_mode": "squash"}}
+
+#: The PAC-S release checkpoints (Sarto et al. 2023, aimagelab/pacscore ``compute_metrics.py``) and the
+#: open_clip architecture each loads onto: ViT-B/32 is fine-tuned from OpenAI ViT-B/32 (QuickGELU),
+#: ViT-L/14 from open_clip ``ViT-L-14`` / ``laion2b_s32b_b82k`` (GELU).
+PACS_CHECKPOINTS = {
+    "clip_ViT-B-32.pth": {"model": "ViT-B-32", "quick_gelu": True},
+    "openClip_ViT-L-14.pth": {"model": "ViT-L-14", "quick_gelu": False},
+}
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`."""
+    if isinstance(device, torch.device):
+        return device
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _to_pil(img):
+    from PIL import Image
+
+    if isinstance(img, Image.Image):
+        return img.convert("RGB") if img.mode != "RGB" else img
+    a = np.asarray(img)
+    if a.ndim == 2:
+        a = np.stack([a] * 3, axis=-1)
+    if a.ndim != 3 or a.shape[2] not in (3, 4):
+        raise ValueError(f"expected an (H, W, 3) RGB image array, got shape {a.shape}")
+    if a.dtype != np.uint8:
+        if np.issubdtype(a.dtype, np.floating) and a.max(initial=0) <= 1.0:
+            a = a * 255.0
+        a = np.clip(a, 0, 255).astype(np.uint8)
+    if a.shape[2] == 4:
+        a = a[:, :, :3]
+    return Image.fromarray(np.ascontiguousarray(a), mode="RGB")
+
+
+def _progress(iterable, total: int, desc: str, enabled: bool):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False)
+
+
+@dataclass
+class Backbone:
+    """A CLIP dual encoder with its preprocessing, tokenizer and provenance.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        An open_clip ``CLIP`` (``encode_image`` / ``encode_text``), in eval mode.
+    preprocess : callable
+        open_clip's eval transform for the model (PIL image -> (3, S, S) tensor).
+    tokenizer : callable
+        open_clip tokenizer: ``list[str] -> LongTensor (B, context_length)``; longer texts are truncated
+        (the end-of-text token is kept at the last position, as ``clip.tokenize(truncate=True)``).
+    name : str
+        Human-readable identity, e.g. ``"ViT-B-32/openai"`` or ``"tiny-clip(teaching, seed=0)"``.
+    weights_id : str
+        SHA-256 prefix (16 hex) of the weights file, or of the state dict for weights trained here.
+    device : torch.device
+    precision : str
+        ``"fp32"`` or ``"fp16"`` (CUDA only).
+    context_length : int
+    arch : str
+        open_clip architecture name (``"ViT-B-32"``, ``"itr-tiny-clip"`` …).
+    source : str
+        Where the weights came from (tag, file path and detected format, or ``"trained here"``).
+    show_progress : bool
+        tqdm bars for encodes of more than ``progress_min`` items.
+    """
+
+    model: torch.nn.Module
+    preprocess: Callable
+    tokenizer: Callable
+    name: str
+    weights_id: str
+    device: torch.device
+    precision: str
+    context_length: int
+    arch: str = ""
+    source: str = ""
+    show_progress: bool = True
+    progress_min: int = 512
+    #: counters (for the overhead benchmark and cache tests)
+    n_image_encodes: int = field(default=0, repr=False)
+    n_text_encodes: int = field(default=0, repr=False)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float16 if self.precision == "fp16" else torch.float32
+
+    @property
+    def image_size(self) -> int:
+        s = getattr(self.model.visual, "image_size", 224)
+        return int(s[0] if isinstance(s, (tuple, list)) else s)
+
+    @property
+    def embed_dim(self) -> int:
+        proj = getattr(self.model, "text_projection", None)
+        if isinstance(proj, torch.Tensor):
+            return int(proj.shape[1])
+        return int(self.encode_texts(["a"]).shape[1])
+
+    # ------------------------------------------------------------------ encoding
+    def preprocess_images(self, images: Sequence) -> torch.Tensor:
+        """Apply the model's eval transform to a batch: ``(N, 3, S, S)`` float32 CPU tensor."""
+        return torch.stack([self.preprocess(_to_pil(im)) for im in images])
+
+    def _encode_image_batch(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.device, dtype=self.dtype, non_blocking=True)
+        f = self.model.encode_image(x)
+        return F.normalize(f.float(), dim=-1).cpu()
+
+    def _encode_text_batch(self, tokens: torch.Tensor) -> torch.Tensor:
+        f = self.model.encode_text(tokens.to(self.device))
+        return F.normalize(f.float(), dim=-1).cpu()
+
+    def encode_images(self, images: Sequence[np.ndarray], batch_size: int = 64) -> torch.Tensor:
+        """Encode images (``(H, W, 3)`` uint8 RGB arrays or PIL images): ``(N, D)`` float32 CPU,
+        L2-normalised, in input order."""
+        if isinstance(images, np.ndarray) and images.ndim == 3:
+            images = [images]
+        n = len(images)
+        if n == 0:
+            raise ValueError("encode_images: no images given")
+        starts = range(0, n, batch_size)
+        out = []
+        self.model.eval()
+        with torch.inference_mode():
+            for s in _progress(starts, len(starts), f"encode images ({self.name})",
+                               self.show_progress and n > self.progress_min):
+                out.append(self._encode_image_batch(self.preprocess_images(images[s:s + batch_size])))
+        self.n_image_encodes += n
+        return torch.cat(out)
+
+    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
+        """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor."""
+        return self.tokenizer(list(texts))
+
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
+        """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        n = len(texts)
+        if n == 0:
+            raise ValueError("encode_texts: no texts given")
+        starts = range(0, n, batch_size)
+        out = []
+        self.model.eval()
+        with torch.inference_mode():
+            for s in _progress(starts, len(starts), f"encode texts ({self.name})",
+                               self.show_progress and n > self.progress_min * 4):
+                out.append(self._encode_text_batch(self.tokenize(texts[s:s + batch_size])))
+        self.n_text_encodes += n
+        return torch.cat(out)
+
+    # ------------------------------------------------------------------ corpus cache
+    def cache_identity(self) -> dict:
+        """Everything about the encoder that changes image features (part of every cache key)."""
+        return {
+            "arch": self.arch,
+            "name": self.name,
+            "weights": self.weights_id,
+            "precision": self.precision,
+            "preprocess": repr(self.preprocess),
+        }
+
+    def encode_corpus_images(self, corpus, image_ids: Sequence[str], cache=None,
+                             batch_size: int = 64, chunk: int = 256) -> np.ndarray:
+        """L2-normalised features of corpus images, ``(len(image_ids), D)`` float32, cached on disk.
+
+        The cache (``corpora.cache.DiskCache``, namespace ``"neural_image_features"``) is keyed by the
+        model identity (:meth:`cache_identity`: architecture, weights hash, precision, preprocessing),
+        the corpus name and fingerprint, and the image ids.  To keep the number of (atomically written,
+        fsync'ed) files small, ids are stored in chunks of ``chunk`` consecutive requested ids; a rerun
+        with the same ids reads every chunk and encodes nothing.
+        """
+        from corpora.cache import NO_CACHE
+
+        cache = cache if cache is not None else NO_CACHE
+        ids = list(image_ids)
+        if not ids:
+            return np.zeros((0, self.embed_dim), np.float32)
+        missing = corpus.missing_images(ids) if hasattr(corpus, "missing_images") else []
+        if missing:
+            raise FileNotFoundError(
+                f"{len(missing)} of {len(ids)} images of corpus {corpus.name!r} are not available "
+                f"(first: {missing[:3]})")
+        ident = self.cache_identity()
+        parts = []
+        for s in range(0, len(ids), chunk):
+            sub = ids[s:s + chunk]
+            key = {"what": "clip-image-features", "model": ident, "corpus": corpus.name,
+                   "fingerprint": corpus.fingerprint, "image_ids": sub}
+            arr = cache.get_or_compute(
+                "neural_image_features", key,
+                lambda sub=sub: {"features": self.encode_images(
+                    [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
+            parts.append(arr["features"].astype(np.float32, copy=False))
+        return np.concatenate(parts, axis=0)
+
+    # ------------------------------------------------------------------ provenance
+    def provenance(self) -> dict:
+        """Versions, device, precision and weights identity — include this in every result."""
+        import open_clip
+
+        return {
+            "backbone": self.name,
+            "arch": self.arch,
+            "weights_id": self.weights_id,
+            "weights_source": self.source,
+            "device": str(self.device),
+            "device_name": (torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else
+                            platform.processor() or platform.machine()),
+            "precision": self.precision,
+            "context_length": int(self.context_length),
+            "image_size": self.image_size,
+            "torch": torch.__version__,
+            "open_clip": getattr(open_clip, "__version__", "unknown"),
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        }
+
+
+# ---------------------------------------------------------------------------- model construction
+def _preprocess_for(model, overrides: dict | None = None):
+    """open_clip's eval transform from the preprocess config attached to ``model``."""
+    from open_clip.model import get_model_preprocess_cfg, set_model_preprocess_cfg
+    from open_clip.transform import PreprocessCfg, image_transform_v2, merge_preprocess_dict
+
+    from dataclasses import asdict
+
+    cfg = merge_preprocess_dict(asdict(PreprocessCfg()), get_model_preprocess_cfg(model) or {})
+    cfg = merge_preprocess_dict(cfg, overrides or {})
+    cfg["size"] = model.visual.image_size
+    set_model_preprocess_cfg(model, cfg)
+    return image_transform_v2(PreprocessCfg(**cfg), is_train=False)
+
+
+def create_architecture(arch: str, *, quick_gelu: bool | None = None,
+                        preprocess_overrides: dict | None = None):
+    """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
+
+    ``arch``: an open_clip built-in name (``open_clip.list_models()``) or a key of
+    :data:`CUSTOM_MODEL_CONFIGS`.  Returns ``(model, preprocess, tokenizer)``; the model is fp32 on CPU.
+    """
+    import open_clip
+    from open_clip.tokenizer import SimpleTokenizer
+
+    if arch in CUSTOM_MODEL_CONFIGS:
+        from copy import deepcopy
+
+        cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
+        if quick_gelu is not None:
+            cfg["quick_gelu"] = quick_gelu
+        model = open_clip.CLIP(**cfg)
+        over = dict(CUSTOM_PREPROCESS.get(arch, {}))
+        over.update(preprocess_overrides or {})
+        preprocess = _preprocess_for(model, over)
+        tokenizer = SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
+        return model.eval(), preprocess, tokenizer
+    if arch not in open_clip.list_models():
+        raise ValueError(
+            f"unknown CLIP architecture {arch!r}: use an open_clip model name (e.g. 'ViT-B-32', "
+            f"'ViT-L-14'; see open_clip.list_models()) or one of {sorted(CUSTOM_MODEL_CONFIGS)}; "
+            "'tiny' trains the small CLIP on the teaching set (neural.tiny_clip)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = open_clip.create_model(arch, pretrained=None, load_weights=False,
+                                       force_quick_gelu=bool(quick_gelu), pretrained_text=False,
+                                       device="cpu", precision="fp32")
+    preprocess = _preprocess_for(model, preprocess_overrides)
+    tokenizer = open_clip.get_tokenizer(arch)
+    return model.eval(), preprocess, tokenizer
+
+
+def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], *, source: str = "") -> None:
+    """Load a (normalised) CLIP state dict into ``model`` strictly, after open_clip's compatibility
+    fixes (custom-text key layout, logit_scale shape, positional-embedding resizing).  Raises
+    :class:`WeightsError` naming the source and the mismatching keys."""
+    from open_clip.model import convert_to_custom_text_state_dict, resize_pos_embed, resize_text_pos_embed
+
+    sd = dict(state_dict)
+    if "positional_embedding" in sd and not hasattr(model, "positional_embedding"):
+        sd = convert_to_custom_text_state_dict(sd)
+    if "logit_scale" in sd and model.logit_scale.ndim != sd["logit_scale"].ndim:
+        sd["logit_scale"] = sd["logit_scale"].reshape(model.logit_scale.shape)
+    if getattr(model, "logit_bias", None) is None:
+        sd.pop("logit_bias", None)
+    try:
+        resize_pos_embed(sd, model)
+        resize_text_pos_embed(sd, model)
+    except Exception as exc:  # shape too different to interpolate
+        raise WeightsError(f"{source}: positional embeddings do not fit the model ({exc})") from exc
+    own = model.state_dict()
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
+    bad_shape = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
+    if missing or unexpected or bad_shape:
+        def few(xs):
+            return ", ".join(xs[:5]) + (f" … (+{len(xs) - 5})" if len(xs) > 5 else "")
+        raise WeightsError(
+            f"{source}: weights do not match the architecture "
+            + (f"missing: {few(missing)}; " if missing else "")
+            + (f"unexpected: {few(unexpected)}; " if unexpected else "")
+            + (f"wrong shape: {few([f'{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}' for k in bad_shape])}"
+               if bad_shape else "")
+            + " — pass the matching --clip-model (e.g. ViT-B-32 for OpenAI / PAC-S ViT-B/32, ViT-L-14 "
+              "for PAC-S ViT-L/14), or 'auto' to infer it from an OpenAI-layout state dict")
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
+
+
+def _infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
+    """Rebuild the architecture of an OpenAI-layout state dict (open_clip's
+    ``build_model_from_openai_state_dict``), fp32."""
+    from open_clip.model import build_model_from_openai_state_dict
+
+    try:
+        model = build_model_from_openai_state_dict(dict(state_dict), quick_gelu=quick_gelu, cast_dtype=None)
+    except Exception as exc:
+        raise WeightsError(f"cannot infer a CLIP architecture from this state dict ({exc}); "
+                           "pass --clip-model explicitly") from exc
+    return model.float().eval()
+
+
+def _offline() -> bool:
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0") or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+
+
+def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
+    """The local file of an open_clip pretrained tag if it is already on disk, else ``None``
+    (never touches the network)."""
+    if tag_cfg.get("file"):
+        return tag_cfg["file"] if os.path.isfile(tag_cfg["file"]) else None
+    hf = tag_cfg.get("hf_hub", "")
+    if hf:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+            from open_clip.constants import HF_WEIGHTS_NAME
+            from open_clip.pretrained import _get_safe_alternatives
+
+            model_id, filename = os.path.split(hf)
+            filename = filename or HF_WEIGHTS_NAME
+            for fn in [*_get_safe_alternatives(filename), filename]:
+                p = try_to_load_from_cache(repo_id=model_id, filename=fn, cache_dir=cache_dir)
+                if isinstance(p, str) and os.path.isfile(p):
+                    return p
+        except ImportError:
+            pass
+    url = tag_cfg.get("url", "")
+    if url:
+        p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def _missing_weights_message(model: str, pretrained: str, why: str) -> str:
+    return (f"CLIP weights {model}/{pretrained} are not available ({why}). On a networked machine they are "
+            f"downloaded automatically; offline, download them elsewhere (e.g. open_clip.create_model('{model}', "
+            f"pretrained='{pretrained}') fills ~/.cache/huggingface or ~/.cache/clip) and pass the file with "
+            f"--clip-pretrained /path/to/file (load_backbone('{model}', '/path/to/file')), or use "
+            "--clip-model tiny for the small CLIP trained here on the teaching set.")
+
+
+def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "openai", *,
+                  device: str | torch.device = "auto", precision: str = "fp32",
+                  quick_gelu: bool | None = None, allow_download: bool | None = None,
+                  cache_dir: str | None = None, show_progress: bool = True) -> Backbone:
+    """Load an open_clip CLIP backbone.
+
+    Parameters
+    ----------
+    model : str
+        open_clip architecture (``"ViT-B-32"``, ``"ViT-L-14"``, ``"ViT-B-32-quickgelu"`` …), a custom
+        one (``"itr-tiny-clip"``), or ``"auto"`` to infer the architecture from an OpenAI-layout state
+        dict file.  (``"tiny"`` — the CLIP trained here — is handled by
+        :func:`neural.tiny_clip.train_tiny_clip`, which needs a corpus.)
+    pretrained : str, path or None
+        A pretrained tag (``"openai"``, ``"laion2b_s32b_b82k"`` …) or a weights file (any format of
+        :mod:`neural.checkpoints`).  ``None``: random initialisation (for tests).
+    device : ``"auto"`` | ``"cpu"`` | ``"cuda"`` | torch.device
+        ``"auto"``: CUDA when available, else CPU.
+    precision : ``"fp32"`` | ``"fp16"``
+        fp16 only on CUDA; on CPU it falls back to fp32 with a warning (recorded in provenance).
+    quick_gelu : bool, optional
+        Force QuickGELU (OpenAI-trained weights) on / off.  Default: from the tag's config; for files,
+        True for OpenAI TorchScript archives and for the PAC-S ViT-B/32 release (see
+        :data:`PACS_CHECKPOINTS`), else the architecture's own default.
+    allow_download : bool, optional
+        Whether a missing tagged checkpoint may be downloaded.  Default: yes unless ``$ITR_OFFLINE`` or
+        ``$HF_HUB_OFFLINE`` is set.  When not allowed, missing weights raise
+        :class:`~neural.checkpoints.MissingWeightsError` before open_clip touches the network.
+
+    Raises
+    ------
+    MissingWeightsError
+        Weights not on disk (offline), or the download failed; the message says how to supply a file.
+    UnsafeCheckpointError
+        The file would need unpickling of arbitrary objects.
+    WeightsError
+        The weights do not fit the architecture.
+    """
+    dev = resolve_device(device)
+    if precision not in ("fp32", "fp16"):
+        raise ValueError(f"precision={precision!r}: expected 'fp32' or 'fp16'")
+    if precision == "fp16" and dev.type != "cuda":
+        warnings.warn("fp16 is only used on CUDA; running fp32 on CPU", stacklevel=2)
+        precision = "fp32"
+    if model in ("tiny", "tiny-clip"):
+        raise ValueError("model='tiny' is the CLIP trained here on the teaching set: use "
+                         "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
+    allow = (not _offline()) if allow_download is None else allow_download
+
+    file_path: Path | None = None
+    tag_cfg: dict = {}
+    if pretrained is not None:
+        as_path = Path(str(pretrained)).expanduser()
+        looks_like_file = as_path.suffix in (".pt", ".pth", ".bin", ".safetensors", ".ckpt") or os.sep in str(pretrained)
+        if as_path.is_file():
+            file_path = as_path
+        elif looks_like_file:
+            raise MissingWeightsError(f"weights file not found: {as_path} (--clip-pretrained)")
+        else:
+            import open_clip
+
+            arch_for_tag = model.replace("/", "-")
+            tag_cfg = open_clip.get_pretrained_cfg(arch_for_tag, str(pretrained)) if model != "auto" else {}
+            if not tag_cfg:
+                tags = open_clip.list_pretrained_tags_by_model(arch_for_tag) if model != "auto" else []
+                raise ValueError(f"pretrained={pretrained!r} is neither a file nor a known tag for {model!r} "
+                                 f"(known tags: {tags})")
+            local = _cached_tag_file(tag_cfg, cache_dir)
+            if local is None:
+                if not allow:
+                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained),
+                                                                       "not in the local cache and downloads are off"))
+                try:
+                    from open_clip.pretrained import download_pretrained
+
+                    local = download_pretrained(tag_cfg, cache_dir=cache_dir)
+                except Exception as exc:
+                    raise MissingWeightsError(_missing_weights_message(
+                        model, str(pretrained), f"download failed: {exc}")) from exc
+                if not local:
+                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained), "no download source"))
+            file_path = Path(local)
+
+    state_dict = fmt = None
+    weights_id = ""
+    if file_path is not None:
+        state_dict, fmt = read_state_dict(file_path)
+        weights_id = file_sha256(file_path)[:16]
+    if quick_gelu is None:
+        if tag_cfg:
+            quick_gelu = bool(tag_cfg.get("quick_gelu", False))
+        elif fmt == "torchscript":
+            quick_gelu = True
+        elif file_path is not None and file_path.name in PACS_CHECKPOINTS:
+            quick_gelu = PACS_CHECKPOINTS[file_path.name]["quick_gelu"]
+    preprocess_overrides = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode")
+                            if k in tag_cfg}
+
+    if model == "auto":
+        if state_dict is None:
+            raise ValueError("model='auto' needs a weights file to infer the architecture from")
+        net = _infer_openai_arch(state_dict, quick_gelu=True if quick_gelu is None else quick_gelu)
+        preprocess = _preprocess_for(net, preprocess_overrides)
+        from open_clip.tokenizer import SimpleTokenizer
+
+        tokenizer = SimpleTokenizer(context_length=int(net.context_length))
+        arch = "auto(openai-layout)"
+    else:
+        arch = model.replace("/", "-")
+        net, preprocess, tokenizer = create_architecture(arch, quick_gelu=quick_gelu,
+                                                         preprocess_overrides=preprocess_overrides)
+        if state_dict is not None:
+            load_weights_into(net, state_dict, source=f"{file_path} ({fmt})")
+    net = net.to(dev)
+    if precision == "fp16":
+        net = net.half()
+    net.eval()
+    if pretrained is None:
+        name = f"{arch}/random-init"
+        source = "random initialisation"
+        weights_id = state_dict_sha256(net.state_dict())[:16]
+    elif tag_cfg:
+        name = f"{arch}/{pretrained}"
+        source = f"tag {pretrained} ({file_path})"
+    else:
+        name = f"{arch}/{file_path.name}"
+        source = f"file {file_path} ({fmt})"
+    ctx = int(getattr(net, "context_length", getattr(tokenizer, "context_length", 77)))
+    return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=weights_id,
+                    device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
+                    show_progress=show_progress)
+
+
+def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: Callable, *, name: str,
+                        arch: str, source: str = "trained here", device: str | torch.device = "auto",
+                        precision: str = "fp32", show_progress: bool = True) -> Backbone:
+    """Wrap an in-memory open_clip model (e.g. one trained or fine-tuned here) as a :class:`Backbone`;
+    ``weights_id`` is the SHA-256 prefix of its state dict."""
+    dev = resolve_device(device)
+    if precision == "fp16" and dev.type != "cuda":
+        precision = "fp32"
+    net = net.to(dev)
+    if precision == "fp16":
+        net = net.half()
+    net.eval()
+    wid = state_dict_sha256(net.state_dict())[:16]
+    ctx = int(getattr(net, "context_length", getattr(tokenizer, "context_length", 77)))
+    return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=wid,
+                    device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
+                    show_progress=show_progress)
+
+
+__all__ = [
+    "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
+    "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
+    "WeightsError", "MissingWeightsError",
+]

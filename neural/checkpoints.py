@@ -1,0 +1,209 @@
+"""Reading CLIP weight files safely, in every format the toolkit accepts.
+
+Formats (detected from the file, not from its name):
+
+``"safetensors"``
+    A ``.safetensors`` file (open_clip's ``open_clip_model.safetensors``, or what
+    :func:`save_state_dict` writes).  Read with :func:`safetensors.torch.load_file` — no code runs.
+``"torchscript"``
+    An OpenAI release ``.pt`` (``ViT-B-32.pt`` …) is a TorchScript archive.  It is read with
+    :func:`torch.jit.load`, which executes no Python pickle opcodes of arbitrary classes: TorchScript
+    archives are deserialised by the TorchScript importer, which only rebuilds tensors and TorchScript
+    types.  The extra entries ``input_resolution``, ``context_length`` and ``vocab_size`` that OpenAI's
+    archives keep in their state dict are dropped.
+``"state_dict"``
+    A plain ``torch.save``'d state dict (OpenAI key names == open_clip key names for the standard CLIP
+    class), read with ``torch.load(..., weights_only=True)``.
+``"open_clip-checkpoint"``
+    An open_clip training checkpoint ``{"epoch", "name", "state_dict": {"module.…": …}, "optimizer"…}``;
+    the ``module.`` prefix of DistributedDataParallel is stripped.
+``"pacs"``
+    The PAC-S release format (Sarto et al. 2023, aimagelab/pacscore): ``torch.load(p)['state_dict']`` is a
+    full CLIP state dict in OpenAI key names.  Read with ``weights_only=True``.
+
+Security: nothing is ever unpickled beyond tensors and plain containers.  A file whose unpickling needs
+arbitrary Python objects makes ``torch.load(..., weights_only=True)`` fail; that failure is re-raised as
+:class:`UnsafeCheckpointError` with an explanation and a conversion recipe.
+"""
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+#: Entries that OpenAI TorchScript archives keep in their state dict but that are not parameters.
+OPENAI_EXTRA_KEYS = ("input_resolution", "context_length", "vocab_size")
+
+FORMATS = ("safetensors", "torchscript", "state_dict", "open_clip-checkpoint", "pacs")
+
+
+class WeightsError(RuntimeError):
+    """A weights file is missing, unreadable or incompatible with the requested model."""
+
+
+class MissingWeightsError(WeightsError, FileNotFoundError):
+    """Pretrained weights are not on this machine (and may not be downloaded)."""
+
+
+class UnsafeCheckpointError(WeightsError):
+    """The file needs unpickling of arbitrary Python objects, which this toolkit refuses to do."""
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file's bytes (streamed)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def state_dict_sha256(state_dict: Mapping[str, torch.Tensor]) -> str:
+    """Hex SHA-256 of a state dict: key names, dtypes, shapes and raw bytes in sorted key order."""
+    h = hashlib.sha256()
+    for k in sorted(state_dict):
+        t = state_dict[k].detach().to("cpu").contiguous()
+        h.update(k.encode())
+        h.update(str(t.dtype).encode())
+        h.update(repr(tuple(t.shape)).encode())
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def is_torchscript_archive(path: str | Path) -> bool:
+    """True for a TorchScript zip archive (has ``code/`` and ``constants.pkl`` members)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+    return any("/code/" in n or n.startswith("code/") for n in names) and any(
+        n.endswith("constants.pkl") for n in names
+    )
+
+
+def _only_tensors(sd: Mapping, path: Path, what: str) -> dict[str, torch.Tensor]:
+    if not isinstance(sd, Mapping) or not sd:
+        raise WeightsError(f"{path}: {what} is not a non-empty mapping of parameter names to tensors")
+    out = {}
+    for k, v in sd.items():
+        if not isinstance(k, str):
+            raise WeightsError(f"{path}: {what} has a non-string key {k!r}")
+        if isinstance(v, torch.Tensor):
+            out[k] = v
+        elif k in OPENAI_EXTRA_KEYS:
+            continue
+        else:
+            raise WeightsError(f"{path}: {what} entry {k!r} is a {type(v).__name__}, not a tensor")
+    return out
+
+
+def _strip_module(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    if sd and all(k.startswith("module.") for k in sd):
+        return {k[len("module."):]: v for k, v in sd.items()}
+    return sd
+
+
+def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
+    """Read a CLIP weights file into a CPU state dict without unpickling arbitrary objects.
+
+    Parameters
+    ----------
+    path : path
+        ``.safetensors``, an OpenAI TorchScript ``.pt``, a ``torch.save``'d state dict, an open_clip
+        training checkpoint, or a PAC-S checkpoint (see the module docstring).
+
+    Returns
+    -------
+    state_dict : dict of str -> Tensor
+        Keys in OpenAI / open_clip naming (``module.`` stripped, OpenAI's non-parameter entries dropped).
+    fmt : str
+        One of :data:`FORMATS`.
+
+    Raises
+    ------
+    MissingWeightsError
+        The file does not exist.
+    UnsafeCheckpointError
+        ``torch.load(..., weights_only=True)`` refused the file (it pickles arbitrary objects).
+    WeightsError
+        Anything else that makes the file unusable (names the file).
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise MissingWeightsError(f"weights file not found: {p}")
+    if p.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            sd = load_file(str(p), device="cpu")
+        except Exception as exc:  # safetensors raises its own error types
+            raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from exc
+        return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
+    if is_torchscript_archive(p):
+        try:
+            module = torch.jit.load(str(p), map_location="cpu")
+        except Exception as exc:
+            raise WeightsError(f"{p}: looks like a TorchScript archive but torch.jit.load failed ({exc})") from exc
+        sd = {k: v for k, v in module.state_dict().items() if k not in OPENAI_EXTRA_KEYS}
+        return _strip_module(_only_tensors(sd, p, "TorchScript state dict")), "torchscript"
+    try:
+        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        if isinstance(exc, (OSError,)) and not isinstance(exc, EOFError):
+            raise WeightsError(f"{p}: cannot read ({exc})") from exc
+        msg = str(exc)
+        if "weights_only" in msg or "Unsupported global" in msg or "Unpickler" in msg or isinstance(
+            exc, getattr(__import__("pickle"), "UnpicklingError")
+        ):
+            raise UnsafeCheckpointError(
+                f"{p}: refused — loading this file would need unpickling of arbitrary Python objects, "
+                "which can execute code. Only tensors / plain containers are accepted "
+                "(torch.load(..., weights_only=True)) or .safetensors files. If you trust the file, "
+                "convert it once in a separate Python session: "
+                "`sd = torch.load(p, weights_only=False); sd = sd.get('state_dict', sd); "
+                "safetensors.torch.save_file({k: v.contiguous() for k, v in sd.items()}, 'weights.safetensors')`"
+                f" and pass the .safetensors file. (torch said: {msg.splitlines()[0] if msg else exc!r})"
+            ) from exc
+        raise WeightsError(f"{p}: not a readable PyTorch weights file ({exc})") from exc
+    if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
+        inner = obj["state_dict"]
+        prefixed = bool(inner) and all(str(k).startswith("module.") for k in inner)
+        fmt = "open_clip-checkpoint" if (prefixed or "epoch" in obj or "name" in obj) else "pacs"
+        return _strip_module(_only_tensors(inner, p, "checkpoint['state_dict']")), fmt
+    if isinstance(obj, Mapping):
+        return _strip_module(_only_tensors(obj, p, "state dict")), "state_dict"
+    raise WeightsError(f"{p}: holds a {type(obj).__name__}, expected a state dict (mapping name -> tensor)")
+
+
+def save_state_dict(model_or_sd, path: str | Path, fmt: str = "safetensors") -> Path:
+    """Write a model's weights in one of the supported formats (used by tests and by the tiny CLIP).
+
+    ``fmt``: ``"safetensors"``; ``"state_dict"`` (OpenAI-style plain state dict, ``.pt``);
+    ``"open_clip-checkpoint"`` (``{"epoch": 0, "name": ..., "state_dict": {"module." + k: v}}``);
+    ``"pacs"`` (``{"state_dict": sd}``, as the PAC-S release).
+    """
+    sd = model_or_sd.state_dict() if isinstance(model_or_sd, torch.nn.Module) else dict(model_or_sd)
+    sd = {k: v.detach().to("cpu").contiguous() for k, v in sd.items()}
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "safetensors":
+        from safetensors.torch import save_file
+
+        save_file(sd, str(p))
+    elif fmt == "state_dict":
+        torch.save(sd, p)
+    elif fmt == "open_clip-checkpoint":
+        torch.save({"epoch": 0, "name": "itr", "state_dict": {"module." + k: v for k, v in sd.items()}}, p)
+    elif fmt == "pacs":
+        torch.save({"state_dict": sd}, p)
+    else:
+        raise ValueError(f"fmt={fmt!r}: expected one of safetensors, state_dict, open_clip-checkpoint, pacs")
+    return p
