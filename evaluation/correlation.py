@@ -1,0 +1,301 @@
+"""Correlation of caption scorers with human judgments.
+
+A *scorer* is any callable
+
+    ``score_fn(image_ids: list[str], candidates: list[str], references: list[list[str]]) -> ndarray``
+
+returning one score per candidate (higher = better); n-gram metrics ignore ``image_ids``, reference-free
+scorers (CLIP-S) ignore ``references``, and a KCCA affinity can look both up.  :func:`text_metric`
+adapts a ``f(candidates, references)`` metric.
+
+Protocols
+---------
+* **Flickr8k-Expert** (:func:`flickr8k_expert_rows`; as computed for CLIPScore, Hessel et al. 2021,
+  and PAC-S, Sarto et al. 2023): each of the three expert scores of a judged (image, caption) pair is
+  its own row; a pair whose candidate is one of the image's own reference captions is skipped;
+  references = the image's five captions.  Primary statistic Kendall τ-c.
+* **Flickr8k-CF** (:func:`flickr8k_cf_rows`): one row per judged pair, human score = fraction of
+  "yes"; the candidate is removed from its image's references when it is one of them.  Primary
+  statistic Kendall τ-b.
+* **Pairwise preference** (Pascal-50S style, :func:`pairwise_accuracy`) and **hallucination
+  detection** (FOIL style, :func:`foil_accuracy`) on simple records.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "ScoreFn", "JudgmentRows", "kendall_tau", "correlations", "flickr8k_expert_rows",
+    "flickr8k_cf_rows", "score_rows", "human_correlation", "text_metric", "PairwiseRecord",
+    "pairwise_accuracy", "FoilRecord", "foil_accuracy",
+]
+
+ScoreFn = Callable[[list, list, list], np.ndarray]
+
+
+def _check_xy(x, y, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"{name}: x and y differ in length ({x.size} vs {y.size})")
+    if x.size < 2:
+        raise ValueError(f"{name}: need at least 2 observations, got {x.size}")
+    if np.isnan(x).any() or np.isnan(y).any():
+        raise ValueError(f"{name}: NaN in {'x' if np.isnan(x).any() else 'y'}")
+    return x, y
+
+
+def kendall_tau(x, y, variant: str = "b") -> float:
+    """Kendall's τ-b or τ-c (Stuart's τ-c) via :func:`scipy.stats.kendalltau`.
+
+    τ-b = (P − Q) / sqrt((P + Q + T_x)(P + Q + T_y)); τ-c = 2 m (P − Q) / (n² (m − 1)), m = min(#distinct x,
+    #distinct y).  ``P``/``Q``: concordant/discordant pairs, ``T``: pairs tied in one variable only.
+    """
+    if variant not in ("b", "c"):
+        raise ValueError(f"kendall_tau: variant must be 'b' or 'c', got {variant!r}")
+    x, y = _check_xy(x, y, "kendall_tau")
+    return float(stats.kendalltau(x, y, variant=variant).statistic)
+
+
+def correlations(x, y) -> dict[str, float]:
+    """Kendall τ-b, τ-c, Spearman ρ and Pearson r between two score vectors (raw, not ×100)."""
+    x, y = _check_xy(x, y, "correlations")
+    return {
+        "tau_b": float(stats.kendalltau(x, y, variant="b").statistic),
+        "tau_c": float(stats.kendalltau(x, y, variant="c").statistic),
+        "spearman": float(stats.spearmanr(x, y).statistic),
+        "pearson": float(stats.pearsonr(x, y).statistic),
+    }
+
+
+@dataclass
+class JudgmentRows:
+    """Rows of a human-judgment protocol.
+
+    Attributes
+    ----------
+    protocol : str
+    image_ids, candidate_ids, candidates : list of str, length n_rows
+    references : list of list of str, length n_rows
+    human : ndarray of float, shape (n_rows,)
+    pair_index : ndarray of int, shape (n_rows,)
+        Row -> index of its distinct (image, candidate, references) item, so a scorer runs once per
+        item (:func:`score_rows`).
+    n_skipped_pairs : int
+        Judged pairs dropped by the protocol.
+    notes : list of str
+    """
+
+    protocol: str
+    image_ids: list[str]
+    candidate_ids: list[str]
+    candidates: list[str]
+    references: list[list[str]]
+    human: np.ndarray
+    pair_index: np.ndarray
+    n_skipped_pairs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.pair_index.max()) + 1 if len(self.pair_index) else 0
+
+    def unique_items(self) -> tuple[list[str], list[str], list[list[str]]]:
+        """(image_ids, candidates, references) of the distinct items, in ``pair_index`` order."""
+        first = np.full(self.n_pairs, -1, dtype=np.int64)
+        for r in range(len(self.pair_index) - 1, -1, -1):
+            first[self.pair_index[r]] = r
+        return ([self.image_ids[r] for r in first], [self.candidates[r] for r in first],
+                [self.references[r] for r in first])
+
+
+def _image_refs(corpus, image_id: str) -> tuple[list[str], list[str]]:
+    caps = corpus.captions_of(image_id) if hasattr(corpus, "captions_of") else corpus.captions.get(image_id, ())
+    return [c.id for c in caps], [c.text for c in caps]
+
+
+def flickr8k_expert_rows(corpus) -> JudgmentRows:
+    """Flickr8k-Expert rows (see module docstring): one row per expert score.
+
+    A judged pair is skipped when its candidate is one of the judged image's own captions (same id, or
+    identical text after whitespace/case normalisation).  Needs ``corpus.expert``.
+    """
+    if not getattr(corpus, "expert", None):
+        raise ValueError(f"corpus {getattr(corpus, 'name', '?')!r} has no expert judgments (corpus.expert)")
+    rows = JudgmentRows("flickr8k-expert", [], [], [], [], np.zeros(0), np.zeros(0, dtype=np.int64))
+    human, pidx = [], []
+    skipped = 0
+    n_pairs = 0
+    for j in corpus.expert:
+        ref_ids, refs = _image_refs(corpus, j.image_id)
+        if not refs:
+            raise ValueError(f"expert judgment for image {j.image_id!r}: the image has no captions in the corpus")
+        cand = corpus.caption(j.caption_id).text
+        norm = " ".join(cand.lower().split())
+        if j.caption_id in ref_ids or norm in {" ".join(r.lower().split()) for r in refs}:
+            skipped += 1
+            continue
+        for s in j.scores:
+            rows.image_ids.append(j.image_id)
+            rows.candidate_ids.append(j.caption_id)
+            rows.candidates.append(cand)
+            rows.references.append(refs)
+            human.append(float(s))
+            pidx.append(n_pairs)
+        n_pairs += 1
+    rows.human = np.asarray(human, dtype=np.float64)
+    rows.pair_index = np.asarray(pidx, dtype=np.int64)
+    rows.n_skipped_pairs = skipped
+    rows.notes.append(f"{len(corpus.expert)} judged pairs, {skipped} skipped (candidate is one of the "
+                      f"image's own captions), {n_pairs} kept × 3 expert scores = {len(human)} rows")
+    return rows
+
+
+def flickr8k_cf_rows(corpus) -> JudgmentRows:
+    """Flickr8k-CF rows: one row per judged pair, human score = fraction of "yes"; a candidate that is
+    one of its image's captions is removed from that image's references.  Needs ``corpus.crowd``."""
+    if not getattr(corpus, "crowd", None):
+        raise ValueError(f"corpus {getattr(corpus, 'name', '?')!r} has no crowd judgments (corpus.crowd)")
+    rows = JudgmentRows("flickr8k-cf", [], [], [], [], np.zeros(0), np.zeros(0, dtype=np.int64))
+    human = []
+    n_removed = 0
+    for j in corpus.crowd:
+        ref_ids, refs = _image_refs(corpus, j.image_id)
+        if j.caption_id in ref_ids:
+            refs = [t for cid, t in zip(ref_ids, refs) if cid != j.caption_id]
+            n_removed += 1
+        if not refs:
+            raise ValueError(f"crowd judgment for image {j.image_id!r}: no references left")
+        rows.image_ids.append(j.image_id)
+        rows.candidate_ids.append(j.caption_id)
+        rows.candidates.append(corpus.caption(j.caption_id).text)
+        rows.references.append(refs)
+        human.append(float(j.fraction_yes))
+    rows.human = np.asarray(human, dtype=np.float64)
+    rows.pair_index = np.arange(len(human), dtype=np.int64)
+    rows.notes.append(f"{len(human)} rows; candidate removed from its image's references in {n_removed}")
+    return rows
+
+
+def score_rows(rows: JudgmentRows, score_fn: ScoreFn) -> np.ndarray:
+    """Run ``score_fn`` once per distinct item of ``rows`` and expand to one score per row."""
+    ims, cands, refs = rows.unique_items()
+    scores = np.asarray(score_fn(ims, cands, refs), dtype=np.float64).ravel()
+    if scores.shape[0] != len(cands):
+        raise ValueError(f"score_fn returned {scores.shape[0]} scores for {len(cands)} candidates")
+    if np.isnan(scores).any():
+        raise ValueError(f"score_fn returned {int(np.isnan(scores).sum())} NaN score(s)")
+    return scores[rows.pair_index]
+
+
+def human_correlation(rows: JudgmentRows, score_fn_or_scores) -> dict:
+    """τ-b, τ-c, Spearman, Pearson between a scorer and the human scores of ``rows``, plus ``n``.
+
+    ``score_fn_or_scores``: a scorer (see module docstring) or precomputed per-row scores.
+    """
+    if callable(score_fn_or_scores):
+        scores = score_rows(rows, score_fn_or_scores)
+    else:
+        scores = np.asarray(score_fn_or_scores, dtype=np.float64)
+        if scores.shape != (len(rows),):
+            raise ValueError(f"scores must have shape ({len(rows)},), got {scores.shape}")
+    out = correlations(scores, rows.human)
+    out["n"] = len(rows)
+    return out
+
+
+def text_metric(metric: Callable[[Sequence[str], Sequence[Sequence[str]]], np.ndarray]) -> ScoreFn:
+    """Adapt a reference-based text metric ``metric(candidates, references)`` to the scorer signature."""
+
+    def score_fn(image_ids, candidates, references):
+        return metric(candidates, references)
+
+    score_fn.__name__ = getattr(metric, "__name__", "text_metric")
+    return score_fn
+
+
+# ---------------------------------------------------------------------------------------------- pairwise
+@dataclass(frozen=True)
+class PairwiseRecord:
+    """Two candidates for one image and which one humans preferred (0 = ``candidate_a``, 1 = ``b``)."""
+
+    image_id: str
+    candidate_a: str
+    candidate_b: str
+    references: tuple[str, ...]
+    preferred: int
+    category: str = ""
+
+
+def _sample_refs(refs: Sequence[str], k: int | None, rng: np.random.Generator) -> list[str]:
+    refs = list(refs)
+    if k is None or k >= len(refs):
+        return refs
+    idx = rng.choice(len(refs), size=k, replace=False)
+    return [refs[i] for i in sorted(idx)]
+
+
+def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n_refs: int | None = None,
+                      n_draws: int = 1, seed: int = 0) -> dict:
+    """Pascal-50S-style accuracy: share of pairs where the scorer prefers the human-preferred candidate.
+
+    Both candidates of a pair are scored against the same references; with ``n_refs`` each draw samples
+    ``n_refs`` of the record's references (seeded, without replacement) and the accuracy is averaged over
+    ``n_draws`` draws.  A tie (equal scores) counts ½.
+
+    Returns ``{"accuracy": %, "per_category": {category: %}, "n": int, "per_draw": [%...]}``.
+    """
+    if not records:
+        raise ValueError("pairwise_accuracy: no records")
+    for i, r in enumerate(records):
+        if r.preferred not in (0, 1):
+            raise ValueError(f"pairwise_accuracy: record {i} has preferred={r.preferred!r} (must be 0 or 1)")
+    rng = np.random.default_rng(seed)
+    n = len(records)
+    correct_all = np.zeros((n_draws, n))
+    for d in range(n_draws if n_refs is not None else 1):
+        refs = [_sample_refs(r.references, n_refs, rng) for r in records]
+        ims = [r.image_id for r in records]
+        sa = np.asarray(score_fn(ims, [r.candidate_a for r in records], refs), dtype=np.float64)
+        sb = np.asarray(score_fn(ims, [r.candidate_b for r in records], refs), dtype=np.float64)
+        pref = np.array([r.preferred for r in records])
+        win_a = np.where(sa > sb, 1.0, np.where(sa < sb, 0.0, 0.5))
+        correct_all[d] = np.where(pref == 0, win_a, 1.0 - win_a)
+    if n_refs is None:
+        correct_all = correct_all[:1]
+    cats = np.array([r.category for r in records])
+    per_cat = {c: 100.0 * float(correct_all[:, cats == c].mean()) for c in sorted(set(cats.tolist()))}
+    return {"accuracy": 100.0 * float(correct_all.mean()), "per_category": per_cat, "n": n,
+            "per_draw": [100.0 * float(x) for x in correct_all.mean(axis=1)]}
+
+
+@dataclass(frozen=True)
+class FoilRecord:
+    """A correct caption and its foil (one word replaced by a hallucinated object) for one image."""
+
+    image_id: str
+    correct: str
+    foil: str
+    references: tuple[str, ...] = ()
+
+
+def foil_accuracy(records: Sequence[FoilRecord], score_fn: ScoreFn, *, n_refs: int | None = None,
+                  seed: int = 0) -> dict:
+    """FOIL-style hallucination accuracy: share of records with ``score(correct) > score(foil)`` (strict;
+    a tie is a failure).  With ``n_refs`` the references are subsampled (seeded).  Returns
+    ``{"accuracy": %, "n": int}``."""
+    if not records:
+        raise ValueError("foil_accuracy: no records")
+    rng = np.random.default_rng(seed)
+    refs = [_sample_refs(r.references, n_refs, rng) for r in records]
+    ims = [r.image_id for r in records]
+    sc = np.asarray(score_fn(ims, [r.correct for r in records], refs), dtype=np.float64)
+    sf = np.asarray(score_fn(ims, [r.foil for r in records], refs), dtype=np.float64)
+    return {"accuracy": 100.0 * float(np.mean(sc > sf)), "n": len(records)}
