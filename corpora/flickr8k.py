@@ -74,10 +74,9 @@ from corpora.base import (
     CrowdJudgment,
     ExpertJudgment,
     ImageId,
-    MissingImagesError,
     caption_id,
 )
-from corpora.images import read_image
+from corpora.images import PathImageLoader
 
 __all__ = [
     "BOGUS_IMAGE_ID", "IMAGE_DIR_NAMES", "TOKEN_FILE", "LEMMA_FILE", "SPLIT_FILES", "EXPERT_FILE",
@@ -438,21 +437,14 @@ def _looks_bogus(image_id: str) -> bool:
     return image_id == BOGUS_IMAGE_ID or not _IMAGE_EXT.fullmatch(image_id)
 
 
-def _image_loader(paths: Mapping[ImageId, Path], name: str):
-    def load(image_id: ImageId) -> np.ndarray:
-        p = paths.get(image_id)
-        if p is None:
-            raise KeyError(f"unknown image id {image_id!r} in corpus {name!r}")
-        if not p.is_file():
-            raise MissingImagesError(f"image {image_id} of corpus {name!r} not found: {p}")
-        return read_image(p)
-
-    return load
+def _image_loader(paths: Mapping[ImageId, Path], name: str) -> PathImageLoader:
+    return PathImageLoader(paths, name)
 
 
 def _warn(notes: list[str], msg: str) -> None:
     notes.append(msg)
-    warnings.warn(msg, UserWarning, stacklevel=3)
+    # _warn <- _build <- load_flickr8k / load_captions_csv <- the caller
+    warnings.warn(msg, UserWarning, stacklevel=4)
 
 
 def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8kLayout, *,

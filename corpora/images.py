@@ -45,7 +45,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from corpora.base import CorpusError, MissingImagesError
 
-__all__ = ["read_image", "image_size", "to_rgb"]
+__all__ = ["read_image", "image_size", "to_rgb", "PathImageLoader"]
 
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 
@@ -154,3 +154,25 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
         raise CorpusError(f"cannot read image header ({type(exc).__name__}: {exc})", p) from exc
     return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
 
+
+
+class PathImageLoader:
+    """``loader(image_id) -> read_image(paths[image_id])`` – the ``Corpus.image_loader`` of file-based
+    corpora.  A plain class (not a closure) so that a corpus can be pickled to worker processes.
+
+    Unknown ids raise :class:`KeyError`; ids whose file is absent raise
+    :class:`~corpora.base.MissingImagesError` naming the path.
+    """
+
+    def __init__(self, paths, corpus_name: str = "", max_side: int | None = None):
+        self.paths = paths
+        self.corpus_name = corpus_name
+        self.max_side = max_side
+
+    def __call__(self, image_id: str) -> np.ndarray:
+        p = self.paths.get(image_id)
+        if p is None:
+            raise KeyError(f"unknown image id {image_id!r} in corpus {self.corpus_name!r}")
+        if not Path(p).is_file():
+            raise MissingImagesError(f"image {image_id} of corpus {self.corpus_name!r} not found: {p}")
+        return read_image(p, max_side=self.max_side)

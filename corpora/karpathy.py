@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 
 from corpora.base import Caption, Corpus, CorpusError, caption_id
-from corpora.flickr8k import _image_loader
+from corpora.images import PathImageLoader
 
 __all__ = ["load_karpathy", "KARPATHY_SPLITS"]
 
@@ -121,5 +121,5 @@ def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
              + " (val -> dev, restval -> train)"]
     return Corpus(name=name, image_ids=tuple(image_ids), captions=captions,
                   splits={k: tuple(v) for k, v in splits.items() if v},
-                  image_loader=None if idir is None else _image_loader(paths, name),
+                  image_loader=None if idir is None else PathImageLoader(paths, name),
                   image_paths=None if idir is None else paths, notes=notes)

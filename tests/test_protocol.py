@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 from corpora.base import Caption, Corpus, CorpusError, CrowdJudgment, MissingImagesError, caption_id
-from corpora.flickr8k import _image_loader, load_flickr8k
+from corpora.flickr8k import load_flickr8k
+from corpora.images import PathImageLoader
 from corpora.protocol import (
     hodosh_pool,
     relevance_stats,
@@ -27,7 +28,7 @@ def make_corpus(n_images=12, n_caps=5, crowd=(), image_dir=None, present=None, f
         paths = {im: image_dir / im for im in ids}
         for im in (ids if present is None else present):
             Image.new("RGB", (8, 6), (10, 20, 30)).save(image_dir / im)
-        loader = _image_loader(paths, "toy")
+        loader = PathImageLoader(paths, "toy")
     return Corpus(name="toy", image_ids=ids, captions=caps,
                   splits={"train": ids[:6], "dev": ids[6:9], "test": ids[9:]},
                   image_loader=loader, image_paths=paths, crowd=tuple(crowd),
@@ -149,3 +150,11 @@ def test_real_dev_pool_is_recorded_and_stable(flickr8k_dir):
     # No crowd judgments cover dev images: only the original pairs are relevant.
     assert relevance_stats(p)["n_extra_pairs"] == 0
     assert "test" in c.fixed_pools and "dev" not in c.fixed_pools
+
+
+def test_corpus_with_images_pickles(tmp_path):
+    import pickle
+
+    c = make_corpus(image_dir=tmp_path, present=["img00.jpg"])
+    c2 = pickle.loads(pickle.dumps(c))
+    assert c2.load_image("img00.jpg").shape == (6, 8, 3)
