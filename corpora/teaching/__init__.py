@@ -1,0 +1,438 @@
+"""The built-in teaching set: a generated image–caption corpus with exact scene facts.
+
+>>> from corpora.teaching import make_teaching_set
+>>> ts = make_teaching_set(n_images=120, n_train=60, n_dev=30, seed=0)
+>>> img = ts.load_image(ts.image_ids[0])           # (120, 160, 3) uint8 RGB
+>>> ts.captions[ts.image_ids[0]][0].text           # e.g. 'A red circle is left of a blue square on the grass.'
+>>> R = ts.judge_relevance(ts.split("test"), [c.id for i in ts.split("test") for c in ts.captions[i]])
+
+Everything is deterministic from ``seed``; no file is shipped or written.  See ``docs/teaching_set.md``
+for the design (which word family each image kernel can learn, the exact relevance and grade rules,
+the simulated annotators and judgments).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from corpora.base import (
+    Caption, CaptionId, Corpus, CrowdJudgment, ExpertJudgment, ImageId, caption_id, split_caption_id,
+)
+from corpora.teaching.facts import (
+    CaptionFacts, FactArrays, Mention, SceneArrays, facts_holding, grade, grade_from_counts,
+    holding_matrix, relevant,
+)
+from corpora.teaching.language import (
+    SYNONYM_GROUPS, AnnotatorStyle, Realiser, describe_units, join_tokens, make_style, select_facts,
+    synonym_sets, unit_text,
+)
+from corpora.teaching.render import render_scene
+from corpora.teaching.scene import (
+    BACKGROUNDS, COLOURS, RELATIONS, SHAPES, SIZES, TEXTURES, Scene, SceneObject, sample_scene,
+    twin_scene,
+)
+
+__all__ = [
+    "make_teaching_set", "TeachingSet", "Scene", "SceneObject", "CaptionFacts", "Mention", "relevant",
+    "grade", "facts_holding", "SHAPES", "COLOURS", "TEXTURES", "SIZES", "BACKGROUNDS", "RELATIONS",
+    "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS",
+]
+
+#: Bumped whenever the generator's output changes (part of the fingerprint).
+GENERATOR_VERSION = 1
+N_CAPTIONS = 5
+N_ANNOTATORS = 60
+TWIN_PROBABILITY = 0.35
+# Stream tags of the seeded random generators (one independent stream per purpose).
+_S_SCENES, _S_STYLES, _S_CAPTIONS, _S_RENDER, _S_RERENDER, _S_PARA, _S_DESC, _S_NEG, _S_JUDGE = range(9)
+
+
+def _rng(*parts: int) -> np.random.Generator:
+    return np.random.default_rng([int(p) & 0xFFFFFFFF for p in parts])
+
+
+def image_id_of(index: int) -> ImageId:
+    return f"teach_{index:05d}.png"
+
+
+@dataclass(eq=False)
+class TeachingSet(Corpus):
+    """The generated corpus (a :class:`~corpora.base.Corpus`) plus its ground truth and generators.
+
+    Attributes
+    ----------
+    scenes : dict image id -> Scene
+    facts : dict caption id -> CaptionFacts (the five original captions of every image)
+    seed : int
+    image_size : (width, height)
+    styles : tuple of AnnotatorStyle (the simulated annotator pool)
+    annotators : dict caption id -> index into ``styles``
+    twins : dict image id -> image id of the scene it is a contrast twin of
+    """
+
+    scenes: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    seed: int = 0
+    image_size: tuple = (160, 120)
+    styles: tuple = ()
+    annotators: dict = field(default_factory=dict)
+    twins: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.image_loader = self._load_image
+        super().__post_init__()
+        self._index = {im: i for i, im in enumerate(self.image_ids)}
+        W, H = self.image_size
+        self._images = np.zeros((len(self.image_ids), H, W, 3), np.uint8)  # pages filled lazily
+        self._rendered = np.zeros(len(self.image_ids), bool)
+        self._extra_facts: dict[CaptionId, CaptionFacts] = {}
+        self._scene_arrays: SceneArrays | None = None
+        self._fact_arrays: FactArrays | None = None
+        self._fact_col: dict[CaptionId, int] = {}
+
+    # ------------------------------------------------------------------ images
+    def _idx(self, image_id: ImageId) -> int:
+        try:
+            return self._index[image_id]
+        except KeyError:
+            raise KeyError(f"unknown image id {image_id!r} in the teaching set") from None
+
+    def _load_image(self, image_id: ImageId) -> np.ndarray:
+        i = self._idx(image_id)
+        if not self._rendered[i]:
+            self._images[i] = render_scene(self.scenes[image_id], self.image_size,
+                                           _rng(self.seed, _S_RENDER, i))
+            self._rendered[i] = True
+        view = self._images[i].view()
+        view.flags.writeable = False
+        return view
+
+    def render_all(self, progress: bool = False) -> np.ndarray:
+        """Render every image now (memoised); returns the (N, H, W, 3) uint8 array (read-only view)."""
+        todo = np.flatnonzero(~self._rendered)
+        it = todo
+        if progress and len(todo) > 200:
+            from tqdm import tqdm
+            it = tqdm(todo, desc="teaching set: render", unit="img")
+        for i in it:
+            self._load_image(self.image_ids[i])
+        view = self._images.view()
+        view.flags.writeable = False
+        return view
+
+    def rerender(self, image_id: ImageId, seed: int) -> np.ndarray:
+        """The same scene with new layout noise (positions, sizes, rotation, pattern orientation and
+        phase, shades, background texture), every fact unchanged — PAC-S's "generated image"."""
+        i = self._idx(image_id)
+        rng = _rng(self.seed, _S_RERENDER, i, seed)
+        return render_scene(self.scenes[image_id].jittered(rng), self.image_size, rng)
+
+    # ------------------------------------------------------------------ facts and relevance
+    def facts_of(self, cid: CaptionId) -> CaptionFacts:
+        """Facts of an original caption or of one made by :meth:`paraphrase` / :meth:`describe`."""
+        f = self.facts.get(cid) or self._extra_facts.get(cid)
+        if f is None:
+            raise KeyError(f"no facts for caption id {cid!r} (not an original, paraphrased or "
+                           f"described caption of this teaching set)")
+        return f
+
+    @staticmethod
+    def relevant(facts: CaptionFacts, scene: Scene) -> bool:
+        """Exact relevance: every stated fact holds under one assignment of mentions to objects."""
+        return relevant(facts, scene)
+
+    @staticmethod
+    def grade(facts: CaptionFacts, scene: Scene) -> int:
+        """Graded relevance 1–4 (see :mod:`corpora.teaching.facts`)."""
+        return grade(facts, scene)
+
+    def _arrays(self, image_ids: Sequence[ImageId], caption_ids: Sequence[CaptionId]):
+        if self._scene_arrays is None:
+            self._scene_arrays = SceneArrays([self.scenes[i] for i in self.image_ids])
+            cids = list(self.facts)
+            self._fact_arrays = FactArrays([self.facts[c] for c in cids])
+            self._fact_col = {c: j for j, c in enumerate(cids)}
+        rows = np.array([self._idx(i) for i in image_ids], dtype=np.intp)
+        sa = self._scene_arrays.take(rows)
+        cols = [self._fact_col.get(c, -1) for c in caption_ids]
+        if all(c >= 0 for c in cols):
+            fa = self._fact_arrays.take(np.array(cols, dtype=np.intp))
+        else:
+            fa = FactArrays([self.facts_of(c) for c in caption_ids])
+        return sa, fa
+
+    def holding(self, image_ids: Sequence[ImageId], caption_ids: Sequence[CaptionId]) -> np.ndarray:
+        """``H[i, j]``: the most facts of caption ``j`` holding in image ``i`` under one assignment."""
+        sa, fa = self._arrays(image_ids, caption_ids)
+        return holding_matrix(sa, fa)
+
+    def judge_relevance(self, image_ids: Sequence[ImageId],
+                        caption_ids: Sequence[CaptionId]) -> np.ndarray:
+        """Exact boolean relevance ``R[i, j]`` from the scene facts (overrides the crowd rule)."""
+        sa, fa = self._arrays(image_ids, caption_ids)
+        return holding_matrix(sa, fa) >= fa.n_facts[None, :]
+
+    def grade_matrix(self, image_ids: Sequence[ImageId],
+                     caption_ids: Sequence[CaptionId]) -> np.ndarray:
+        """Graded relevance 1–4 for every image × caption (int8)."""
+        sa, fa = self._arrays(image_ids, caption_ids)
+        return grade_from_counts(holding_matrix(sa, fa), fa.n_facts[None, :])
+
+    # ------------------------------------------------------------------ generated text
+    def _register(self, cap: Caption, facts: CaptionFacts) -> None:
+        self._extra_facts[cap.id] = facts
+
+    def paraphrase(self, caption_id_: CaptionId, seed: int) -> Caption:
+        """The same facts in new words (another simulated annotator's synonyms, frame and order) —
+        PAC-S's "generated text".  Id ``"<image>#p<seed>"``; the text differs from the original
+        whenever the facts allow more than one wording (they always do in practice)."""
+        facts = self.facts_of(caption_id_)
+        image_id, k = split_caption_id(caption_id_) if "#" in caption_id_ and caption_id_.rsplit(
+            "#", 1)[1].isdigit() else (caption_id_.rsplit("#", 1)[0], 0)
+        original = self.caption(caption_id_).text if self.has_caption(caption_id_) else None
+        i = self._idx(image_id)
+        text = lemma = pos = None
+        for attempt in range(40):
+            rng = _rng(self.seed, _S_PARA, i, k, seed, attempt)
+            toks = Realiser(make_style(rng), rng).realise(facts)
+            text, lemma, pos = join_tokens(toks)
+            if text != original:
+                break
+        cap = Caption(id=f"{image_id}#p{seed}", image_id=image_id, index=k, text=text, lemma=lemma, pos=pos)
+        self._register(cap, facts)
+        return cap
+
+    def _describe(self, image_id: ImageId, seed: int):
+        i = self._idx(image_id)
+        units, kinds, facts = describe_units(self.scenes[image_id], _rng(self.seed, _S_DESC, i, seed))
+        return units, kinds, facts
+
+    def describe(self, image_id: ImageId, seed: int = 0) -> tuple[Caption, list[str]]:
+        """A long caption stating every object with all its attributes, the background and a relation
+        from the first object to each other one, plus its ordered detail units (SPECS): each unit adds
+        new visual information and ``" ".join(units) == caption.text`` (no final full stop).
+        Id ``"<image>#d<seed>"``."""
+        units, _, facts = self._describe(image_id, seed)
+        toks = [t for u in units for t in u]
+        text, lemma, pos = join_tokens(toks)
+        unit_strs = [unit_text(u) for u in units]
+        assert " ".join(unit_strs) == text
+        cap = Caption(id=f"{image_id}#d{seed}", image_id=image_id, index=seed, text=text, lemma=lemma,
+                      pos=pos)
+        self._register(cap, facts)
+        return cap, unit_strs
+
+    def describe_facts(self, image_id: ImageId, seed: int = 0) -> list[CaptionFacts]:
+        """Facts of the cumulative captions ``units[:1]``, ``units[:2]``, … of :meth:`describe`."""
+        units, kinds, facts = self._describe(image_id, seed)
+        return [_prefix_facts(facts, kinds[: t + 1]) for t in range(len(units))]
+
+    def _negative(self, image_id: ImageId, seed: int):
+        i = self._idx(image_id)
+        scene = self.scenes[image_id]
+        rng = _rng(self.seed, _S_NEG, i, seed)
+        present = {(o.shape, o.colour) for o in scene.objects}
+        for j in rng.permutation(len(self.image_ids)):
+            other = self.image_ids[j]
+            if other == image_id:
+                continue
+            units, kinds, facts = self._describe(other, int(rng.integers(1 << 30)))
+            cands = []
+            for u, kind in zip(units, kinds):
+                if kind == "background" and self.scenes[other].background != scene.background:
+                    cands.append((u, kind, None))
+            # relation units: the k-th relation unit introduces mention k
+            rel_units = [u for u, kind in zip(units, kinds) if kind == "relation"]
+            for k, u in enumerate(rel_units, start=1):
+                m = facts.mentions[k]
+                if (m.shape, m.colour) not in present:
+                    cands.append((u, "relation", (facts.relations[k - 1][1], m)))
+            if cands:
+                u, kind, extra = cands[int(rng.integers(len(cands)))]
+                if kind == "relation" and unit_text(u).startswith("and "):
+                    u = u[1:]
+                return unit_text(u), kind, (self.scenes[other].background if kind == "background"
+                                            else extra)
+        raise RuntimeError("negative_unit: no false unit found (corpus too small?)")
+
+    def negative_unit(self, image_id: ImageId, seed: int) -> str:
+        """A detail unit taken from another image's :meth:`describe` that is FALSE for this image:
+        either a background phrase naming another background ("on the sand") or a relation phrase
+        introducing an object whose shape–colour pair does not occur in this image
+        ("left of a small blue square").  Appended to any cumulative caption it makes it irrelevant."""
+        return self._negative(image_id, seed)[0]
+
+    def negative_unit_facts(self, image_id: ImageId, seed: int, describe_seed: int = 0) -> CaptionFacts:
+        """Facts of ``describe(image_id)`` with :meth:`negative_unit` appended (never relevant)."""
+        _, kind, extra = self._negative(image_id, seed)
+        base = self._describe(image_id, describe_seed)[2]
+        if kind == "background":
+            medium = None
+            return CaptionFacts(base.mentions, base.relations, extra, medium)
+        rel, mention = extra
+        mentions = base.mentions[:2] + (mention,)
+        relations = tuple(r for r in base.relations if r[2] < 2) + ((0, rel, 2),)
+        return CaptionFacts(mentions, relations, base.background, None)
+
+    def summary(self) -> dict:
+        s = super().summary()
+        s.update(seed=self.seed, image_size=list(self.image_size), generator_version=GENERATOR_VERSION,
+                 twins=len(self.twins), vocabulary=len({w for c in self._caption_index.values()
+                                                        for w in c.lemma.lower().split()}))
+        return s
+
+
+def _prefix_facts(facts: CaptionFacts, kinds: list[str]) -> CaptionFacts:
+    """The facts stated by the first ``len(kinds)`` units of a description."""
+    n_rel = kinds.count("relation")
+    n_tex = kinds.count("texture")
+    mentions = []
+    for k in range(1 + n_rel):
+        m = facts.mentions[k]
+        mentions.append(Mention(m.shape, m.colour, m.texture if k < n_tex else None, m.size))
+    return CaptionFacts(tuple(mentions), facts.relations[:n_rel],
+                        facts.background if "background" in kinds else None, None)
+
+
+# ---------------------------------------------------------------------------------------- generation
+def _generate_scenes(n: int, rng: np.random.Generator) -> tuple[list[Scene], dict[int, int]]:
+    scenes: list[Scene] = []
+    twins: dict[int, int] = {}
+    for k in range(n):
+        if k and (k - 1) not in twins and rng.random() < TWIN_PROBABILITY:
+            t = twin_scene(rng, scenes[-1])
+            if t is not None:
+                twins[k] = k - 1
+                scenes.append(t)
+                continue
+        scenes.append(sample_scene(rng))
+    return scenes, twins
+
+
+def _judgments(ts: TeachingSet, seed: int) -> tuple[tuple[ExpertJudgment, ...], tuple[CrowdJudgment, ...],
+                                                    dict[str, tuple[CaptionId, ...]]]:
+    """Simulated Flickr8k-Expert / Flickr8k-CF judgments on the dev and test splits.
+
+    For each split, one caption per image forms the pool (seeded choice; the test pool is exported as
+    ``fixed_pools["test"]`` like Flickr8k's CrowdFlower pool).  Each image gets its own pool caption
+    plus pool captions of other images: for experts 2 random ones and up to 3 chosen among the ones with
+    grade 3–4 / 2 (so every grade occurs); three experts each give the exact grade, moved by ±1 with
+    probability 0.1 each way, clipped to 1..4.  For the crowd 9 others (3 of grade ≥ 3, 3 of grade 2,
+    3 random); three judges say "yes" with probability 0.92 / 0.25 / 0.06 / 0.02 for grade 4 / 3 / 2 / 1.
+    """
+    expert: list[ExpertJudgment] = []
+    crowd: list[CrowdJudgment] = []
+    pools: dict[str, tuple[CaptionId, ...]] = {}
+    p_yes = np.array([0.0, 0.02, 0.06, 0.25, 0.92])
+    for sname in ("dev", "test"):
+        ids = ts.split(sname)
+        if not ids:
+            continue
+        rng = _rng(seed, _S_JUDGE, 0 if sname == "dev" else 1)
+        pool = tuple(caption_id(im, int(rng.integers(N_CAPTIONS))) for im in ids)
+        pools[sname] = pool
+        G = ts.grade_matrix(ids, pool)
+        n = len(ids)
+        for i, im in enumerate(ids):
+            others = np.array([j for j in range(n) if j != i])
+            if len(others) == 0:
+                continue
+            g = G[i, others]
+
+            def pick(mask, k, exclude=()):
+                cand = [j for j in others[mask] if j not in exclude]
+                if not cand:
+                    return []
+                return list(rng.choice(cand, size=min(k, len(cand)), replace=False))
+
+            ex = pick(g >= 3, 2)
+            ex += pick(g == 2, 1, ex)
+            ex += pick(np.ones_like(g, bool), 5 - len(ex), ex)
+            for j in [i] + [int(x) for x in ex]:
+                true = int(G[i, j])
+                noise = rng.choice([-1, 0, 1], size=3, p=[0.1, 0.8, 0.1])
+                scores = tuple(int(s) for s in np.clip(true + noise, 1, 4))
+                expert.append(ExpertJudgment(im, pool[j], scores))
+            cr = pick(g >= 3, 3)
+            cr += pick(g == 2, 3, cr)
+            cr += pick(np.ones_like(g, bool), 9 - len(cr), cr)
+            for j in [i] + [int(x) for x in cr]:
+                yes = int((rng.random(3) < p_yes[int(G[i, j])]).sum())
+                crowd.append(CrowdJudgment(im, pool[j], yes / 3.0, yes, 3 - yes))
+    return tuple(expert), tuple(crowd), pools
+
+
+def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 300, seed: int = 0,
+                      image_size: tuple[int, int] = (160, 120)) -> TeachingSet:
+    """Generate the teaching set (deterministic from ``seed``; images rendered lazily and memoised).
+
+    Parameters
+    ----------
+    n_images, n_train, n_dev : int
+        Sizes; the test split is the rest (``n_images - n_train - n_dev``).
+    seed : int
+        Every random choice (scenes, annotators, captions, rendering, judgments) derives from it.
+    image_size : (width, height)
+        Rendered image size in pixels (scenes are resolution independent).
+    """
+    if n_images < 1 or n_train < 0 or n_dev < 0 or n_train + n_dev > n_images:
+        raise ValueError(f"make_teaching_set: bad sizes n_images={n_images}, n_train={n_train}, "
+                         f"n_dev={n_dev} (need 0 <= n_train + n_dev <= n_images)")
+    W, H = (int(v) for v in image_size)
+    if W < 32 or H < 24:
+        raise ValueError(f"make_teaching_set: image_size={image_size!r} too small (min 32x24)")
+    rng = _rng(seed, _S_SCENES)
+    scenes: list[Scene] = []
+    twins: dict[int, int] = {}
+    bounds = [(0, n_train), (n_train, n_train + n_dev), (n_train + n_dev, n_images)]
+    for lo, hi in bounds:  # twins never cross a split boundary
+        sc, tw = _generate_scenes(hi - lo, rng)
+        twins.update({lo + a: lo + b for a, b in tw.items()})
+        scenes.extend(sc)
+    ids = [image_id_of(i) for i in range(n_images)]
+    srng = _rng(seed, _S_STYLES)
+    styles = tuple(make_style(srng, ident=a) for a in range(N_ANNOTATORS))
+    captions: dict[ImageId, list[Caption]] = {}
+    facts: dict[CaptionId, CaptionFacts] = {}
+    annotators: dict[CaptionId, int] = {}
+    for i, (im, scene) in enumerate(zip(ids, scenes)):
+        crng = _rng(seed, _S_CAPTIONS, i)
+        who = crng.choice(N_ANNOTATORS, size=N_CAPTIONS, replace=False)
+        caps = []
+        for k, a in enumerate(who):
+            style = styles[int(a)]
+            f = select_facts(scene, style, crng)
+            text, lemma, pos = join_tokens(Realiser(style, crng).realise(f))
+            cid = caption_id(im, k)
+            caps.append(Caption(cid, im, k, text, lemma, pos))
+            facts[cid] = f
+            annotators[cid] = int(a)
+        captions[im] = caps
+    splits = {"train": tuple(ids[:n_train]), "dev": tuple(ids[n_train:n_train + n_dev]),
+              "test": tuple(ids[n_train + n_dev:])}
+    ts = TeachingSet(
+        name="teaching", image_ids=tuple(ids), captions=captions, splits=splits,
+        scenes=dict(zip(ids, scenes)), facts=facts, seed=seed, image_size=(W, H), styles=styles,
+        annotators=annotators, twins={ids[a]: ids[b] for a, b in twins.items()},
+    )
+    expert, crowd, pools = _judgments(ts, seed)
+    ts.expert, ts.crowd = expert, crowd
+    ts.fixed_pools = {"test": pools["test"]} if "test" in pools else {}
+    h = hashlib.sha256()
+    for part in (ts.fingerprint, f"v{GENERATOR_VERSION}", f"seed={seed}", f"n={n_images}/{n_train}/{n_dev}",
+                 f"size={W}x{H}"):
+        h.update(part.encode())
+        h.update(b"\0")
+    ts.fingerprint = h.hexdigest()[:16]
+    ts.notes = [
+        f"teaching set (generator v{GENERATOR_VERSION}): seed={seed}, {n_images} images "
+        f"({n_train} train / {n_dev} dev / {n_images - n_train - n_dev} test) of {W}x{H} px, "
+        f"{N_CAPTIONS} captions each from a pool of {N_ANNOTATORS} simulated annotators",
+        f"{len(ts.twins)} contrast twins (colour-swapped or place-swapped scenes)",
+        "relevance is exact (scene facts), not crowd-based; expert / crowd judgments are simulated "
+        "from the exact grades",
+    ]
+    return ts

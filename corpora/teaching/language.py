@@ -1,0 +1,423 @@
+"""The teaching set's language: lexicon with synonyms, simulated annotators and the caption realiser.
+
+Every word is produced as a ``(surface, lemma, Penn tag)`` triple, so the generator itself yields the
+lemmatised caption (Flickr8k.lemma.token.txt style: lemmas space-joined, punctuation as separate tokens,
+case kept as in the text) and POS tags aligned with it — no NLTK needed.
+
+Simulated annotators (:class:`AnnotatorStyle`) each have a *stable* style: a preferred synonym per
+concept (used with probability ``loyalty``, otherwise any synonym), how much detail they give (the
+probabilities of stating size, colour, texture, background, relations, a verb), their favourite
+sentence frames, whether textures come as adjectives ("striped") or prepositional phrases ("with
+stripes"), and relation phrasings ("left of" / "to the left of").  Five different annotators describe
+each image, so the synonyms of a concept co-occur across the five captions of one image — which is what
+the alignment-based lexical similarity (Hodosh et al. 2013, Eq. 25) learns from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from corpora.teaching.facts import CaptionFacts, Mention
+from corpora.teaching.scene import INVERSE, MEDIUM_OF, Scene
+
+Token = tuple[str, str, str]  # surface, lemma, Penn tag
+
+
+def _w(surface: str, tag: str, lemma: str | None = None) -> Token:
+    return (surface, surface if lemma is None else lemma, tag)
+
+
+# ------------------------------------------------------------------------------------------- lexicon
+#: Shape nouns (singular): concept -> synonyms, most popular first.
+SHAPE_WORDS: dict[str, tuple[str, ...]] = {
+    "circle": ("circle", "disc", "ball"),
+    "square": ("square", "box", "block"),
+    "triangle": ("triangle", "wedge"),
+    "star": ("star",),
+    "cross": ("cross", "plus"),
+    "diamond": ("diamond", "rhombus"),
+    "dog": ("dog", "puppy", "hound"),
+    "person": ("person", "man", "figure"),
+}
+COLOUR_WORDS: dict[str, tuple[str, ...]] = {
+    "red": ("red",), "blue": ("blue",), "green": ("green",), "yellow": ("yellow",),
+    "purple": ("purple", "violet"), "orange": ("orange",), "black": ("black",), "white": ("white",),
+}
+SIZE_WORDS: dict[str, tuple[str, ...]] = {"big": ("big", "large", "huge"), "small": ("small", "little", "tiny")}
+#: Textures as adjectives.
+TEXTURE_ADJ: dict[str, tuple[str, ...]] = {
+    "striped": ("striped", "stripy"), "dotted": ("dotted", "spotted"),
+    "checked": ("checked", "checkered"), "plain": ("plain", "solid"),
+}
+#: Textures as "with ..." phrases: tokens (surface, lemma, tag) after "with".
+TEXTURE_PP: dict[str, tuple[tuple[Token, ...], ...]] = {
+    "striped": ((_w("stripes", "NNS", "stripe"),),),
+    "dotted": ((_w("dots", "NNS", "dot"),), (_w("spots", "NNS", "spot"),)),
+    "checked": ((_w("checks", "NNS", "check"),),
+                (_w("a", "DT"), _w("checkered", "JJ"), _w("pattern", "NN"))),
+    "plain": ((_w("no", "DT"), _w("pattern", "NN")),),
+}
+BACKGROUND_WORDS: dict[str, tuple[str, ...]] = {
+    "grass": ("grass", "lawn", "field"), "sand": ("sand", "beach"),
+    "water": ("water", "lake", "sea", "pond"), "snow": ("snow",),
+}
+#: Prepositions used with each background.
+BACKGROUND_PREPS: dict[str, tuple[str, ...]] = {
+    "grass": ("on", "in"), "sand": ("on",), "water": ("in", "on"), "snow": ("in", "on"),
+}
+#: Verbs by medium: (3rd person singular, plural / base, -ing).
+VERBS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "land": (("sits", "sit", "sitting"), ("rests", "rest", "resting"), ("lies", "lie", "lying")),
+    "water": (("floats", "float", "floating"), ("bobs", "bob", "bobbing"), ("drifts", "drift", "drifting")),
+}
+#: Relation phrasings.
+RELATION_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
+    "left_of": ((_w("left", "RB"), _w("of", "IN")),
+                (_w("to", "TO"), _w("the", "DT"), _w("left", "NN"), _w("of", "IN")),
+                (_w("on", "IN"), _w("the", "DT"), _w("left", "NN"), _w("of", "IN"))),
+    "right_of": ((_w("right", "RB"), _w("of", "IN")),
+                 (_w("to", "TO"), _w("the", "DT"), _w("right", "NN"), _w("of", "IN")),
+                 (_w("on", "IN"), _w("the", "DT"), _w("right", "NN"), _w("of", "IN"))),
+    "above": ((_w("above", "IN"),), (_w("over", "IN"),)),
+    "below": ((_w("below", "IN"),), (_w("under", "IN"),), (_w("beneath", "IN"),)),
+    "next_to": ((_w("next", "JJ"), _w("to", "TO")), (_w("beside", "IN"),)),
+}
+
+#: Concept -> surface synonyms, grouped by part of speech (for tests of the lexical similarities).
+SYNONYM_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "noun": {**SHAPE_WORDS, **BACKGROUND_WORDS},
+    "adjective": {**{k: v for k, v in COLOUR_WORDS.items()}, **SIZE_WORDS, **TEXTURE_ADJ},
+    "verb": {"land": tuple(v[1] for v in VERBS["land"]), "water": tuple(v[1] for v in VERBS["water"])},
+}
+
+#: Sentence frames an annotator may prefer.
+FRAMES = ("copula", "verb", "fragment", "there", "front_bg")
+
+
+def synonym_sets() -> list[tuple[str, ...]]:
+    """All synonym sets (lemmas) with more than one member: nouns, adjectives, verbs."""
+    return [v for group in SYNONYM_GROUPS.values() for v in group.values() if len(v) > 1]
+
+
+# ------------------------------------------------------------------------------------------- styles
+@dataclass(frozen=True)
+class AnnotatorStyle:
+    """A simulated annotator's stable habits (all probabilities in [0, 1])."""
+
+    ident: int
+    preferred: dict                 # concept key -> index of the preferred synonym
+    loyalty: float                  # probability of using the preferred synonym
+    p_size: float
+    p_colour: float
+    p_texture: float
+    p_background: float
+    p_relation: float
+    p_verb: float
+    p_all_objects: float
+    p_texture_pp: float
+    p_invert: float                 # state a relation from the other object's side
+    frame_weights: tuple[float, ...]
+    relation_variant: dict          # relation -> preferred phrasing index
+    colour_before_texture: bool
+
+
+def _concepts():
+    for table in (SHAPE_WORDS, COLOUR_WORDS, SIZE_WORDS, TEXTURE_ADJ, BACKGROUND_WORDS):
+        for k, v in table.items():
+            yield ("w", k), len(v)
+    for k, v in TEXTURE_PP.items():
+        yield ("pp", k), len(v)
+    for k, v in VERBS.items():
+        yield ("v", k), len(v)
+    for k, v in BACKGROUND_PREPS.items():
+        yield ("prep", k), len(v)
+
+
+def make_style(rng: np.random.Generator, ident: int = -1) -> AnnotatorStyle:
+    """Draw one annotator.  Synonym preferences are Zipf-like (the first synonym is the most popular)."""
+    preferred = {}
+    for key, n in _concepts():
+        p = 1.0 / np.arange(1, n + 1) ** 0.7
+        preferred[key] = int(rng.choice(n, p=p / p.sum()))
+    rel_var = {}
+    for rel, phrases in RELATION_PHRASES.items():
+        p = 1.0 / np.arange(1, len(phrases) + 1)
+        rel_var[rel] = int(rng.choice(len(phrases), p=p / p.sum()))
+    return AnnotatorStyle(
+        ident=ident, preferred=preferred, loyalty=float(rng.uniform(0.6, 0.9)),
+        p_size=float(rng.uniform(0.2, 0.75)), p_colour=float(rng.uniform(0.75, 1.0)),
+        p_texture=float(rng.uniform(0.25, 0.85)), p_background=float(rng.uniform(0.35, 0.95)),
+        p_relation=float(rng.uniform(0.5, 0.95)), p_verb=float(rng.uniform(0.1, 0.7)),
+        p_all_objects=float(rng.uniform(0.55, 0.95)), p_texture_pp=float(rng.uniform(0.0, 1.0)),
+        p_invert=float(rng.uniform(0.0, 0.4)),
+        frame_weights=tuple(float(x) for x in rng.dirichlet(np.full(len(FRAMES), 0.8))),
+        relation_variant=rel_var, colour_before_texture=bool(rng.random() < 0.8),
+    )
+
+
+# ------------------------------------------------------------------------------------------- content
+def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) -> CaptionFacts:
+    """What this annotator says about the scene: a subset of objects (salient / big ones first), some of
+    their attributes, a relation between mentioned objects, maybe the background and a verb."""
+    n = len(scene.objects)
+    weights = np.array([2.0 if o.size == "big" else 1.0 for o in scene.objects])
+    order = list(rng.choice(n, size=n, replace=False, p=weights / weights.sum()))
+    if n == 1:
+        k = 1
+    elif n == 2:
+        k = 2 if rng.random() < style.p_all_objects else 1
+    else:
+        u = rng.random()
+        k = 3 if u < style.p_all_objects * 0.7 else (2 if u < 0.97 else 1)
+    objs = order[:k]
+    mentions = []
+    for o in objs:
+        ob = scene.objects[o]
+        tex = None
+        if rng.random() < style.p_texture * (0.35 if ob.texture == "plain" else 1.0):
+            tex = ob.texture
+        mentions.append(Mention(
+            shape=ob.shape,
+            colour=ob.colour if rng.random() < style.p_colour else None,
+            texture=tex,
+            size=ob.size if rng.random() < style.p_size else None,
+        ))
+    relations = []
+    if k >= 2 and rng.random() < style.p_relation:
+        relations.append((0, _pick_relation(scene, objs[0], objs[1], rng), 1))
+    if k == 3 and rng.random() < style.p_relation:
+        anchor = int(rng.integers(2))
+        relations.append((2, _pick_relation(scene, objs[2], objs[anchor], rng), anchor))
+    if k >= 2 and not relations and rng.random() < 0.3:
+        # some annotators just list objects; others at least say they are next to each other
+        rels = scene.true_relations(objs[0], objs[1])
+        if "next_to" in rels:
+            relations.append((0, "next_to", 1))
+    background = scene.background if rng.random() < style.p_background else None
+    medium = scene.medium if rng.random() < style.p_verb else None
+    return CaptionFacts(tuple(mentions), tuple(relations), background, medium)
+
+
+def _pick_relation(scene: Scene, a: int, b: int, rng: np.random.Generator) -> str:
+    rels = scene.true_relations(a, b)
+    specific = [r for r in rels if r != "next_to"]
+    if "next_to" in rels and (not specific or rng.random() < 0.2):
+        return "next_to"
+    return specific[int(rng.integers(len(specific)))]
+
+
+# ------------------------------------------------------------------------------------------- realiser
+class Realiser:
+    """Turns :class:`CaptionFacts` into tokens in one annotator's style."""
+
+    def __init__(self, style: AnnotatorStyle, rng: np.random.Generator):
+        self.s = style
+        self.rng = rng
+
+    def pick(self, key, options):
+        if len(options) == 1:
+            return options[0]
+        if self.rng.random() < self.s.loyalty:
+            return options[self.s.preferred.get(key, 0) % len(options)]
+        return options[int(self.rng.integers(len(options)))]
+
+    # -- phrases
+    def noun(self, shape: str) -> Token:
+        return _w(self.pick(("w", shape), SHAPE_WORDS[shape]), "NN")
+
+    def texture_pp(self, texture: str) -> list[Token]:
+        return [_w("with", "IN"), *self.pick(("pp", texture), TEXTURE_PP[texture])]
+
+    def np(self, m: Mention, definite: bool = False, full: bool = True) -> list[Token]:
+        """"a big red striped circle" / "a big red circle with stripes" / "the red circle"."""
+        adjs: list[Token] = []
+        if full and m.size is not None:
+            adjs.append(_w(self.pick(("w", m.size), SIZE_WORDS[m.size]), "JJ"))
+        colour = None if m.colour is None else _w(self.pick(("w", m.colour), COLOUR_WORDS[m.colour]), "JJ")
+        tex_pp = full and m.texture is not None and self.rng.random() < self.s.p_texture_pp
+        texture = None
+        if full and m.texture is not None and not tex_pp:
+            texture = _w(self.pick(("w", m.texture), TEXTURE_ADJ[m.texture]), "JJ")
+        pair = [colour, texture] if self.s.colour_before_texture else [texture, colour]
+        adjs.extend(t for t in pair if t is not None)
+        words = adjs + [self.noun(m.shape)]
+        det = _w("the", "DT") if definite else _article(words[0][0])
+        out = [det] + words
+        if tex_pp:
+            out += self.texture_pp(m.texture)
+        return out
+
+    def relation(self, rel: str) -> list[Token]:
+        phrases = RELATION_PHRASES[rel]
+        if self.rng.random() < self.s.loyalty:
+            return list(phrases[self.s.relation_variant[rel] % len(phrases)])
+        return list(phrases[int(self.rng.integers(len(phrases)))])
+
+    def background(self, bg: str) -> list[Token]:
+        prep = self.pick(("prep", bg), BACKGROUND_PREPS[bg])
+        return [_w(prep, "IN"), _w("the", "DT"), _w(self.pick(("w", bg), BACKGROUND_WORDS[bg]), "NN")]
+
+    def verb(self, medium: str, form: int) -> Token:
+        v = self.pick(("v", medium), VERBS[medium])
+        tag = ("VBZ", "VBP", "VBG")[form]
+        return _w(v[form], tag, v[1])
+
+    # -- sentences
+    def realise(self, f: CaptionFacts) -> list[Token]:
+        rng = self.rng
+        frames = list(FRAMES)
+        w = np.array(self.s.frame_weights, float)
+        if f.background is None:
+            w[frames.index("front_bg")] = 0.0
+        if f.medium is not None:
+            w[frames.index("fragment")] = 0.0
+        frame = frames[int(rng.choice(len(frames), p=w / w.sum()))]
+        medium = f.medium
+        verb_medium = medium if medium is not None else (
+            MEDIUM_OF[f.background] if frame == "verb" and f.background is not None else None)
+        if frame == "verb" and verb_medium is None:
+            frame = "copula"
+        if verb_medium is not None and medium is None:
+            # a verb would state the medium, which these facts do not: use the copula instead
+            verb_medium, frame = None, "copula"
+
+        mentioned: set[int] = set()
+
+        def ref(i: int) -> list[Token]:
+            if i in mentioned:
+                m = f.mentions[i]
+                return self.np(Mention(m.shape, m.colour), definite=True, full=False)
+            mentioned.add(i)
+            return self.np(f.mentions[i])
+
+        clauses: list[list[Token]] = []
+        rels = list(f.relations)
+        first = True
+        for i, rel, j in rels:
+            if i in mentioned and j not in mentioned or (first and rng.random() < self.s.p_invert):
+                i, rel, j = j, INVERSE[rel], i
+            subj = ref(i)
+            relw = self.relation(rel)
+            obj = ref(j)
+            if first:
+                clauses.append(self._clause(frame, subj, relw + obj, verb_medium, plural=False))
+                first = False
+            else:
+                pred = [self.verb(verb_medium, 0)] if verb_medium and rng.random() < 0.5 else [
+                    _w("is", "VBZ", "be")]
+                clauses.append(subj + pred + relw + obj)
+        rest = [i for i in range(len(f.mentions)) if i not in mentioned]
+        if rest:
+            nps = [ref(i) for i in rest]
+            listed: list[Token] = []
+            for k, np_ in enumerate(nps):
+                if k and k == len(nps) - 1:
+                    listed.append(_w("and", "CC"))
+                elif k:
+                    listed.append(_w(",", ","))
+                listed += np_
+            if first:
+                clauses.append(self._clause(frame, listed, [], verb_medium, plural=len(nps) > 1))
+            else:
+                clauses.append([_w("there", "EX"), _w("are" if len(nps) > 1 else "is", "VBP" if len(nps) > 1
+                                                        else "VBZ", "be")] + listed)
+        toks = clauses[0]
+        if f.background is not None:
+            bg = self.background(f.background)
+            if frame == "front_bg":
+                toks = bg + [_w(",", ",")] + toks
+            else:
+                toks = toks + bg
+        for c in clauses[1:]:
+            toks = toks + [_w(",", ","), _w("and", "CC")] + c
+        toks = toks + [_w(".", ".")]
+        return _capitalise(toks)
+
+    def _clause(self, frame: str, subj: list[Token], pred_rest: list[Token], verb_medium: str | None,
+                plural: bool) -> list[Token]:
+        """One clause: subject + predicate according to the frame."""
+        be = _w("are", "VBP", "be") if plural else _w("is", "VBZ", "be")
+        if verb_medium is not None:
+            if frame == "there":
+                return [_w("there", "EX"), be] + subj + [self.verb(verb_medium, 2)] + pred_rest
+            return subj + [self.verb(verb_medium, 1 if plural else 0)] + pred_rest
+        if frame == "there":
+            return [_w("there", "EX"), be] + subj + pred_rest
+        if frame == "fragment" or (not pred_rest and frame != "copula"):
+            return subj + pred_rest
+        if not pred_rest:  # copula without predicate: "There is a red circle"
+            return [_w("there", "EX"), be] + subj
+        return subj + [be] + pred_rest
+
+
+def _article(next_word: str) -> Token:
+    return _w("an", "DT") if next_word[0] in "aeiou" else _w("a", "DT")
+
+
+def _capitalise(toks: list[Token]) -> list[Token]:
+    s, l, t = toks[0]
+    first = (s[0].upper() + s[1:], (l[0].upper() + l[1:]) if l == s else l, t)
+    return [first] + toks[1:]
+
+
+def join_tokens(toks: list[Token]) -> tuple[str, str, tuple[str, ...]]:
+    """(text, lemma, pos) from tokens: text with no space before punctuation; lemma space-joined with
+    punctuation as separate tokens (Flickr8k.lemma.token.txt style); Penn tags aligned with the lemmas."""
+    parts: list[str] = []
+    for s, _, _ in toks:
+        if s in (",", ".") and parts:
+            parts[-1] += s
+        else:
+            parts.append(s)
+    return " ".join(parts), " ".join(l for _, l, _ in toks), tuple(t for _, _, t in toks)
+
+
+# ------------------------------------------------------------------------------------------- describe
+def describe_units(scene: Scene, rng: np.random.Generator) -> tuple[list[list[Token]], list[str],
+                                                                     CaptionFacts]:
+    """A long caption stating every object with all four attributes, the background and one relation
+    from the first object to each other object, cut into *detail units* that each add new visual
+    information (SPECS, Chen et al., Sec. 4.2)::
+
+        "A big red circle" | "with stripes" | "on the grass" | "left of a small blue square" |
+        "with dots" | "and above a green star" | "with no pattern"
+
+    Returns the tokens of each unit, the unit kinds (``core`` / ``texture`` / ``background`` /
+    ``relation``) and the caption's facts.  No final full stop: the caption text is exactly the units
+    joined with single spaces.
+    """
+    style = make_style(rng)
+    style = AnnotatorStyle(**{**style.__dict__, "p_texture_pp": 0.0, "loyalty": 0.5})
+    R = Realiser(style, rng)
+    n = len(scene.objects)
+    order = [0] + list(1 + rng.permutation(n - 1)) if n > 1 else [0]
+    units: list[list[Token]] = []
+    kinds: list[str] = []
+    mentions = [Mention(o.shape, o.colour, o.texture, o.size) for o in (scene.objects[i] for i in order)]
+
+    def core(m: Mention) -> list[Token]:
+        return R.np(Mention(m.shape, m.colour, None, m.size))
+
+    units.append(core(mentions[0]))
+    kinds.append("core")
+    units.append(R.texture_pp(mentions[0].texture))
+    kinds.append("texture")
+    units.append(R.background(scene.background))
+    kinds.append("background")
+    relations = []
+    for k in range(1, n):
+        rel = _pick_relation(scene, order[0], order[k], rng)
+        relations.append((0, rel, k))
+        u = ([_w("and", "CC")] if k > 1 else []) + R.relation(rel) + core(mentions[k])
+        units.append(u)
+        kinds.append("relation")
+        units.append(R.texture_pp(mentions[k].texture))
+        kinds.append("texture")
+    units[0] = _capitalise(units[0])
+    facts = CaptionFacts(tuple(mentions), tuple(relations), scene.background, None)
+    return units, kinds, facts
+
+
+def unit_text(unit: list[Token]) -> str:
+    return join_tokens(unit)[0]

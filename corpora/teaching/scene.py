@@ -1,0 +1,298 @@
+"""Scenes of the teaching set: objects, attributes, positions and the spatial predicates.
+
+A :class:`Scene` is the ground truth of one generated image: a background and one to three
+:class:`SceneObject` s, each with a shape, a colour, a fill texture, a size class and a position.  All
+coordinates are *normalised*: ``x`` is a fraction of the image width, ``y`` a fraction of the height
+(0 = top), ``radius`` a fraction of the image height, so one scene renders at any image size.
+
+Spatial predicates (used both to write captions and to judge them) are defined on object centres with
+wide margins so that they are never borderline:
+
+* ``left_of(a, b)``  ⇔ ``x_b − x_a ≥ LEFT_GAP``  (0.16 of the width);
+* ``right_of(a, b)`` ⇔ ``left_of(b, a)``;
+* ``above(a, b)``    ⇔ ``y_b − y_a ≥ VERT_GAP``  (0.22 of the height; y grows downwards);
+* ``below(a, b)``    ⇔ ``above(b, a)``;
+* ``next_to(a, b)``  ⇔ ``|y_a − y_b| < VERT_GAP`` and ``LEFT_GAP ≤ |x_a − x_b| < NEXT_MAX``
+  (horizontal neighbours in the same row; 0.48 of the width).
+
+Objects are placed on a slot grid (columns 0.18 / 0.5 / 0.82, rows 0.28 / 0.72; a single row at 0.5 for
+horizontal pairs) with a small jitter (:data:`PLACE_JITTER`), so every centre difference is either near 0,
+near 0.32 or near 0.64 of the width (0 or 0.44 of the height): at least 0.06 away from every threshold even
+after :meth:`Scene.jittered` adds its own layout noise.  The generator and the re-renderer both check
+that the predicate tensor is unchanged, so facts stay true by construction *and* by verification.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import permutations
+
+import numpy as np
+
+SHAPES: tuple[str, ...] = ("circle", "square", "triangle", "star", "cross", "diamond", "dog", "person")
+COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow", "purple", "orange", "black", "white")
+TEXTURES: tuple[str, ...] = ("plain", "striped", "dotted", "checked")
+SIZES: tuple[str, ...] = ("small", "big")
+BACKGROUNDS: tuple[str, ...] = ("grass", "sand", "water", "snow")
+RELATIONS: tuple[str, ...] = ("left_of", "right_of", "above", "below", "next_to")
+MEDIA: tuple[str, ...] = ("land", "water")
+#: The medium a background implies (the verbs "sits / rests / lies" vs "floats / bobs / drifts").
+MEDIUM_OF: dict[str, str] = {"grass": "land", "sand": "land", "snow": "land", "water": "water"}
+INVERSE: dict[str, str] = {"left_of": "right_of", "right_of": "left_of", "above": "below",
+                           "below": "above", "next_to": "next_to"}
+#: Object colours never drawn on a background of (nearly) the same colour.
+BG_EXCLUDED_COLOURS: dict[str, frozenset[str]] = {
+    "grass": frozenset({"green"}), "sand": frozenset(), "water": frozenset({"blue"}),
+    "snow": frozenset({"white"}),
+}
+MAX_OBJECTS = 3
+
+LEFT_GAP = 0.16
+VERT_GAP = 0.22
+NEXT_MAX = 0.48
+#: Radius (fraction of the image height) separating "small" from "big".
+SIZE_THRESHOLD = 0.13
+BIG_RADIUS = (0.165, 0.185)
+SMALL_RADIUS = (0.085, 0.10)
+COLUMNS = (0.18, 0.5, 0.82)
+ROWS = (0.28, 0.72)
+MIDDLE_ROW = 0.5
+PLACE_JITTER = 0.02
+#: Extra layout noise of :meth:`Scene.jittered` (re-rendering): position, radius factor, angle (deg).
+RERENDER_JITTER = (0.02, 0.06, 6.0)
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    """One object of a scene.
+
+    ``x``, ``y``: centre as fractions of width / height; ``radius``: fraction of the height;
+    ``angle``: rotation of the silhouette in degrees; ``tex_angle``: orientation of the fill pattern;
+    ``flip``: mirror the silhouette (dogs face left or right).
+    """
+
+    shape: str
+    colour: str
+    texture: str
+    size: str
+    x: float
+    y: float
+    radius: float
+    angle: float = 0.0
+    tex_angle: float = 0.0
+    flip: bool = False
+
+    def __post_init__(self) -> None:
+        for val, allowed, what in ((self.shape, SHAPES, "shape"), (self.colour, COLOURS, "colour"),
+                                   (self.texture, TEXTURES, "texture"), (self.size, SIZES, "size")):
+            if val not in allowed:
+                raise ValueError(f"SceneObject: unknown {what} {val!r} (allowed: {allowed})")
+
+
+@dataclass(frozen=True)
+class Scene:
+    """The ground truth of one teaching-set image: a background and 1–3 objects."""
+
+    background: str
+    objects: tuple[SceneObject, ...]
+
+    def __post_init__(self) -> None:
+        if self.background not in BACKGROUNDS:
+            raise ValueError(f"Scene: unknown background {self.background!r} (allowed: {BACKGROUNDS})")
+        if not 1 <= len(self.objects) <= MAX_OBJECTS:
+            raise ValueError(f"Scene: needs 1..{MAX_OBJECTS} objects, got {len(self.objects)}")
+        object.__setattr__(self, "objects", tuple(self.objects))
+
+    @property
+    def medium(self) -> str:
+        return MEDIUM_OF[self.background]
+
+    def holds(self, a: int, rel: str, b: int) -> bool:
+        """Does ``objects[a] rel objects[b]`` hold?"""
+        return relation_holds(self.objects[a], rel, self.objects[b])
+
+    def relation_tensor(self) -> np.ndarray:
+        """``R[a, b, r]`` (bool, ``MAX_OBJECTS × MAX_OBJECTS × 5``): relation ``r`` holds from object
+        ``a`` to object ``b`` (padding rows/columns for absent objects are False; ``a == b`` False)."""
+        R = np.zeros((MAX_OBJECTS, MAX_OBJECTS, len(RELATIONS)), dtype=bool)
+        for a, oa in enumerate(self.objects):
+            for b, ob in enumerate(self.objects):
+                if a != b:
+                    for r, rel in enumerate(RELATIONS):
+                        R[a, b, r] = relation_holds(oa, rel, ob)
+        return R
+
+    def true_relations(self, a: int, b: int) -> list[str]:
+        return [rel for rel in RELATIONS if a != b and self.holds(a, rel, b)]
+
+    def jittered(self, rng: np.random.Generator, max_tries: int = 50) -> "Scene":
+        """The same scene with new layout noise (positions, radii, angles, pattern orientation) such that
+        every predicate (size class, all relations) is unchanged and objects do not overlap.  Falls back
+        to the unjittered scene if no valid draw is found (never happens with the default margins)."""
+        dpos, drad, dang = RERENDER_JITTER
+        R0 = self.relation_tensor()
+        for _ in range(max_tries):
+            objs = []
+            for o in self.objects:
+                lo, hi = (BIG_RADIUS if o.size == "big" else SMALL_RADIUS)
+                r = float(np.clip(o.radius * rng.uniform(1 - drad, 1 + drad), lo * (1 - drad),
+                                  hi * (1 + drad)))
+                objs.append(replace(
+                    o, x=o.x + rng.uniform(-dpos, dpos), y=o.y + rng.uniform(-dpos, dpos), radius=r,
+                    angle=o.angle + rng.uniform(-dang, dang),
+                    tex_angle=o.tex_angle + rng.uniform(-20.0, 20.0)))
+            cand = Scene(self.background, tuple(objs))
+            if (np.array_equal(cand.relation_tensor(), R0)
+                    and all(size_class(o.radius) == o.size for o in objs) and _layout_ok(objs)):
+                return cand
+        return self
+
+
+def size_class(radius: float) -> str:
+    return "big" if radius >= SIZE_THRESHOLD else "small"
+
+
+def relation_holds(a: SceneObject, rel: str, b: SceneObject) -> bool:
+    """The spatial predicates of the module docstring."""
+    dx, dy = b.x - a.x, b.y - a.y
+    if rel == "left_of":
+        return dx >= LEFT_GAP
+    if rel == "right_of":
+        return -dx >= LEFT_GAP
+    if rel == "above":
+        return dy >= VERT_GAP
+    if rel == "below":
+        return -dy >= VERT_GAP
+    if rel == "next_to":
+        return abs(dy) < VERT_GAP and LEFT_GAP <= abs(dx) < NEXT_MAX
+    raise ValueError(f"unknown relation {rel!r} (allowed: {RELATIONS})")
+
+
+def _extent(o: SceneObject) -> tuple[float, float]:
+    """Half width / half height of the object's silhouette in *height* units."""
+    if o.shape == "dog":
+        return o.radius * 1.05, o.radius * 0.8
+    if o.shape == "person":
+        return o.radius * 0.65, o.radius
+    return o.radius, o.radius
+
+
+def _layout_ok(objs, aspect: float = 4 / 3, margin: float = 0.01) -> bool:
+    """Objects inside the frame and their bounding boxes disjoint (normalised coordinates)."""
+    boxes = []
+    for o in objs:
+        hw, hh = _extent(o)
+        hw_x = hw / aspect  # half width as a fraction of the image width
+        x0, x1, y0, y1 = o.x - hw_x, o.x + hw_x, o.y - hh, o.y + hh
+        if x0 < margin or x1 > 1 - margin or y0 < margin or y1 > 1 - margin:
+            return False
+        boxes.append((x0, x1, y0, y1))
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            a, b = boxes[i], boxes[j]
+            if a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]:
+                return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+def _sample_attrs(rng: np.random.Generator, background: str, used_colours: set[str]) -> dict:
+    colours = [c for c in COLOURS if c not in BG_EXCLUDED_COLOURS[background] and c not in used_colours]
+    return dict(
+        shape=SHAPES[rng.integers(len(SHAPES))],
+        colour=colours[rng.integers(len(colours))],
+        texture=TEXTURES[rng.choice(len(TEXTURES), p=[0.34, 0.22, 0.22, 0.22])],
+        size=SIZES[rng.integers(2)],
+    )
+
+
+def _layout_slots(rng: np.random.Generator, n: int) -> list[tuple[float, float]]:
+    if n == 1:
+        return [(COLUMNS[rng.integers(3)], (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.integers(3)])]
+    if n == 2:
+        kind = rng.choice(3, p=[0.5, 0.3, 0.2])  # horizontal pair / vertical pair / diagonal
+        if kind == 0:
+            cols = [(0, 1), (1, 2), (0, 2)][rng.integers(3)]
+            y = (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.choice(3, p=[0.2, 0.6, 0.2])]
+            slots = [(COLUMNS[cols[0]], y), (COLUMNS[cols[1]], y)]
+        elif kind == 1:
+            x = COLUMNS[rng.integers(3)]
+            slots = [(x, ROWS[0]), (x, ROWS[1])]
+        else:
+            cols = [(0, 1), (1, 2), (0, 2)][rng.integers(3)]
+            slots = [(COLUMNS[cols[0]], ROWS[0]), (COLUMNS[cols[1]], ROWS[1])]
+            if rng.random() < 0.5:
+                slots = [(COLUMNS[cols[0]], ROWS[1]), (COLUMNS[cols[1]], ROWS[0])]
+        order = rng.permutation(2)
+        return [slots[i] for i in order]
+    if rng.random() < 0.5:  # a row of three
+        y = (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.choice(3, p=[0.25, 0.5, 0.25])]
+        slots = [(x, y) for x in COLUMNS]
+    else:  # three of the six grid cells
+        cells = [(x, y) for y in ROWS for x in COLUMNS]
+        slots = [cells[i] for i in rng.choice(6, size=3, replace=False)]
+    return [slots[i] for i in rng.permutation(3)]
+
+
+def _place(rng, attrs: list[dict], slots, jitter: float = PLACE_JITTER) -> tuple[SceneObject, ...] | None:
+    for attempt in range(40):
+        j = jitter if attempt < 30 else 0.0
+        objs = []
+        for a, (x, y) in zip(attrs, slots):
+            lo, hi = BIG_RADIUS if a["size"] == "big" else SMALL_RADIUS
+            shape = a["shape"]
+            angle = float(rng.uniform(-12, 12)) if shape in ("square", "triangle", "star", "cross",
+                                                              "diamond") else 0.0
+            objs.append(SceneObject(
+                **a, x=x + float(rng.uniform(-j, j)), y=y + float(rng.uniform(-j, j)),
+                radius=float(rng.uniform(lo, hi)), angle=angle,
+                tex_angle=float(rng.choice([0.0, 45.0, 90.0, 135.0]) + rng.uniform(-10, 10)),
+                flip=bool(rng.random() < 0.5)))
+        if _layout_ok(objs):
+            return tuple(objs)
+    return None
+
+
+def sample_scene(rng: np.random.Generator) -> Scene:
+    """Draw a random scene: background uniform, 1 / 2 / 3 objects with probability 0.25 / 0.5 / 0.25,
+    distinct colours within a scene, colours that clash with the background excluded."""
+    while True:
+        background = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
+        n = int(rng.choice([1, 2, 3], p=[0.25, 0.5, 0.25]))
+        used: set[str] = set()
+        attrs = []
+        for _ in range(n):
+            a = _sample_attrs(rng, background, used)
+            used.add(a["colour"])
+            attrs.append(a)
+        objs = _place(rng, attrs, _layout_slots(rng, n))
+        if objs is not None:
+            return Scene(background, objs)
+
+
+def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
+    """A *contrast twin* of a multi-object scene, the teaching set's minimal pairs:
+
+    * ``"swap-colours"``: the colours of two objects exchanged (same shapes, same places) — only word
+      order / colour–shape binding tells the captions apart ("a red circle left of a blue square" vs
+      "a blue circle left of a red square");
+    * ``"swap-places"``: two objects exchange positions — the global histograms hardly change, only the
+      spatial pyramid (and relation direction in the text) tells them apart.
+    """
+    if len(scene.objects) < 2:
+        return None
+    a, b = (int(i) for i in rng.choice(len(scene.objects), size=2, replace=False))
+    objs = list(scene.objects)
+    if rng.random() < 0.5:
+        objs[a], objs[b] = (replace(objs[a], colour=scene.objects[b].colour),
+                            replace(objs[b], colour=scene.objects[a].colour))
+    else:
+        objs[a], objs[b] = (replace(objs[a], x=scene.objects[b].x, y=scene.objects[b].y),
+                            replace(objs[b], x=scene.objects[a].x, y=scene.objects[a].y))
+        if not _layout_ok(objs):
+            return None
+    return Scene(scene.background, tuple(objs))
+
+
+def assignments(n_mentions: int, n_objects: int = MAX_OBJECTS):
+    """All injective maps of ``n_mentions`` mentions to ``n_objects`` objects (as tuples)."""
+    return [p[:n_mentions] for p in permutations(range(n_objects))] if n_mentions else [()]
