@@ -12,9 +12,14 @@ from corpora.base import (
     split_caption_id,
 )
 from corpora.cache import DiskCache, cache_key, default_cache_dir
+from corpora.flickr8k import load_captions_csv, load_flickr8k
+from corpora.images import read_image
+from corpora.karpathy import load_karpathy
+from corpora.protocol import hodosh_pool, relevance_stats, train_items
 
 __all__ = [
     "CROWD_RELEVANCE_THRESHOLD", "Caption", "Corpus", "CorpusError", "CrowdJudgment", "ExpertJudgment",
     "MissingImagesError", "RankingPool", "caption_id", "split_caption_id", "DiskCache", "cache_key",
-    "default_cache_dir",
+    "default_cache_dir", "load_flickr8k", "load_captions_csv", "load_karpathy", "read_image", "hodosh_pool",
+    "relevance_stats", "train_items",
 ]

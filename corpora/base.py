@@ -281,6 +281,8 @@ class RankingPool:
         Row index of the image each caption was written for (search gold).
     relevance : ndarray of bool, shape (N, M)
         ``relevance[i, j]`` – caption ``j`` correctly describes image ``i`` (originals included).
+    skipped_image_ids : tuple of str
+        Images of the split left out because they are missing on disk (``skip_missing_images``).
     """
 
     split: str
@@ -290,6 +292,11 @@ class RankingPool:
     gold_caption: np.ndarray
     gold_image: np.ndarray
     relevance: np.ndarray
+    skipped_image_ids: tuple[ImageId, ...] = ()
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped_image_ids)
 
     @property
     def n_images(self) -> int:

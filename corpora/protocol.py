@@ -24,12 +24,13 @@ With ``require_images=True`` the split's images must exist on disk: if some are 
 first few paths.  With ``skip_missing_images=True`` the split is restricted to the images present
 instead; the restriction is *counted and reported*: a ``UserWarning``, a line in ``corpus.notes``, and on
 the returned pool the attributes ``pool.skipped_image_ids`` (tuple, also ``()`` when nothing was skipped)
-and ``pool.n_skipped`` – read them with :func:`skipped_images`.  (``RankingPool`` is a frozen dataclass,
-so these are attached with ``object.__setattr__``.)  :func:`train_items` returns them in its
+and ``pool.n_skipped`` (fields of :class:`~corpora.base.RankingPool`) – or read them with
+:func:`skipped_images`.  :func:`train_items` returns them in its
 :class:`TrainItems` result.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import warnings
 from collections.abc import Sequence
@@ -89,9 +90,7 @@ def available_images(corpus: Corpus, image_ids: Sequence[ImageId], *, split: str
 
 
 def _attach_skipped(pool: RankingPool, skipped: tuple[ImageId, ...]) -> RankingPool:
-    object.__setattr__(pool, "skipped_image_ids", skipped)
-    object.__setattr__(pool, "n_skipped", len(skipped))
-    return pool
+    return dataclasses.replace(pool, skipped_image_ids=tuple(skipped))
 
 
 def skipped_images(pool: RankingPool) -> tuple[ImageId, ...]:
