@@ -1,8 +1,37 @@
 """One evaluator for every scorer: ranking metrics (Hodosh et al. 2013, Sec. 4.3), Borda fusion
-(Sec. 4.1.3), significance tests, correlation with human judgments and classical n-gram caption metrics.
-
-See ``docs/evaluation.md``.
+(Sec. 4.1.3), significance tests (Sec. 4.2.2), correlation with human judgments and classical n-gram
+caption metrics.  See ``docs/evaluation.md``.
 """
+from evaluation.caption_metrics import (
+    METRICS,
+    CIDErD,
+    binarise,
+    bleu,
+    cider_d,
+    cohen_kappa,
+    corpus_bleu,
+    hodosh_bleu,
+    hodosh_preprocess,
+    hodosh_rouge,
+    meteor_available,
+    meteor_nltk,
+    ptb_tokenize,
+    rouge_l,
+)
+from evaluation.correlation import (
+    FoilRecord,
+    JudgmentRows,
+    PairwiseRecord,
+    correlations,
+    flickr8k_cf_rows,
+    flickr8k_expert_rows,
+    foil_accuracy,
+    human_correlation,
+    kendall_tau,
+    pairwise_accuracy,
+    score_rows,
+    text_metric,
+)
 from evaluation.fusion import borda, borda_points, fuse
 from evaluation.ranking import (
     RankingResult,
@@ -12,8 +41,30 @@ from evaluation.ranking import (
     pessimistic_order,
     validate_scores,
 )
+from evaluation.significance import (
+    Comparison,
+    TestResult,
+    compare,
+    mcnemar_test,
+    paired_randomization_test,
+    ranking_agreement,
+    significance_marker,
+)
 
 __all__ = [
+    # ranking
     "RankingResult", "ScoreMatrices", "evaluate", "evaluate_pool", "pessimistic_order",
-    "validate_scores", "borda", "borda_points", "fuse",
+    "validate_scores",
+    # fusion
+    "borda", "borda_points", "fuse",
+    # significance
+    "Comparison", "TestResult", "compare", "mcnemar_test", "paired_randomization_test",
+    "ranking_agreement", "significance_marker",
+    # human correlation
+    "FoilRecord", "JudgmentRows", "PairwiseRecord", "correlations", "flickr8k_cf_rows",
+    "flickr8k_expert_rows", "foil_accuracy", "human_correlation", "kendall_tau", "pairwise_accuracy",
+    "score_rows", "text_metric",
+    # caption metrics
+    "METRICS", "CIDErD", "binarise", "bleu", "cider_d", "cohen_kappa", "corpus_bleu", "hodosh_bleu",
+    "hodosh_preprocess", "hodosh_rouge", "meteor_available", "meteor_nltk", "ptb_tokenize", "rouge_l",
 ]

@@ -382,6 +382,64 @@ def meteor_available() -> tuple[bool, str]:
     return True, ""
 
 
+class _Lemma:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+
+class _Synset:
+    __slots__ = ("_lemmas",)
+
+    def __init__(self, lemmas: tuple):
+        self._lemmas = lemmas
+
+    def lemmas(self) -> tuple:
+        return self._lemmas
+
+
+class _MemoWordNet:
+    """Memoised stand-in for ``nltk.corpus.wordnet`` exposing exactly what NLTK's METEOR reads
+    (``synsets(word)[k].lemmas()[m].name()``) – same answers, looked up once per word."""
+
+    def __init__(self):
+        from nltk.corpus import wordnet
+
+        self._wn = wordnet
+        self._memo: dict[str, list] = {}
+
+    def synsets(self, word: str) -> list:
+        v = self._memo.get(word)
+        if v is None:
+            v = self._memo[word] = [_Synset(tuple(_Lemma(l.name()) for l in s.lemmas()))
+                                    for s in self._wn.synsets(word)]
+        return v
+
+
+class _MemoStemmer:
+    def __init__(self):
+        from nltk.stem import PorterStemmer
+
+        self._stem = lru_cache(maxsize=200_000)(PorterStemmer().stem)
+
+    def stem(self, word: str) -> str:
+        return self._stem(word)
+
+
+@lru_cache(maxsize=1)
+def _cached_wordnet() -> _MemoWordNet:
+    return _MemoWordNet()
+
+
+@lru_cache(maxsize=1)
+def _cached_stemmer() -> _MemoStemmer:
+    return _MemoStemmer()
+
+
 def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
                 alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5) -> np.ndarray:
     """METEOR (NLTK variant): ``nltk.translate.meteor_score.meteor_score`` on PTB tokens.
@@ -398,6 +456,7 @@ def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], 
         raise LookupError(why)
     from nltk.translate.meteor_score import meteor_score
 
+    wn, stemmer = _cached_wordnet(), _cached_stemmer()
     out = np.empty(len(candidates), dtype=np.float64)
     memo: dict = {}
     for i, (c, refs) in enumerate(zip(candidates, references)):
@@ -405,8 +464,8 @@ def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], 
         v = memo.get(key)
         if v is None:
             v = memo[key] = meteor_score([list(_ptb_tokenize_cached(r)) for r in refs],
-                                         list(_ptb_tokenize_cached(c)), alpha=alpha, beta=beta,
-                                         gamma=gamma)
+                                         list(_ptb_tokenize_cached(c)), stemmer=stemmer, wordnet=wn,
+                                         alpha=alpha, beta=beta, gamma=gamma)
         out[i] = v
     return out
 

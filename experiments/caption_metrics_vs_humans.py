@@ -1,0 +1,187 @@
+"""Classical caption metrics against human judgments on Flickr8k (no images needed).
+
+    python -m experiments.caption_metrics_vs_humans --data ../shared/data/flickr8k
+    python -m experiments.caption_metrics_vs_humans --data ../shared/data/flickr8k --json
+
+Computes BLEU-1, BLEU-4, ROUGE-L, CIDEr-D, the METEOR (NLTK variant) and Hodosh et al.'s unigram
+BLEU / ROUGE (with and without "pre" preprocessing) on
+
+* Flickr8k-Expert – one row per expert score, candidates that are one of the image's own captions
+  skipped, references = the image's five captions; Kendall τ-c (primary) and τ-b;
+* Flickr8k-CF – one row per judged pair, human score = fraction "yes", candidate removed from its
+  image's references; τ-b (primary) and τ-c;
+
+and prints a table of τ ×100 (one decimal) with the number of rows used, then the relevance statistics
+of the Hodosh test pool (how many captions are relevant to 1, 2, 3, ≥4 images and vice versa), which
+drive S@k and R-precision.  ``--json`` prints one JSON object instead (the pool statistics then go to
+stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from evaluation.caption_metrics import (
+    bleu,
+    cider_d,
+    hodosh_bleu,
+    hodosh_rouge,
+    meteor_available,
+    meteor_nltk,
+    rouge_l,
+)
+from evaluation.correlation import (
+    JudgmentRows,
+    correlations,
+    flickr8k_cf_rows,
+    flickr8k_expert_rows,
+)
+
+#: bump when a metric implementation changes (invalidates cached scores)
+_CACHE_VERSION = 1
+
+METEOR_NAME = "METEOR (NLTK variant)"
+
+_BASE_METRICS = {
+    "BLEU-1": lambda c, r: bleu(c, r, n=1)[:, 0],
+    "BLEU-4": lambda c, r: bleu(c, r, n=4)[:, 3],
+    "ROUGE-L": rouge_l,
+    "CIDEr-D": cider_d,
+}
+_HODOSH_METRICS = {
+    "Hodosh BLEU (unigram)": lambda c, r: hodosh_bleu(c, r, pre=False),
+    "Hodosh BLEU (unigram, pre)": lambda c, r: hodosh_bleu(c, r, pre=True),
+    "Hodosh ROUGE (unigram)": lambda c, r: hodosh_rouge(c, r, pre=False),
+    "Hodosh ROUGE (unigram, pre)": lambda c, r: hodosh_rouge(c, r, pre=True),
+}
+
+
+def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
+                 progress: bool = True) -> dict:
+    """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
+
+    Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
+    plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.
+    """
+    expert = flickr8k_expert_rows(corpus)
+    cf = flickr8k_cf_rows(corpus)
+    metrics = dict(_BASE_METRICS)
+    if meteor:
+        ok, why = meteor_available()
+        if ok:
+            metrics[METEOR_NAME] = meteor_nltk
+        else:
+            print(f"[caption_metrics_vs_humans] METEOR skipped: {why}", file=sys.stderr)
+    if hodosh:
+        metrics.update(_HODOSH_METRICS)
+
+    def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
+        _, cands, refs = rows.unique_items()
+
+        def compute():
+            t0 = time.time()
+            s = metrics[name](cands, refs)
+            if progress:
+                print(f"  {name:<28s} {rows.protocol:<16s} {len(cands):6d} items  {time.time() - t0:6.1f} s",
+                      file=sys.stderr)
+            return {"scores": np.asarray(s, dtype=np.float64)}
+
+        if cache is None:
+            s = compute()["scores"]
+        else:
+            key = {"v": _CACHE_VERSION, "corpus": corpus.fingerprint, "protocol": rows.protocol,
+                   "metric": name, "n_items": len(cands), "candidate_ids": rows.candidate_ids[::1]}
+            s = cache.get_or_compute("caption_metrics_vs_humans", key, compute)["scores"]
+        return s[rows.pair_index]
+
+    out: dict = {}
+    for name in metrics:
+        e = correlations(scores_for(name, expert), expert.human)
+        c = correlations(scores_for(name, cf), cf.human)
+        out[name] = {
+            "expert_tau_b": round(100 * e["tau_b"], 1), "expert_tau_c": round(100 * e["tau_c"], 1),
+            "cf_tau_b": round(100 * c["tau_b"], 1), "cf_tau_c": round(100 * c["tau_c"], 1),
+            "n_expert": len(expert), "n_cf": len(cf),
+        }
+    out["_rows"] = (expert, cf)
+    return out
+
+
+def format_table(result: dict) -> str:
+    expert, cf = result["_rows"]
+    names = [k for k in result if not k.startswith("_")]
+    w = max(len(n) for n in names) + 2
+    head = (f"{'metric':<{w}}{'Expert τ-c':>12}{'Expert τ-b':>12}{'CF τ-b':>10}{'CF τ-c':>10}")
+    lines = ["Correlation with human judgments (Kendall τ × 100)", head, "-" * len(head)]
+    for n in names:
+        r = result[n]
+        lines.append(f"{n:<{w}}{r['expert_tau_c']:>12.1f}{r['expert_tau_b']:>12.1f}"
+                     f"{r['cf_tau_b']:>10.1f}{r['cf_tau_c']:>10.1f}")
+    lines.append(f"rows used: Flickr8k-Expert n_expert = {len(expert)} "
+                 f"({expert.n_pairs} pairs × 3 scores; {expert.n_skipped_pairs} pairs skipped), "
+                 f"Flickr8k-CF n_cf = {len(cf)}")
+    lines.append("primary statistic: τ-c for Expert, τ-b for CF")
+    return "\n".join(lines)
+
+
+def pool_statistics(corpus, split: str = "test") -> dict:
+    from corpora.protocol import hodosh_pool, relevance_stats
+
+    pool = hodosh_pool(corpus, split)
+    return relevance_stats(pool)
+
+
+def format_pool_statistics(st: dict) -> str:
+    c, i = st["captions_by_n_images"], st["images_by_n_captions"]
+    return "\n".join([
+        f"Hodosh {st['split']} pool relevance (S@k / R-precision): {st['n_images']} images × "
+        f"{st['n_captions']} captions, {st['n_relevant_pairs']} relevant pairs "
+        f"({st['n_original_pairs']} original + {st['n_extra_pairs']} crowd-judged)",
+        f"  captions relevant to 1 / 2 / 3 / ≥4 images: {c['1']} / {c['2']} / {c['3']} / {c['>=4']}"
+        + (f"  (0: {c['0']})" if c.get("0") else ""),
+        f"  images with 1 / 2 / 3 / ≥4 relevant captions: {i['1']} / {i['2']} / {i['3']} / {i['>=4']}"
+        + (f"  (0: {i['0']})" if i.get("0") else ""),
+        f"  mean images per caption {st['mean_images_per_caption']:.2f}, "
+        f"mean captions per image {st['mean_captions_per_image']:.2f}",
+    ])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.caption_metrics_vs_humans",
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="Flickr8k folder (with Flickr8k_text/)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--no-meteor", action="store_true", help="skip the METEOR (NLTK variant)")
+    p.add_argument("--no-hodosh", action="store_true", help="skip Hodosh's unigram BLEU / ROUGE")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
+    p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
+    args = p.parse_args(argv)
+
+    from corpora.cache import DiskCache
+    from corpora.flickr8k import load_flickr8k
+    from corpora.paths import ensure_nltk_data_path
+
+    ensure_nltk_data_path()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # loader notes (known Flickr8k quirks) are listed in corpus.notes
+        corpus = load_flickr8k(args.data)
+    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache)
+    st = pool_statistics(corpus)
+    if args.json:
+        print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
+        print(format_pool_statistics(st), file=sys.stderr)
+    else:
+        print(format_table(result))
+        print()
+        print(format_pool_statistics(st))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
