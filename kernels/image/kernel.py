@@ -1,0 +1,344 @@
+"""``ImageKernel``: image → descriptors → visual words → (pyramid) histograms → Gram matrices.
+
+Hodosh et al. (2013), Sec. 3.3, end to end, with every expensive step cached on disk
+(:class:`corpora.cache.DiskCache`, atomic + checksummed writes):
+
+* codebooks (namespace ``image_codebook``), keyed by corpus fingerprint, training ids, descriptor
+  parameters, vocabulary size, seed and sampling parameters;
+* visual words of every image (``image_words``, one entry per image), keyed by corpus fingerprint, image
+  id, descriptor parameters and the codebooks' content digests;
+* per-feature Gram matrices (``image_gram``), keyed by all of the above plus the row / column ids and
+  the kernel kind.
+
+>>> ik = ImageKernel(kind="pyramid", power=2)
+>>> ik.fit(corpus, corpus.split("train"))
+>>> K_train = ik.gram(corpus.split("train"))                          # (n_train, n_train)
+>>> K_test = ik.gram(corpus.split("test"), corpus.split("train"))     # (n_test, n_train)
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from corpora.cache import NO_CACHE, DiskCache
+from kernels.image.codebook import DEFAULT_N_WORDS, fit_codebook, quantise, sample_rows
+from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors
+from kernels.image.gram import combine_kernels, default_threads, intersection_gram, pyramid_match_gram
+from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
+
+log = logging.getLogger(__name__)
+
+KINDS = ("pyramid", "histogram")
+#: Descriptors sampled per codebook image (before the per-feature cap).
+DEFAULT_SAMPLES_PER_IMAGE = {"color": 256, "texture": 256, "sift": 128}
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()[:16]
+
+
+class ImageKernel:
+    """Image kernels of Hodosh et al. (2013), Sec. 3.3.
+
+    Parameters
+    ----------
+    kind : {"pyramid", "histogram"}
+        ``"pyramid"`` → spatial pyramid match kernel ``K^PY`` (Eqs. 7–8, levels 0–2, 21 cells);
+        ``"histogram"`` → histogram intersection ``K^HISTO`` of global histograms (Eq. 5).
+    power : int
+        ``p`` of the combined kernel ``K = [(K_C + K_T + K_S)/3]^p`` (Eq. 6); the paper uses 2 or 3.
+    features : sequence of {"color", "texture", "sift"}
+        Which descriptors enter the combination (mean over those given).
+    n_words : mapping feature -> int, optional
+        Vocabulary sizes; defaults 128 colour / 256 texture / 256 SIFT words (the paper's).
+    max_side : int
+        Working resolution: longest image side in pixels (see :mod:`kernels.image.descriptors`).
+    seed : int
+        Seeds the choice of codebook images, descriptor sampling and k-means.
+    cache : DiskCache, optional
+        Where codebooks, words and Gram matrices are cached (``None`` → no caching).
+    show_progress : bool
+        tqdm bars for extraction and Gram computation.
+    n_jobs : int, optional
+        Threads for extraction and Gram computation (default: all usable cores).
+    codebook_images : int
+        At most this many training images (seeded sample) supply descriptors for k-means.
+    samples_per_image : mapping feature -> int, optional
+        Descriptors drawn per codebook image (defaults: 256 colour, 256 texture, 128 SIFT).
+    max_codebook_samples : int
+        Cap on the descriptors per feature given to k-means.
+    descriptor_params : DescriptorParams, optional
+        Full control over grids and SIFT patch size (``max_side`` is taken from it when given).
+    backend : {"auto", "c", "numpy"}
+        Gram inner loop, see :func:`kernels.image.gram.intersection_gram`.
+    """
+
+    def __init__(
+        self,
+        kind: str = "pyramid",
+        power: int = 2,
+        features: Sequence[str] = FEATURES,
+        n_words: Mapping[str, int] | None = None,
+        max_side: int = 256,
+        seed: int = 0,
+        cache: DiskCache | None = None,
+        show_progress: bool = True,
+        n_jobs: int | None = None,
+        codebook_images: int = 500,
+        samples_per_image: Mapping[str, int] | None = None,
+        max_codebook_samples: int = 100_000,
+        descriptor_params: DescriptorParams | None = None,
+        backend: str = "auto",
+    ):
+        if kind not in KINDS:
+            raise ValueError(f"kind={kind!r} must be one of {KINDS}")
+        if isinstance(power, bool) or not isinstance(power, (int, np.integer)) or power < 1:
+            raise ValueError(f"power={power!r} must be a positive integer (the paper uses 2 or 3)")
+        features = tuple(features)
+        if not features:
+            raise ValueError("features must name at least one of " + ", ".join(FEATURES))
+        for f in features:
+            if f not in FEATURES:
+                raise ValueError(f"features: unknown feature {f!r} (expected one of {FEATURES})")
+        if len(set(features)) != len(features):
+            raise ValueError(f"features has duplicates: {features}")
+        words = dict(DEFAULT_N_WORDS)
+        for f, v in (n_words or {}).items():
+            if f not in FEATURES:
+                raise ValueError(f"n_words: unknown feature {f!r}")
+            if int(v) < 1:
+                raise ValueError(f"n_words[{f!r}]={v} must be positive")
+            words[f] = int(v)
+        spi = dict(DEFAULT_SAMPLES_PER_IMAGE)
+        spi.update({f: int(v) for f, v in (samples_per_image or {}).items()})
+        self.kind = kind
+        self.power = int(power)
+        self.features = features
+        self.n_words = {f: words[f] for f in features}
+        self.descriptor_params = descriptor_params or DescriptorParams(max_side=max_side)
+        self.max_side = self.descriptor_params.max_side
+        for f in features:
+            self.descriptor_params.grid(f).check(N_LEVELS)
+        self.seed = int(seed)
+        self.cache = cache if cache is not None else NO_CACHE
+        self.show_progress = show_progress
+        self.n_jobs = n_jobs or default_threads()
+        self.codebook_images = int(codebook_images)
+        self.samples_per_image = {f: spi[f] for f in features}
+        self.max_codebook_samples = int(max_codebook_samples)
+        self.backend = backend
+        self.levels = N_LEVELS
+        self.codebooks_: dict[str, np.ndarray] | None = None
+        self.corpus_ = None
+        self.train_ids_: tuple[str, ...] = ()
+        self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
+        self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
+
+    # ------------------------------------------------------------------ keys
+    def _base_key(self) -> dict:
+        return {"corpus": self.corpus_.fingerprint, "descriptors": self.descriptor_params.key()}
+
+    def _codebook_key(self, feature: str) -> dict:
+        return {**self._base_key(), "stage": "codebook", "feature": feature,
+                "train_ids": list(self.train_ids_), "n_words": self.n_words[feature], "seed": self.seed,
+                "codebook_images": self.codebook_images,
+                "samples_per_image": self.samples_per_image[feature],
+                "max_codebook_samples": self.max_codebook_samples, "version": 1}
+
+    def _codebook_digests(self) -> dict:
+        return {f: _digest(self.codebooks_[f]) for f in self.features}
+
+    def _words_key(self, image_id: str) -> dict:
+        return {**self._base_key(), "stage": "words", "image": image_id,
+                "codebooks": self._codebook_digests()}
+
+    def _gram_key(self, feature: str, rows, cols) -> dict:
+        return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
+                "levels": self.levels, "codebook": _digest(self.codebooks_[feature]),
+                "rows": list(rows), "cols": None if cols is None else list(cols), "version": 1}
+
+    def _check_fitted(self) -> None:
+        if self.codebooks_ is None:
+            raise RuntimeError("ImageKernel is not fitted: call fit(corpus, train_ids) first")
+
+    # ------------------------------------------------------------------ extraction
+    def _load(self, image_id: str) -> np.ndarray:
+        try:
+            return self.corpus_.load_image(image_id)
+        except Exception as exc:
+            raise type(exc)(f"image {image_id!r} of corpus {self.corpus_.name!r}: {exc}") from exc
+
+    def _map(self, fn, items, desc: str):
+        """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in
+        order, with a progress bar."""
+        bar = None
+        if self.show_progress and len(items) > 1:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(items), desc=desc, unit="img", leave=False)
+        out = []
+        try:
+            if self.n_jobs == 1 or len(items) <= 1:
+                for it in items:
+                    out.append(fn(it))
+                    if bar is not None:
+                        bar.update(1)
+            else:
+                with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
+                    for r in pool.map(fn, items):
+                        out.append(r)
+                        if bar is not None:
+                            bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return out
+
+    def fit(self, corpus, train_ids: Sequence[str]) -> "ImageKernel":
+        """Fit the codebooks on descriptors of (a seeded sample of) ``train_ids`` and compute the
+        training images' words.
+
+        Up to ``codebook_images`` training images are drawn with ``seed``; from each, up to
+        ``samples_per_image[f]`` descriptors per feature are sampled (per-image seeds, so the result does
+        not depend on thread scheduling); at most ``max_codebook_samples`` of those per feature go to
+        seeded k-means (:func:`~kernels.image.codebook.fit_codebook`).
+        """
+        train_ids = tuple(train_ids)
+        if not train_ids:
+            raise ValueError("train_ids is empty")
+        self.corpus_ = corpus
+        self.train_ids_ = train_ids
+        self._words = {}
+        books: dict[str, np.ndarray] = {}
+        for f in self.features:
+            hit = self.cache.load("image_codebook", self._codebook_key(f))
+            if hit is not None:
+                books[f] = hit["centres"]
+        missing = [f for f in self.features if f not in books]
+        if missing:
+            rng = np.random.default_rng(self.seed)
+            pick = train_ids
+            if len(train_ids) > self.codebook_images:
+                pick = tuple(train_ids[i] for i in np.sort(rng.choice(len(train_ids), self.codebook_images,
+                                                                      replace=False)))
+            seeds = rng.integers(0, 2**63 - 1, size=len(pick))
+
+            def sample(args):
+                image_id, s = args
+                desc = extract_descriptors(self._load(image_id), self.descriptor_params, missing)
+                r = np.random.default_rng(int(s))
+                return {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in missing}
+
+            samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
+            self.n_extracted_ += len(pick)
+            for f in missing:
+                X = np.concatenate([s[f] for s in samples], axis=0)
+                X = sample_rows(X, self.max_codebook_samples, np.random.default_rng(self.seed + 1))
+                books[f] = fit_codebook(X, self.n_words[f], seed=self.seed)
+                self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
+        self.codebooks_ = {f: books[f] for f in self.features}
+        self._ensure_words(train_ids)
+        return self
+
+    def _compact(self, words: np.ndarray) -> np.ndarray:
+        dt = np.uint16 if max(self.n_words.values()) <= 65536 else np.int32
+        return np.asarray(words).astype(dt)
+
+    def _ensure_words(self, ids: Sequence[str]) -> None:
+        todo = []
+        for image_id in dict.fromkeys(ids):
+            if image_id in self._words:
+                continue
+            hit = self.cache.load("image_words", self._words_key(image_id))
+            if hit is not None:
+                self._words[image_id] = {f: (self._compact(hit[f]), tuple(int(x) for x in hit[f + "_shape"]))
+                                         for f in self.features}
+            else:
+                todo.append(image_id)
+        if not todo:
+            return
+
+        def work(image_id):
+            desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+            words = {f: (quantise(d, self.codebooks_[f]), shape) for f, (d, shape) in desc.items()}
+            arrays = {}
+            for f, (w, shape) in words.items():
+                arrays[f] = self._compact(w)
+                arrays[f + "_shape"] = np.asarray(shape, dtype=np.int64)
+            self.cache.store("image_words", self._words_key(image_id), arrays)
+            return image_id, {f: (self._compact(w), shape) for f, (w, shape) in words.items()}
+
+        for image_id, words in self._map(work, todo, "image features"):
+            self._words[image_id] = words
+        self.n_extracted_ += len(todo)
+
+    # ------------------------------------------------------------------ histograms
+    def pyramid_histograms(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Cell-normalised spatial-pyramid histograms ``{feature: (n, 21·V)}`` float32 (layout and
+        normalisation: :mod:`kernels.image.histograms`); the first ``V`` columns are the global
+        histogram."""
+        self._check_fitted()
+        ids = list(ids)
+        self._ensure_words(ids)
+        out = {}
+        for f in self.features:
+            V = self.n_words[f]
+            H = np.empty((len(ids), n_cells(self.levels) * V), dtype=np.float32)
+            for i, image_id in enumerate(ids):
+                w, shape = self._words[image_id][f]
+                H[i] = pyramid_histogram(w, shape, V, self.levels)
+            out[f] = H
+        return out
+
+    def histograms(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The histograms this kernel compares: ``{feature: (n, 21·V)}`` pyramid histograms for
+        ``kind="pyramid"``, ``{feature: (n, V)}`` global histograms ``H_i`` (Eq. 5) for
+        ``kind="histogram"``."""
+        P = self.pyramid_histograms(ids)
+        if self.kind == "pyramid":
+            return P
+        return {f: np.ascontiguousarray(P[f][:, : self.n_words[f]]) for f in self.features}
+
+    # ------------------------------------------------------------------ Grams
+    def feature_grams(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Per-feature Gram matrices ``{feature: (len(rows), len(cols))}`` float32 before combination
+        (``K_C``, ``K_T``, ``K_S`` of Eq. 6); ``cols=None`` → ``rows × rows``."""
+        self._check_fitted()
+        rows = list(rows)
+        cols = None if cols is None else list(cols)
+        out: dict[str, np.ndarray] = {}
+        need = []
+        for f in self.features:
+            hit = self.cache.load("image_gram", self._gram_key(f, rows, cols))
+            if hit is not None:
+                out[f] = hit["K"]
+            else:
+                need.append(f)
+        if need:
+            HR = self.histograms(rows)
+            HC = None if cols is None else self.histograms(cols)
+            for f in need:
+                kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=self.show_progress,
+                          desc=f"{self.kind} Gram ({f})")
+                if self.kind == "pyramid":
+                    K = pyramid_match_gram(HR[f], None if HC is None else HC[f], self.n_words[f],
+                                           self.levels, **kw)
+                else:
+                    K = intersection_gram(HR[f], None if HC is None else HC[f], **kw)
+                self.cache.store("image_gram", self._gram_key(f, rows, cols), {"K": K})
+                out[f] = K
+        return {f: out[f] for f in self.features}
+
+    def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:
+        """Combined kernel ``K = [(1/|F|) Σ_f K_f]^p`` (Hodosh Eq. 6), float32 ``(len(rows), len(cols))``;
+        ``cols=None`` → ``rows × rows``.  Ids are corpus image ids; words of images not seen yet are
+        extracted on demand (and cached)."""
+        return combine_kernels(self.feature_grams(rows, cols), self.power)
+
+    def __repr__(self) -> str:
+        return (f"ImageKernel(kind={self.kind!r}, power={self.power}, features={self.features}, "
+                f"n_words={self.n_words}, max_side={self.max_side}, seed={self.seed})")
