@@ -126,9 +126,16 @@ class TeachingSet(Corpus):
     def rerender(self, image_id: ImageId, seed: int) -> np.ndarray:
         """The same scene with new layout noise (positions, sizes, rotation, pattern orientation and
         phase, shades, background texture), every fact unchanged — PAC-S's "generated image"."""
-        i = self._idx(image_id)
-        rng = _rng(self.seed, _S_RERENDER, i, seed)
-        return render_scene(self.scenes[image_id].jittered(rng), self.image_size, rng)
+        scene, rng = self._rerender_scene(image_id, seed)
+        return render_scene(scene, self.image_size, rng)
+
+    def _rerender_scene(self, image_id: ImageId, seed: int) -> tuple[Scene, np.random.Generator]:
+        rng = _rng(self.seed, _S_RERENDER, self._idx(image_id), seed)
+        return self.scenes[image_id].jittered(rng), rng
+
+    def rerender_scene(self, image_id: ImageId, seed: int) -> Scene:
+        """The jittered scene that :meth:`rerender` draws (same facts, new layout)."""
+        return self._rerender_scene(image_id, seed)[0]
 
     # ------------------------------------------------------------------ facts and relevance
     def facts_of(self, cid: CaptionId) -> CaptionFacts:
@@ -273,8 +280,8 @@ class TeachingSet(Corpus):
             medium = None
             return CaptionFacts(base.mentions, base.relations, extra, medium)
         rel, mention = extra
-        mentions = base.mentions[:2] + (mention,)
-        relations = tuple(r for r in base.relations if r[2] < 2) + ((0, rel, 2),)
+        mentions = base.mentions[:2] + (mention,)  # at most 3 mentions: drop a third object if any
+        relations = tuple(r for r in base.relations if r[2] < 2) + ((0, rel, len(mentions) - 1),)
         return CaptionFacts(mentions, relations, base.background, None)
 
     def summary(self) -> dict:

@@ -33,7 +33,7 @@ def _w(surface: str, tag: str, lemma: str | None = None) -> Token:
 SHAPE_WORDS: dict[str, tuple[str, ...]] = {
     "circle": ("circle", "disc", "ball"),
     "square": ("square", "box", "block"),
-    "triangle": ("triangle", "wedge"),
+    "triangle": ("triangle", "wedge", "pyramid"),
     "star": ("star",),
     "cross": ("cross", "plus"),
     "diamond": ("diamond", "rhombus"),
@@ -56,21 +56,38 @@ TEXTURE_PP: dict[str, tuple[tuple[Token, ...], ...]] = {
     "dotted": ((_w("dots", "NNS", "dot"),), (_w("spots", "NNS", "spot"),)),
     "checked": ((_w("checks", "NNS", "check"),),
                 (_w("a", "DT"), _w("checkered", "JJ"), _w("pattern", "NN"))),
-    "plain": ((_w("no", "DT"), _w("pattern", "NN")),),
+    "plain": ((_w("a", "DT"), _w("plain", "JJ"), _w("fill", "NN")),
+              (_w("a", "DT"), _w("single", "JJ"), _w("colour", "NN"))),
+}
+#: Background nouns: concept -> (head noun, optional adjective before it), most popular first.
+BACKGROUND_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
+    "grass": ((_w("grass", "NN"),), (_w("lawn", "NN"),), (_w("field", "NN"),),
+              (_w("green", "JJ"), _w("grass", "NN"))),
+    "sand": ((_w("sand", "NN"),), (_w("beach", "NN"),), (_w("sandy", "JJ"), _w("beach", "NN"))),
+    "water": ((_w("water", "NN"),), (_w("lake", "NN"),), (_w("sea", "NN"),), (_w("pond", "NN"),)),
+    "snow": ((_w("snow", "NN"),), (_w("snowy", "JJ"), _w("ground", "NN")), (_w("white", "JJ"), _w("snow", "NN"))),
 }
 BACKGROUND_WORDS: dict[str, tuple[str, ...]] = {
     "grass": ("grass", "lawn", "field"), "sand": ("sand", "beach"),
-    "water": ("water", "lake", "sea", "pond"), "snow": ("snow",),
+    "water": ("water", "lake", "sea", "pond"), "snow": ("snow", "ground"),
 }
-#: Prepositions used with each background.
-BACKGROUND_PREPS: dict[str, tuple[str, ...]] = {
-    "grass": ("on", "in"), "sand": ("on",), "water": ("in", "on"), "snow": ("in", "on"),
+#: Prepositions used with each background head noun.
+NOUN_PREPS: dict[str, tuple[str, ...]] = {
+    "grass": ("on", "in"), "lawn": ("on",), "field": ("in", "on"), "sand": ("on", "in"), "beach": ("on",),
+    "water": ("in", "on"), "lake": ("on", "in"), "sea": ("in", "on"), "pond": ("in", "on"),
+    "snow": ("in", "on"), "ground": ("on",),
 }
-#: Verbs by medium: (3rd person singular, plural / base, -ing).
-VERBS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "land": (("sits", "sit", "sitting"), ("rests", "rest", "resting"), ("lies", "lie", "lying")),
-    "water": (("floats", "float", "floating"), ("bobs", "bob", "bobbing"), ("drifts", "drift", "drifting")),
+#: Verbs by (medium, animate subject): (3rd person singular, plural / base, -ing).
+VERBS: dict[tuple[str, bool], tuple[tuple[str, str, str], ...]] = {
+    ("land", False): (("sits", "sit", "sitting"), ("rests", "rest", "resting"), ("lies", "lie", "lying")),
+    ("water", False): (("floats", "float", "floating"), ("bobs", "bob", "bobbing"),
+                       ("drifts", "drift", "drifting")),
+    ("land", True): (("stands", "stand", "standing"), ("sits", "sit", "sitting"),
+                     ("walks", "walk", "walking"), ("plays", "play", "playing")),
+    ("water", True): (("swims", "swim", "swimming"), ("paddles", "paddle", "paddling"),
+                      ("floats", "float", "floating")),
 }
+ANIMATE = frozenset({"dog", "person"})
 #: Relation phrasings.
 RELATION_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
     "left_of": ((_w("left", "RB"), _w("of", "IN")),
@@ -79,8 +96,10 @@ RELATION_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
     "right_of": ((_w("right", "RB"), _w("of", "IN")),
                  (_w("to", "TO"), _w("the", "DT"), _w("right", "NN"), _w("of", "IN")),
                  (_w("on", "IN"), _w("the", "DT"), _w("right", "NN"), _w("of", "IN"))),
-    "above": ((_w("above", "IN"),), (_w("over", "IN"),)),
-    "below": ((_w("below", "IN"),), (_w("under", "IN"),), (_w("beneath", "IN"),)),
+    "above": ((_w("above", "IN"),), (_w("higher", "JJR", "high"), _w("than", "IN")), (_w("atop", "IN"),),
+              (_w("over", "IN"),)),
+    "below": ((_w("beneath", "IN"),), (_w("below", "IN"),), (_w("lower", "JJR", "low"), _w("than", "IN")),
+              (_w("underneath", "IN"),), (_w("under", "IN"),)),
     "next_to": ((_w("next", "JJ"), _w("to", "TO")), (_w("beside", "IN"),)),
 }
 
@@ -88,11 +107,16 @@ RELATION_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
 SYNONYM_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
     "noun": {**SHAPE_WORDS, **BACKGROUND_WORDS},
     "adjective": {**{k: v for k, v in COLOUR_WORDS.items()}, **SIZE_WORDS, **TEXTURE_ADJ},
-    "verb": {"land": tuple(v[1] for v in VERBS["land"]), "water": tuple(v[1] for v in VERBS["water"])},
+    "verb": {f"{m}{'_animate' if a else ''}": tuple(v[1] for v in vs) for (m, a), vs in VERBS.items()},
 }
 
 #: Sentence frames an annotator may prefer.
-FRAMES = ("copula", "verb", "fragment", "there", "front_bg")
+FRAMES = ("copula", "verb", "fragment", "there", "front_bg", "picture")
+#: Openings of the "picture" frame ("A picture of a red circle ...").
+PICTURE_OPENINGS: tuple[tuple[Token, ...], ...] = (
+    (_w("a", "DT"), _w("picture", "NN"), _w("of", "IN")), (_w("an", "DT"), _w("image", "NN"), _w("of", "IN")),
+    (_w("a", "DT"), _w("photo", "NN"), _w("of", "IN")),
+)
 
 
 def synonym_sets() -> list[tuple[str, ...]]:
@@ -123,15 +147,18 @@ class AnnotatorStyle:
 
 
 def _concepts():
-    for table in (SHAPE_WORDS, COLOUR_WORDS, SIZE_WORDS, TEXTURE_ADJ, BACKGROUND_WORDS):
+    for table in (SHAPE_WORDS, COLOUR_WORDS, SIZE_WORDS, TEXTURE_ADJ):
         for k, v in table.items():
             yield ("w", k), len(v)
+    for k, v in BACKGROUND_PHRASES.items():
+        yield ("bg", k), len(v)
     for k, v in TEXTURE_PP.items():
         yield ("pp", k), len(v)
     for k, v in VERBS.items():
         yield ("v", k), len(v)
-    for k, v in BACKGROUND_PREPS.items():
+    for k, v in NOUN_PREPS.items():
         yield ("prep", k), len(v)
+    yield ("picture",), len(PICTURE_OPENINGS)
 
 
 def make_style(rng: np.random.Generator, ident: int = -1) -> AnnotatorStyle:
@@ -195,14 +222,17 @@ def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) 
         if "next_to" in rels:
             relations.append((0, "next_to", 1))
     background = scene.background if rng.random() < style.p_background else None
-    medium = scene.medium if rng.random() < style.p_verb else None
+    # verbs mostly come with a named background ("floats on the lake"), rarely alone ("floats")
+    medium = scene.medium if rng.random() < style.p_verb * (1.0 if background else 0.4) else None
     return CaptionFacts(tuple(mentions), tuple(relations), background, medium)
 
 
-def _pick_relation(scene: Scene, a: int, b: int, rng: np.random.Generator) -> str:
+def _pick_relation(scene: Scene, a: int, b: int, rng: np.random.Generator, p_next_to: float = 0.2) -> str:
+    """A true relation from object ``a`` to ``b``: a directional one (left / right / above / below),
+    or "next to" with probability ``p_next_to`` when it holds."""
     rels = scene.true_relations(a, b)
     specific = [r for r in rels if r != "next_to"]
-    if "next_to" in rels and (not specific or rng.random() < 0.2):
+    if "next_to" in rels and (not specific or rng.random() < p_next_to):
         return "next_to"
     return specific[int(rng.integers(len(specific)))]
 
@@ -255,11 +285,12 @@ class Realiser:
         return list(phrases[int(self.rng.integers(len(phrases)))])
 
     def background(self, bg: str) -> list[Token]:
-        prep = self.pick(("prep", bg), BACKGROUND_PREPS[bg])
-        return [_w(prep, "IN"), _w("the", "DT"), _w(self.pick(("w", bg), BACKGROUND_WORDS[bg]), "NN")]
+        phrase = list(self.pick(("bg", bg), BACKGROUND_PHRASES[bg]))
+        prep = self.pick(("prep", phrase[-1][0]), NOUN_PREPS[phrase[-1][0]])
+        return [_w(prep, "IN"), _w("the", "DT")] + phrase
 
-    def verb(self, medium: str, form: int) -> Token:
-        v = self.pick(("v", medium), VERBS[medium])
+    def verb(self, medium: str, form: int, animate: bool = False) -> Token:
+        v = self.pick(("v", (medium, animate)), VERBS[(medium, animate)])
         tag = ("VBZ", "VBP", "VBG")[form]
         return _w(v[form], tag, v[1])
 
@@ -273,14 +304,10 @@ class Realiser:
         if f.medium is not None:
             w[frames.index("fragment")] = 0.0
         frame = frames[int(rng.choice(len(frames), p=w / w.sum()))]
-        medium = f.medium
-        verb_medium = medium if medium is not None else (
-            MEDIUM_OF[f.background] if frame == "verb" and f.background is not None else None)
+        # a verb states the medium ("floats" -> water): used exactly when the facts state a medium
+        verb_medium = f.medium
         if frame == "verb" and verb_medium is None:
             frame = "copula"
-        if verb_medium is not None and medium is None:
-            # a verb would state the medium, which these facts do not: use the copula instead
-            verb_medium, frame = None, "copula"
 
         mentioned: set[int] = set()
 
@@ -300,11 +327,12 @@ class Realiser:
             subj = ref(i)
             relw = self.relation(rel)
             obj = ref(j)
+            animate = f.mentions[i].shape in ANIMATE
             if first:
-                clauses.append(self._clause(frame, subj, relw + obj, verb_medium, plural=False))
+                clauses.append(self._clause(frame, subj, relw + obj, verb_medium, False, animate))
                 first = False
             else:
-                pred = [self.verb(verb_medium, 0)] if verb_medium and rng.random() < 0.5 else [
+                pred = [self.verb(verb_medium, 0, animate)] if verb_medium and rng.random() < 0.5 else [
                     _w("is", "VBZ", "be")]
                 clauses.append(subj + pred + relw + obj)
         rest = [i for i in range(len(f.mentions)) if i not in mentioned]
@@ -318,7 +346,8 @@ class Realiser:
                     listed.append(_w(",", ","))
                 listed += np_
             if first:
-                clauses.append(self._clause(frame, listed, [], verb_medium, plural=len(nps) > 1))
+                clauses.append(self._clause(frame, listed, [], verb_medium, len(nps) > 1,
+                                            len(nps) == 1 and f.mentions[rest[0]].shape in ANIMATE))
             else:
                 clauses.append([_w("there", "EX"), _w("are" if len(nps) > 1 else "is", "VBP" if len(nps) > 1
                                                         else "VBZ", "be")] + listed)
@@ -335,16 +364,20 @@ class Realiser:
         return _capitalise(toks)
 
     def _clause(self, frame: str, subj: list[Token], pred_rest: list[Token], verb_medium: str | None,
-                plural: bool) -> list[Token]:
+                plural: bool, animate: bool) -> list[Token]:
         """One clause: subject + predicate according to the frame."""
         be = _w("are", "VBP", "be") if plural else _w("is", "VBZ", "be")
+        if frame == "picture":
+            opening = list(self.pick(("picture",), PICTURE_OPENINGS))
+            verb = [] if verb_medium is None else [self.verb(verb_medium, 2, animate)]
+            return opening + subj + verb + pred_rest
         if verb_medium is not None:
             if frame == "there":
-                return [_w("there", "EX"), be] + subj + [self.verb(verb_medium, 2)] + pred_rest
-            return subj + [self.verb(verb_medium, 1 if plural else 0)] + pred_rest
+                return [_w("there", "EX"), be] + subj + [self.verb(verb_medium, 2, animate)] + pred_rest
+            return subj + [self.verb(verb_medium, 1 if plural else 0, animate)] + pred_rest
         if frame == "there":
             return [_w("there", "EX"), be] + subj + pred_rest
-        if frame == "fragment" or (not pred_rest and frame != "copula"):
+        if frame == "fragment" or (not pred_rest and frame not in ("copula", "front_bg")):
             return subj + pred_rest
         if not pred_rest:  # copula without predicate: "There is a red circle"
             return [_w("there", "EX"), be] + subj
@@ -407,7 +440,7 @@ def describe_units(scene: Scene, rng: np.random.Generator) -> tuple[list[list[To
     kinds.append("background")
     relations = []
     for k in range(1, n):
-        rel = _pick_relation(scene, order[0], order[k], rng)
+        rel = _pick_relation(scene, order[0], order[k], rng, p_next_to=0.0)
         relations.append((0, rel, k))
         u = ([_w("and", "CC")] if k > 1 else []) + R.relation(rel) + core(mentions[k])
         units.append(u)
