@@ -1,0 +1,183 @@
+"""Human-correlation protocols (Flickr8k-Expert / CF), τ variants, pairwise / FOIL accuracy, and the
+real-data experiment."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from corpora.base import Caption, Corpus, CrowdJudgment, ExpertJudgment
+from evaluation import (
+    FoilRecord,
+    PairwiseRecord,
+    bleu,
+    cider_d,
+    correlations,
+    flickr8k_cf_rows,
+    flickr8k_expert_rows,
+    foil_accuracy,
+    human_correlation,
+    kendall_tau,
+    pairwise_accuracy,
+    score_rows,
+    text_metric,
+)
+
+
+def _tau_c_bruteforce(x, y):
+    n = len(x)
+    P = Q = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s = np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
+            P += s > 0
+            Q += s < 0
+    m = min(len(set(x)), len(set(y)))
+    return 2 * m * (P - Q) / (n * n * (m - 1))
+
+
+def test_tau_variants_vs_scipy_and_bruteforce():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, 60).astype(float)
+    y = x + rng.integers(0, 3, 60)
+    assert kendall_tau(x, y, "b") == pytest.approx(stats.kendalltau(x, y, variant="b").statistic)
+    assert kendall_tau(x, y, "c") == pytest.approx(_tau_c_bruteforce(x, y))
+    c = correlations(x, y)
+    assert set(c) == {"tau_b", "tau_c", "spearman", "pearson"}
+    assert c["pearson"] == pytest.approx(np.corrcoef(x, y)[0, 1])
+    with pytest.raises(ValueError, match="variant"):
+        kendall_tau(x, y, "a")
+    with pytest.raises(ValueError, match="differ in length"):
+        correlations(x, y[:-1])
+    with pytest.raises(ValueError, match="NaN"):
+        correlations(np.r_[x[:-1], np.nan], y)
+
+
+def _toy_corpus():
+    caps = {}
+    for im, texts in {"i1": ["a dog runs", "a brown dog", "dog on grass"],
+                      "i2": ["a man rides a bike", "a cyclist", "man on a bike"]}.items():
+        caps[im] = [Caption(id=f"{im}#{k}", image_id=im, index=k, text=t) for k, t in enumerate(texts)]
+    expert = [
+        ExpertJudgment("i1", "i2#0", (1, 1, 2)),
+        ExpertJudgment("i1", "i1#1", (4, 4, 4)),   # own caption -> skipped
+        ExpertJudgment("i2", "i2#2", (4, 3, 4)),   # own caption -> skipped
+        ExpertJudgment("i2", "i1#0", (1, 2, 1)),
+        ExpertJudgment("i1", "i1#2", (3, 3, 4)),   # own caption -> skipped
+    ]
+    crowd = [
+        CrowdJudgment("i1", "i1#0", 1.0, 3, 0),    # own caption -> removed from references
+        CrowdJudgment("i1", "i2#1", 0.0, 0, 3),
+        CrowdJudgment("i2", "i1#2", 1 / 3, 1, 2),
+    ]
+    return Corpus(name="toy", image_ids=("i1", "i2"), captions=caps, splits={"test": ("i1", "i2")},
+                  expert=tuple(expert), crowd=tuple(crowd))
+
+
+def test_expert_protocol_rows():
+    rows = flickr8k_expert_rows(_toy_corpus())
+    # 5 judged pairs, 3 are own captions (ids i1#1, i2#2, i1#2) -> 2 kept × 3 scores
+    assert rows.n_skipped_pairs == 3
+    assert len(rows) == 6 and rows.n_pairs == 2
+    np.testing.assert_array_equal(rows.human, [1, 1, 2, 1, 2, 1])
+    assert rows.references[0] == ["a dog runs", "a brown dog", "dog on grass"]
+    assert rows.candidates[0] == "a man rides a bike"
+    calls = []
+
+    def scorer(ims, cands, refs):
+        calls.append(len(cands))
+        return np.arange(len(cands), dtype=float)
+
+    s = score_rows(rows, scorer)
+    assert calls == [2]  # one call, once per distinct pair
+    np.testing.assert_array_equal(s, [0, 0, 0, 1, 1, 1])
+
+
+def test_cf_protocol_rows():
+    rows = flickr8k_cf_rows(_toy_corpus())
+    assert len(rows) == 3
+    np.testing.assert_allclose(rows.human, [1.0, 0.0, 1 / 3])
+    assert rows.references[0] == ["a brown dog", "dog on grass"]  # own caption removed
+    assert rows.references[1] == ["a dog runs", "a brown dog", "dog on grass"]
+    out = human_correlation(rows, text_metric(lambda c, r: bleu(c, r, n=1)[:, 0]))
+    assert out["n"] == 3 and -1 <= out["tau_b"] <= 1
+    with pytest.raises(ValueError, match="NaN"):
+        score_rows(rows, lambda i, c, r: np.full(len(c), np.nan))
+    with pytest.raises(ValueError, match="returned 1 scores"):
+        score_rows(rows, lambda i, c, r: np.zeros(1))
+
+
+def test_protocols_need_judgments():
+    c = _toy_corpus()
+    bare = Corpus(name="bare", image_ids=c.image_ids, captions=c.captions, splits=c.splits)
+    with pytest.raises(ValueError, match="expert"):
+        flickr8k_expert_rows(bare)
+    with pytest.raises(ValueError, match="crowd"):
+        flickr8k_cf_rows(bare)
+
+
+def test_pairwise_and_foil_accuracy():
+    # toy scorer: number of words shared with the references
+    def overlap(ims, cands, refs):
+        return np.array([len(set(c.split()) & set(" ".join(r).split())) for c, r in zip(cands, refs)], float)
+
+    recs = [
+        PairwiseRecord("i", "a dog runs", "a cat sleeps", ("a dog runs fast", "dog running"), 0, "HC"),
+        PairwiseRecord("i", "red car", "a dog", ("a dog", "the dog"), 1, "HI"),
+        PairwiseRecord("i", "x", "y", ("z",), 0, "HI"),   # tie -> counts 1/2
+    ]
+    out = pairwise_accuracy(recs, overlap)
+    assert out["accuracy"] == pytest.approx(100 * 2.5 / 3)
+    assert out["per_category"] == {"HC": 100.0, "HI": 75.0}
+    s1 = pairwise_accuracy(recs, overlap, n_refs=1, n_draws=4, seed=5)
+    s2 = pairwise_accuracy(recs, overlap, n_refs=1, n_draws=4, seed=5)
+    assert s1 == s2 and len(s1["per_draw"]) == 4
+    with pytest.raises(ValueError, match="preferred"):
+        pairwise_accuracy([PairwiseRecord("i", "a", "b", ("c",), 2)], overlap)
+
+    foils = [FoilRecord("i", "a dog on grass", "a cat on grass", ("a dog lies on the grass",)),
+             FoilRecord("i", "a man", "a woman", ("a person",))]   # tie -> failure
+    assert foil_accuracy(foils, overlap) == {"accuracy": 50.0, "n": 2}
+
+
+# ----------------------------------------------------------------------------------------- real data
+@pytest.fixture(scope="module")
+def flickr8k(flickr8k_dir):
+    from corpora.flickr8k import load_flickr8k
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_flickr8k(flickr8k_dir)
+
+
+def test_real_protocol_row_counts(flickr8k):
+    e = flickr8k_expert_rows(flickr8k)
+    c = flickr8k_cf_rows(flickr8k)
+    assert len(flickr8k.expert) == 5822
+    assert e.n_skipped_pairs == 158 and e.n_pairs == 5664 and len(e) == 16992
+    assert len(c) == 47830
+    assert all(len(r) == 5 for r in e.references)
+    assert sum(len(r) == 4 for r in c.references) == 721  # own caption removed
+    # CLIPScore (Hessel et al. 2021, Table 1) Flickr8k-Expert τ-c: BLEU-1 32.3, CIDEr 43.9
+    ims, cands, refs = e.unique_items()
+    b1 = bleu(cands, refs, n=1)[:, 0][e.pair_index]
+    assert round(100 * kendall_tau(b1, e.human, "c"), 1) == pytest.approx(32.3, abs=0.3)
+    cd = cider_d(cands, refs)[e.pair_index]
+    assert round(100 * kendall_tau(cd, e.human, "c"), 1) == pytest.approx(43.9, abs=0.3)
+
+
+def test_experiment_json(flickr8k_dir, capsys, tmp_path):
+    from experiments.caption_metrics_vs_humans import main
+
+    assert main(["--data", str(flickr8k_dir), "--json", "--no-meteor", "--no-hodosh",
+                 "--cache-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr-D"}
+    for v in out.values():
+        assert set(v) == {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}
+        assert v["n_expert"] == 16992 and v["n_cf"] == 47830
+    assert out["CIDEr-D"]["expert_tau_c"] > out["BLEU-4"]["expert_tau_c"]
+    assert out["BLEU-4"]["expert_tau_c"] == pytest.approx(30.8, abs=0.3)

@@ -1,0 +1,135 @@
+"""McNemar, Fisher's paired randomisation test, compare() markers, ranking agreement."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evaluation import (
+    RankingResult,
+    compare,
+    evaluate,
+    mcnemar_test,
+    paired_randomization_test,
+    ranking_agreement,
+    significance_marker,
+)
+
+
+def test_mcnemar_against_statsmodels_and_binomial():
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    rng = np.random.default_rng(0)
+    a = rng.random(400) < 0.4
+    b = rng.random(400) < 0.5
+    t = mcnemar_test(a, b)
+    table = [[np.sum(a & b), np.sum(a & ~b)], [np.sum(~a & b), np.sum(~a & ~b)]]
+    ref = mcnemar(table, exact=False, correction=True)
+    assert t.pvalue == pytest.approx(ref.pvalue) and "chi2" in t.method
+    # few discordant pairs -> exact binomial
+    a = np.array([1, 1, 1, 0, 0, 1, 1, 0, 1, 1], bool)
+    b = np.array([1, 0, 0, 0, 1, 0, 0, 0, 1, 1], bool)  # discordant: 4 (a only) vs 1 (b only)
+    t = mcnemar_test(a, b)
+    assert "exact" in t.method and t.extra == (4, 1)
+    assert t.pvalue == pytest.approx(stats.binomtest(1, 5, 0.5).pvalue)
+    assert mcnemar_test(a, a).pvalue == 1.0
+    with pytest.raises(ValueError):
+        mcnemar_test(a, b[:5])
+
+
+def _brute_force_p(x, y, f):
+    obs = abs(f(x) - f(y))
+    n = len(x)
+    count = 0
+    for flips in itertools.product([0, 1], repeat=n):
+        s = np.array(flips, bool)
+        xa, ya = np.where(s, y, x), np.where(s, x, y)
+        count += abs(f(xa) - f(ya)) >= obs - 1e-12
+    return count / 2 ** n
+
+
+def test_randomisation_exact_vs_bruteforce_and_scipy():
+    x = np.array([3.0, 1.0, 7.0, 2.0, 9.0, 4.0])
+    y = np.array([2.0, 2.0, 5.0, 1.0, 4.0, 4.0])
+    for stat, f in (("mean", np.mean), ("median", np.median)):
+        t = paired_randomization_test(x, y, stat)
+        assert "exact" in t.method
+        assert t.pvalue == pytest.approx(_brute_force_p(x, y, f))
+        assert t.statistic == pytest.approx(f(x) - f(y))
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=13)
+    y = x + rng.normal(0.4, 1, size=13)
+    sp = stats.permutation_test((x, y), lambda a, b, axis: np.median(a, axis) - np.median(b, axis),
+                                permutation_type="samples", n_resamples=np.inf)
+    assert paired_randomization_test(x, y, "median").pvalue == pytest.approx(sp.pvalue)
+
+
+def test_randomisation_monte_carlo_seeded_and_close_to_exact():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=40)
+    y = x + rng.normal(0.35, 1, size=40)
+    t1 = paired_randomization_test(x, y, "mean", n_resamples=20_000, seed=3)
+    t2 = paired_randomization_test(x, y, "mean", n_resamples=20_000, seed=3)
+    assert t1.pvalue == t2.pvalue and "exact" not in t1.method
+    sp = stats.permutation_test((x, y), lambda a, b, axis: a.mean(axis) - b.mean(axis),
+                                permutation_type="samples", n_resamples=20_000, random_state=0)
+    assert abs(t1.pvalue - sp.pvalue) < 0.02
+    # a custom statistic reduces the last axis
+    t3 = paired_randomization_test(x, y, lambda m: m.max(axis=-1), n_resamples=2000, seed=0)
+    assert 0 < t3.pvalue <= 1
+    with pytest.raises(ValueError, match="NaN"):
+        paired_randomization_test(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="statistic"):
+        paired_randomization_test(x, y, "mode")
+
+
+def test_markers():
+    assert significance_marker(0.005) == "***"
+    assert significance_marker(0.01) == "***"
+    assert significance_marker(0.05) == "**"
+    assert significance_marker(0.0501) == "*"
+    assert significance_marker(0.1) == "*"
+    assert significance_marker(0.2) == ""
+
+
+def _system(rng, quality, n=300, N=50):
+    S = rng.normal(size=(n, N))
+    S[np.arange(n), np.arange(n) % N] += quality
+    rel = np.zeros((n, N), bool)
+    rel[np.arange(n), np.arange(n) % N] = True
+    return evaluate(S, np.arange(n) % N, rel)
+
+
+def test_compare_against_reference():
+    rng = np.random.default_rng(0)
+    ref = _system(rng, 1.0)
+    better = _system(rng, 3.0)
+    same = RankingResult(**{**ref.__dict__})
+    comp = compare({"ref": ref, "better": better, "same": same}, "ref", n_resamples=2000, seed=0)
+    assert comp.rows["better"]["R@1"]["marker"] == "***"
+    assert comp.rows["better"]["median_rank"]["marker"] == "***"
+    assert comp.rows["same"]["R@1"]["p"] == 1.0 and comp.rows["same"]["R@1"]["marker"] == ""
+    assert comp.rows["same"]["median_rank"]["p"] == 1.0
+    assert "R-precision" in comp.metrics and "S@5" in comp.metrics
+    table = comp.table()
+    assert "***" in table and "(ref)" in table
+    # averaged per-query scores
+    a = rng.normal(size=100)
+    c2 = compare({"A": a, "B": a + 1.0}, "A", n_resamples=2000)
+    assert c2.rows["B"]["mean_score"]["marker"] == "***"
+    with pytest.raises(KeyError):
+        compare({"A": a}, "missing")
+
+
+def test_ranking_agreement_table7():
+    r_at_1 = {"s1": 10.0, "s2": 20.0, "s3": 30.0, "s4": 25.0}
+    median = {"s1": 40.0, "s2": 20.0, "s3": 8.0, "s4": 12.0}  # lower is better, same order
+    out = ranking_agreement(r_at_1, median, higher_is_better_b=False)
+    assert out["spearman"] == pytest.approx(1.0) and out["kendall"] == pytest.approx(1.0)
+    out = ranking_agreement(r_at_1, median)  # forgetting the direction gives -1
+    assert out["spearman"] == pytest.approx(-1.0)
+    swapped = dict(median, s3=12.0, s4=8.0)
+    out = ranking_agreement(r_at_1, swapped, higher_is_better_b=False)
+    assert out["kendall"] == pytest.approx(stats.kendalltau([10, 20, 30, 25], [-40, -20, -12, -8]).statistic)
