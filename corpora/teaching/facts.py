@@ -188,7 +188,7 @@ class FactArrays:
             self.n_mentions[c] = len(f.mentions)
 
 
-def holding_matrix(scenes: SceneArrays, facts: FactArrays, chunk: int = 4096) -> np.ndarray:
+def holding_matrix(scenes: SceneArrays, facts: FactArrays, chunk: int = 1024) -> np.ndarray:
     """``H[s, c] = h*`` for every scene × caption (int16), vectorised.
 
     For each mention slot ``m`` and object slot ``o`` the number of matching stated attributes is one

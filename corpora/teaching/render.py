@@ -14,6 +14,8 @@
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 
@@ -39,11 +41,19 @@ def _second_shade(colour: str, rgb: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------- backgrounds
+@lru_cache(maxsize=8)
+def _grid(H: int, W: int) -> tuple[np.ndarray, np.ndarray]:
+    yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
+    yy.flags.writeable = False
+    xx.flags.writeable = False
+    return yy, xx
+
+
 def render_background(bg: str, H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     """A textured background, float32 (H, W, 3) in 0..255."""
     base = np.array(BACKGROUND_RGB[bg], np.float32) * rng.uniform(0.94, 1.06)
     s = H / 120.0
-    yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
+    yy, xx = _grid(H, W)
     if bg == "grass":
         n = rng.standard_normal((H, W)).astype(np.float32)
         k = max(3, int(round(9 * s)) | 1)
@@ -147,13 +157,14 @@ def silhouette(shape: str, cx: float, cy: float, R: float, angle: float, flip: b
 
 
 # ------------------------------------------------------------------------------------- fills
-def fill_pattern(texture: str, colour: str, y0: int, y1: int, x0: int, x1: int, H: int,
+def fill_pattern(texture: str, colour: str, y0: int, y1: int, x0: int, x1: int, H: int, W: int,
                  tex_angle: float, rng: np.random.Generator) -> np.ndarray:
     """The object's fill on the box [y0:y1, x0:x1], float32 (h, w, 3)."""
     c1 = np.array(RGB[colour], np.float32) * np.float32(rng.uniform(0.93, 1.05))
     c1 = np.clip(c1, 0, 255)
     c2 = _second_shade(colour, c1).astype(np.float32)
-    yy, xx = np.mgrid[y0:y1, x0:x1].astype(np.float32)
+    gy, gx = _grid(H, W)
+    yy, xx = gy[y0:y1, x0:x1], gx[y0:y1, x0:x1]
     period = 6.0 * H / 120.0
     t = np.deg2rad(tex_angle)
     u = (xx * np.cos(t) + yy * np.sin(t)) / period + rng.uniform(0, 1)
@@ -184,7 +195,7 @@ def draw_object(img: np.ndarray, o: SceneObject, rng: np.random.Generator) -> No
     x0, x1 = max(0, int(cx) - ext), min(W, int(cx) + ext + 1)
     y0, y1 = max(0, int(cy) - ext), min(H, int(cy) + ext + 1)
     mask = silhouette(o.shape, cx - x0, cy - y0, R, o.angle, o.flip, y1 - y0, x1 - x0)
-    fill = fill_pattern(o.texture, o.colour, y0, y1, x0, x1, H, o.tex_angle, rng)
+    fill = fill_pattern(o.texture, o.colour, y0, y1, x0, x1, H, W, o.tex_angle, rng)
     edge = (mask > 127).astype(np.uint8) - cv2.erode((mask > 127).astype(np.uint8), _ERODE)
     fill[edge.astype(bool)] *= 0.55 if o.colour != "black" else 1.0
     a = (mask.astype(np.float32) / 255.0)[..., None]
