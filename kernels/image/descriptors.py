@@ -19,7 +19,8 @@ Texture (:func:`mr8_responses`, :func:`make_rfs_filters`)
     with the 38 filters of the RFS bank (edge = first and bar = second Gaussian derivative filters at
     3 scales (σx, σy) ∈ {(3, 1), (6, 2), (12, 4)} and 6 orientations, plus an isotropic Gaussian and a
     Laplacian of Gaussian with σ = 10; support 49 × 49), the maximum over the 6 orientations is kept for
-    each (type, scale) → 6 + 2 = 8 responses, and the response vector ``F`` at each pixel is contrast
+    each (type, scale) → 6 + 2 = 8 responses (edges: maximum *absolute* response, see
+    :func:`mr8_from_rfs`), and the response vector ``F`` at each pixel is contrast
     normalised following Weber's law, ``F ← F · log(1 + L/0.03) / L`` with ``L = ||F||₂``.
 
 SIFT (:func:`dense_sift`)
@@ -226,11 +227,19 @@ def rfs_responses(gray: np.ndarray, support: int = RFS_SUPPORT) -> np.ndarray:
 def mr8_from_rfs(resp: np.ndarray) -> np.ndarray:
     """MR8 from the 38 RFS responses (leading axis): max over the 6 orientations of each of the 3 edge
     and 3 bar scales, then the Gaussian and the LoG → 8 responses, ordered
-    ``[edge σ=1, 2, 4, bar σ=1, 2, 4, Gaussian, LoG]``."""
+    ``[edge σ=1, 2, 4, bar σ=1, 2, 4, Gaussian, LoG]``.
+
+    Edge filters are odd (``f_{θ+π} = −f_θ``), so the bank's 6 orientations in ``[0, π)`` only cover all
+    directions if the sign is dropped: the edge maximum is taken over ``|response|`` (as in the MR8fast
+    reference implementation), which is the maximum over the 12 orientations in ``[0, 2π)``.  Bar filters
+    are even (π-periodic) and keep the signed maximum.  Both are then invariant to image rotations by
+    multiples of π/6 (and approximately to any rotation)."""
     n_or = RFS_ORIENTATIONS
     n_sc = len(RFS_SCALES)
-    oriented = resp[: 2 * n_sc * n_or].reshape((2 * n_sc, n_or) + resp.shape[1:])
-    return np.concatenate([oriented.max(axis=1), resp[2 * n_sc * n_or:]], axis=0)
+    oriented = resp[: 2 * n_sc * n_or].reshape((2, n_sc, n_or) + resp.shape[1:])
+    edge = np.abs(oriented[0]).max(axis=1)
+    bar = oriented[1].max(axis=1)
+    return np.concatenate([edge, bar, resp[2 * n_sc * n_or:]], axis=0)
 
 
 def weber_normalise(F: np.ndarray, axis: int = -1, c: float = WEBER_CONSTANT) -> np.ndarray:

@@ -170,7 +170,11 @@ class ImageKernel:
         try:
             return self.corpus_.load_image(image_id)
         except Exception as exc:
-            raise type(exc)(f"image {image_id!r} of corpus {self.corpus_.name!r}: {exc}") from exc
+            try:
+                wrapped = type(exc)(f"image {image_id!r} of corpus {self.corpus_.name!r}: {exc}")
+            except Exception:
+                raise exc from None
+            raise wrapped from exc
 
     def _map(self, fn, items, desc: str):
         """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in

@@ -1,0 +1,193 @@
+"""Image kernels vs brute-force Hodosh et al. (2013) Eqs. 5–8, and their algebraic properties."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.image import _cext
+from kernels.image.gram import (
+    combine_kernels,
+    intersection_gram,
+    intersection_naive,
+    pyramid_match_gram,
+)
+from kernels.image.histograms import (
+    cell_ids,
+    global_histogram,
+    level_slices,
+    n_cells,
+    pyramid_column_weights,
+    pyramid_histogram,
+    pyramid_level_weights,
+)
+
+BACKENDS = ["numpy"] + (["c"] if _cext.load() is not None else [])
+
+
+def random_hists(rng, n, V, density=0.3):
+    X = rng.random((n, V)) * (rng.random((n, V)) < density)
+    X[X.sum(1) == 0, 0] = 1.0
+    return (X / X.sum(1, keepdims=True)).astype(np.float32)
+
+
+def brute_intersection(a, b):
+    """Eq. 5 with explicit loops: K = Σ_v min(H_i(v), H_j(v))."""
+    return sum(min(float(x), float(y)) for x, y in zip(a, b))
+
+
+def brute_pyramid(words_a, words_b, shape, V, L=2):
+    """Eqs. 7–8 from the words on the grid, Lazebnik style: cell counts / image total,
+    I^l = Σ_cells Σ_v min, K = I^L + Σ_{l<L} (I^l − I^{l+1}) / 2^{L−l}."""
+    n_y, n_x = shape
+    N = n_y * n_x
+
+    def cell_counts(words, l):
+        k = 2 ** l
+        h = np.zeros((k, k, V))
+        for idx, w in enumerate(words):
+            gy, gx = divmod(idx, n_x)
+            h[gy * k // n_y, gx * k // n_x, w] += 1
+        return h / N
+
+    I = []
+    for l in range(L + 1):
+        ha, hb = cell_counts(words_a, l), cell_counts(words_b, l)
+        I.append(sum(brute_intersection(ha[i, j], hb[i, j]) for i in range(2 ** l) for j in range(2 ** l)))
+    return I[L] + sum((I[l] - I[l + 1]) / 2 ** (L - l) for l in range(L))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_intersection_matches_brute_force(backend):
+    rng = np.random.default_rng(0)
+    X, Y = random_hists(rng, 13, 40), random_hists(rng, 9, 40)
+    ref = np.array([[brute_intersection(a, b) for b in Y] for a in X])
+    K = intersection_gram(X, Y, backend=backend, row_block=4, col_chunk=5)
+    assert K.dtype == np.float32 and K.shape == (13, 9)
+    np.testing.assert_allclose(K, ref, atol=2e-6)
+    np.testing.assert_allclose(intersection_naive(X, Y), ref, atol=2e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_symmetric_gram_diag_one_and_psd(backend):
+    rng = np.random.default_rng(1)
+    X = random_hists(rng, 70, 64, density=0.2)
+    K = intersection_gram(X, backend=backend, row_block=16, col_chunk=24)
+    assert np.array_equal(K, K.T)
+    np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-5)
+    np.testing.assert_allclose(K, intersection_naive(X), atol=2e-6)
+    assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-4
+    assert K.min() >= 0 and K.max() <= 1 + 1e-5
+
+
+def test_backends_agree_on_larger_sparse_input():
+    if len(BACKENDS) < 2:
+        pytest.skip("compiled kernel unavailable")
+    rng = np.random.default_rng(2)
+    X = random_hists(rng, 150, 300, density=0.1)
+    Y = random_hists(rng, 90, 300, density=0.1)
+    a = intersection_gram(X, Y, backend="c", col_chunk=50)
+    b = intersection_gram(X, Y, backend="numpy", col_chunk=50)
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(a, intersection_naive(X, Y), atol=1e-6)
+
+
+def test_intersection_rejects_bad_input():
+    with pytest.raises(ValueError, match="negative"):
+        intersection_gram(-np.ones((2, 3)))
+    with pytest.raises(ValueError, match="bins"):
+        intersection_gram(np.ones((2, 3)), np.ones((2, 4)))
+    with pytest.raises(ValueError, match="backend"):
+        intersection_gram(np.ones((2, 3)), backend="gpu")
+
+
+def test_level_weights_expand_eq8():
+    # K = I^2 + (I^1 − I^2)/2 + (I^0 − I^1)/4 = I^0/4 + I^1/4 + I^2/2
+    np.testing.assert_allclose(pyramid_level_weights(3), [0.25, 0.25, 0.5])
+    # general L: compare coefficients with the telescoping sum of Eq. 8
+    for levels in (1, 2, 4):
+        L = levels - 1
+        coef = np.zeros(levels)
+        coef[L] += 1
+        for l in range(L):
+            coef[l] += 1 / 2 ** (L - l)
+            coef[l + 1] -= 1 / 2 ** (L - l)
+        np.testing.assert_allclose(pyramid_level_weights(levels), coef)
+    assert n_cells(3) == 21
+    sl = level_slices(5, 3)
+    assert [s.stop - s.start for s in sl] == [5, 20, 80]
+    alpha = pyramid_column_weights(5, 3)
+    np.testing.assert_allclose(alpha[sl[0]], 0.25)
+    np.testing.assert_allclose(alpha[sl[1]], 0.25 / 4)
+    np.testing.assert_allclose(alpha[sl[2]], 0.5 / 16)
+
+
+def test_cell_layout():
+    ids = cell_ids((4, 8), 3)
+    assert ids.shape == (3, 32)
+    assert set(ids[0]) == {0} and set(ids[1]) == {1, 2, 3, 4} and set(ids[2]) == set(range(5, 21))
+    # row-major: point (row 0, col 7) is in the top-right cell at each level
+    assert ids[1, 7] == 2 and ids[2, 7] == 5 + 3
+    # every cell of a level has the same number of points
+    for l in range(3):
+        assert len(set(np.bincount(ids[l])[ids[l].min():])) == 1
+    with pytest.raises(ValueError, match="divisible"):
+        cell_ids((6, 8), 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pyramid_match_equals_eq8_brute_force(backend):
+    rng = np.random.default_rng(3)
+    shape, V = (8, 12), 6
+    words = [rng.integers(0, V, size=96) for _ in range(6)]
+    # spatially coherent images too: blocks of one word
+    for _ in range(3):
+        w = np.repeat(np.repeat(rng.integers(0, V, size=(2, 3)), 4, axis=0), 4, axis=1).ravel()
+        words.append(w)
+    P = np.stack([pyramid_histogram(w, shape, V) for w in words])
+    # cell-normalised: every cell block sums to 1; level-0 block is the global histogram (Eq. 5)
+    np.testing.assert_allclose(P.reshape(len(words), 21, V).sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(P[:, :V], np.stack([global_histogram(w, V) for w in words]), atol=1e-7)
+    K = pyramid_match_gram(P, n_words=V, backend=backend)
+    ref = np.array([[brute_pyramid(a, b, shape, V) for b in words] for a in words])
+    np.testing.assert_allclose(K, ref, atol=2e-6)
+    np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-6)
+    assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-5
+    # rectangular form agrees with the symmetric one
+    np.testing.assert_allclose(pyramid_match_gram(P[:4], P, n_words=V, backend=backend), K[:4], atol=1e-6)
+
+
+def test_concatenated_form_equals_levelwise_sum_on_random_histograms():
+    """One intersection over α-weighted concatenations == Σ_l w_l I^l with I^l the mean cell
+    intersection of cell-normalised histograms, for arbitrary (not grid-derived) histograms."""
+    rng = np.random.default_rng(4)
+    V, n = 7, 8
+    blocks = [random_hists(rng, n * 4 ** l, V, 0.5).reshape(n, 4 ** l * V) for l in range(3)]
+    P = np.concatenate(blocks, axis=1)
+    w = pyramid_level_weights(3)
+    ref = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            for l in range(3):
+                a, b = blocks[l][i].reshape(-1, V), blocks[l][j].reshape(-1, V)
+                I_l = sum(brute_intersection(a[c], b[c]) for c in range(4 ** l)) / 4 ** l
+                ref[i, j] += w[l] * I_l
+    np.testing.assert_allclose(pyramid_match_gram(P, n_words=V), ref, atol=2e-6)
+
+
+def test_combine_eq6():
+    rng = np.random.default_rng(5)
+    Ks = {f: rng.random((5, 4)).astype(np.float32) for f in ("color", "texture", "sift")}
+    for p in (1, 2, 3):
+        ref = ((Ks["color"] + Ks["texture"] + Ks["sift"]) / 3) ** p
+        np.testing.assert_allclose(combine_kernels(Ks, p), ref, rtol=1e-5)
+    np.testing.assert_allclose(combine_kernels([Ks["color"]], 2), Ks["color"] ** 2, rtol=1e-6)
+    # inputs untouched
+    assert not np.shares_memory(combine_kernels(Ks, 2), Ks["color"])
+    with pytest.raises(ValueError, match="power"):
+        combine_kernels(Ks, 0)
+    with pytest.raises(ValueError, match="shapes"):
+        combine_kernels([np.ones((2, 2)), np.ones((2, 3))])
+    # squaring a PSD intersection kernel keeps it PSD (Schur product)
+    X = random_hists(rng, 30, 20)
+    K = combine_kernels([intersection_gram(X), intersection_gram(X[:, ::-1].copy())], 2)
+    assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-5
