@@ -221,6 +221,7 @@ class ImageKernel:
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
             if hit is not None:
+                self.cache.hits += 1
                 books[f] = hit["centres"]
         missing = [f for f in self.features if f not in books]
         if missing:
@@ -243,6 +244,7 @@ class ImageKernel:
                 X = np.concatenate([s[f] for s in samples], axis=0)
                 X = sample_rows(X, self.max_codebook_samples, np.random.default_rng(self.seed + 1))
                 books[f] = fit_codebook(X, self.n_words[f], seed=self.seed)
+                self.cache.misses += self.cache.enabled
                 self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
         self.codebooks_ = {f: books[f] for f in self.features}
         self._ensure_words(train_ids)
@@ -314,27 +316,22 @@ class ImageKernel:
         self._check_fitted()
         rows = list(rows)
         cols = None if cols is None else list(cols)
-        out: dict[str, np.ndarray] = {}
-        need = []
-        for f in self.features:
-            hit = self.cache.load("image_gram", self._gram_key(f, rows, cols))
-            if hit is not None:
-                out[f] = hit["K"]
-            else:
-                need.append(f)
-        if need:
-            HR = self.histograms(rows)
-            HC = None if cols is None else self.histograms(cols)
-            for f in need:
-                kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=self.show_progress,
-                          desc=f"{self.kind} Gram ({f})")
-                if self.kind == "pyramid":
-                    K = pyramid_match_gram(HR[f], None if HC is None else HC[f], self.n_words[f],
-                                           self.levels, **kw)
-                else:
-                    K = intersection_gram(HR[f], None if HC is None else HC[f], **kw)
-                self.cache.store("image_gram", self._gram_key(f, rows, cols), {"K": K})
-                out[f] = K
+        hists: dict[str, dict[str, np.ndarray] | None] = {}
+
+        def compute(f: str) -> dict[str, np.ndarray]:
+            if not hists:
+                hists["rows"] = self.histograms(rows)
+                hists["cols"] = None if cols is None else self.histograms(cols)
+            HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
+            kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=self.show_progress,
+                      desc=f"{self.kind} Gram ({f})")
+            if self.kind == "pyramid":
+                return {"K": pyramid_match_gram(HR, HC, self.n_words[f], self.levels, **kw)}
+            return {"K": intersection_gram(HR, HC, **kw)}
+
+        out = {f: self.cache.get_or_compute("image_gram", self._gram_key(f, rows, cols),
+                                            lambda f=f: compute(f))["K"]
+               for f in self.features}
         return {f: out[f] for f in self.features}
 
     def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:

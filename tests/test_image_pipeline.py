@@ -1,0 +1,163 @@
+"""ImageKernel end to end: teaching-set colour words, caching (reuse, kill-safe writes, corruption)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from corpora.base import Corpus
+from corpora.cache import DiskCache
+from kernels.image import ImageKernel
+
+SMALL = {"color": 8, "texture": 8, "sift": 8}
+
+
+def synthetic_corpus(n: int = 10, name: str = "synthetic") -> Corpus:
+    """Deterministic images: a coloured background, a coloured rectangle and a striped patch."""
+    ids = [f"img{i:02d}" for i in range(n)]
+
+    def load(image_id: str) -> np.ndarray:
+        rng = np.random.default_rng(int(image_id[3:]))
+        h, w = 72, 96
+        img = np.empty((h, w, 3), np.uint8)
+        img[:] = rng.integers(0, 256, 3)
+        y, x = rng.integers(0, h // 2), rng.integers(0, w // 2)
+        img[y:y + h // 3, x:x + w // 3] = rng.integers(0, 256, 3)
+        period = int(rng.integers(3, 9))
+        rows = (np.arange(h) // period) % 2 == 0
+        img[rows, w // 2:] = rng.integers(0, 256, 3)
+        return img
+
+    return Corpus(name=name, image_ids=ids, captions={}, splits={"train": ids[: n - 3], "test": ids[n - 3:]},
+                  image_loader=load)
+
+
+def make_kernel(cache, **kw) -> ImageKernel:
+    args = dict(kind="pyramid", power=2, n_words=SMALL, max_side=96, cache=cache, show_progress=False,
+                samples_per_image={"sift": 64})
+    args.update(kw)
+    return ImageKernel(**args)
+
+
+def test_api_shapes_and_on_demand_extraction(tmp_cache):
+    corpus = synthetic_corpus()
+    ik = make_kernel(tmp_cache).fit(corpus, corpus.split("train"))
+    tr, te = list(corpus.split("train")), list(corpus.split("test"))
+    assert ik.n_extracted_ == 2 * len(tr)  # codebook sample + words of the training images
+    K = ik.gram(tr)
+    assert K.shape == (7, 7) and K.dtype == np.float32 and np.array_equal(K, K.T)
+    np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-5)
+    Kt = ik.gram(te, tr)                     # test images extracted on demand
+    assert Kt.shape == (3, 7) and ik.n_extracted_ == 2 * len(tr) + len(te)
+    Fg = ik.feature_grams(te, tr)
+    assert set(Fg) == {"color", "texture", "sift"}
+    np.testing.assert_allclose(Kt, ((Fg["color"] + Fg["texture"] + Fg["sift"]) / 3) ** 2, rtol=1e-5)
+    H = ik.histograms(te)
+    assert {f: h.shape for f, h in H.items()} == {f: (3, 21 * 8) for f in SMALL}
+    hk = make_kernel(tmp_cache, kind="histogram", features=("color", "sift"), power=3).fit(corpus, tr)
+    assert {f: h.shape for f, h in hk.histograms(te).items()} == {"color": (3, 8), "sift": (3, 8)}
+    assert np.array_equal(hk.codebooks_["color"], ik.codebooks_["color"])  # shared cache entry
+    with pytest.raises(RuntimeError, match="not fitted"):
+        make_kernel(None).gram(tr)
+    with pytest.raises(ValueError, match="kind"):
+        ImageKernel(kind="spm")
+    with pytest.raises(ValueError, match="unknown feature"):
+        ImageKernel(features=("colour",))
+
+
+def test_codebooks_deterministic_under_seed():
+    corpus = synthetic_corpus(8)
+    tr = corpus.split("train")
+    a = make_kernel(None, seed=3).fit(corpus, tr).codebooks_
+    b = make_kernel(None, seed=3).fit(corpus, tr).codebooks_
+    c = make_kernel(None, seed=4).fit(corpus, tr).codebooks_
+    assert all(np.array_equal(a[f], b[f]) for f in a)
+    assert any(not np.array_equal(a[f], c[f]) for f in a)
+
+
+def test_cache_reuse_without_recomputation(tmp_cache, monkeypatch):
+    corpus = synthetic_corpus()
+    tr = corpus.split("train")
+    K1 = make_kernel(tmp_cache).fit(corpus, tr).gram(tr)
+    import kernels.image.codebook as cb
+    import kernels.image.kernel as km
+
+    def boom(*a, **k):
+        raise AssertionError("recomputed although cached")
+
+    monkeypatch.setattr(km, "extract_descriptors", boom)
+    monkeypatch.setattr(km, "fit_codebook", boom)
+    monkeypatch.setattr(km, "pyramid_match_gram", boom)
+    monkeypatch.setattr(cb, "fit_codebook", boom)
+    ik2 = make_kernel(tmp_cache).fit(corpus, tr)
+    hits = tmp_cache.hits
+    K2 = ik2.gram(tr)
+    assert ik2.n_extracted_ == 0 and tmp_cache.hits == hits + 3  # three feature Grams read back
+    assert np.array_equal(K1, K2)
+    # a different parameter is a different key: it must recompute (and here, fail loudly)
+    with pytest.raises(AssertionError, match="recomputed"):
+        make_kernel(tmp_cache, seed=1).fit(corpus, tr)
+
+
+def test_interrupted_write_leaves_no_valid_entry_and_corruption_recomputes(tmp_path, monkeypatch):
+    import corpora.cache as cache_mod
+
+    corpus = synthetic_corpus()
+    tr = corpus.split("train")
+    cache = DiskCache(tmp_path / "cache")
+    ik = make_kernel(cache).fit(corpus, tr)
+    key = ik._gram_key("color", list(tr), None)
+
+    class Killed(BaseException):
+        pass
+
+    real_fsync = os.fsync
+
+    def killed_fsync(fd):  # payload partly on disk, process dies before the rename
+        raise Killed()
+
+    monkeypatch.setattr(cache_mod.os, "fsync", killed_fsync)
+    with pytest.raises(Killed):
+        ik.gram(tr)
+    monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+    gram_dir = tmp_path / "cache" / "image_gram"
+    assert cache.load("image_gram", key) is None
+    assert not list(gram_dir.glob("*.npz")) and not list(gram_dir.glob("*.tmp"))
+    # a stray temporary file from a SIGKILL is never read as an entry
+    gram_dir.mkdir(parents=True, exist_ok=True)
+    (gram_dir / (cache.path("image_gram", key).stem + ".abc.tmp")).write_bytes(b"PK\x03\x04 partial")
+    assert cache.load("image_gram", key) is None
+
+    K = ik.gram(tr)                                    # fresh run computes and stores
+    path = cache.path("image_gram", key)
+    assert path.is_file()
+    blob = path.read_bytes()
+    path.write_bytes(blob[: len(blob) // 2])           # truncated entry
+    misses = cache.misses
+    ik2 = make_kernel(cache).fit(corpus, tr)
+    K2 = ik2.gram(tr)
+    assert np.array_equal(K, K2)
+    assert cache.load("image_gram", key) is not None   # rewritten
+    assert cache.misses == misses + 1                   # only the corrupted colour Gram was recomputed
+
+
+def test_teaching_set_colour_words(small_teaching_set):
+    ts = small_teaching_set
+    ids = list(ts.image_ids)
+    ik = ImageKernel(kind="histogram", features=("color",), n_words={"color": 32}, max_side=160,
+                     show_progress=False, codebook_images=60).fit(ts, ts.split("train"))
+    K = ik.feature_grams(ids)["color"]
+    cs = [(ts.scenes[i].background, frozenset(o.colour for o in ts.scenes[i].objects)) for i in ids]
+    same, diff = [], []
+    for a in range(len(ids)):
+        for b in range(a + 1, len(ids)):
+            if cs[a] == cs[b]:
+                same.append(K[a, b])
+            elif cs[a][0] != cs[b][0] and not (cs[a][1] & cs[b][1]):
+                diff.append(K[a, b])
+    same, diff = np.array(same), np.array(diff)
+    assert len(same) >= 10 and len(diff) >= 100
+    assert same.mean() > 5 * diff.mean()
+    auc = (same[:, None] > diff[None, :]).mean()
+    assert auc > 0.9, auc
