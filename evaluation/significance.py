@@ -184,6 +184,25 @@ class Comparison:
     def to_dict(self) -> dict:
         return {"reference": self.reference, "metrics": self.metrics, "rows": self.rows}
 
+    # Mapping-style access: comparison[system] -> per-metric cells plus "markers" / "p_values" summaries
+    def __getitem__(self, system: str) -> dict:
+        cells = self.rows[system]
+        tested = {m: c for m, c in cells.items() if c["p"] is not None}
+        return {**cells, "markers": {m: c["marker"] for m, c in tested.items()},
+                "p_values": {m: c["p"] for m, c in tested.items()}}
+
+    def get(self, system: str, default=None):
+        return self[system] if system in self.rows else default
+
+    def __contains__(self, system) -> bool:
+        return system in self.rows
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
 
 def _default_metrics(res: RankingResult) -> list[str]:
     ms = [f"R@{k}" for k in res.ks] + ["median_rank"]
@@ -194,7 +213,7 @@ def _default_metrics(res: RankingResult) -> list[str]:
 
 def compare(results_by_system: Mapping[str, RankingResult | np.ndarray], reference: str, *,
             metrics: Sequence[str] | None = None, n_resamples: int = 100_000, seed: int = 0,
-            exact_threshold: int = 25) -> Comparison:
+            exact_threshold: int = 25, n_permutations: int | None = None) -> Comparison:
     """Test every system against ``reference`` on every metric.
 
     Parameters
@@ -208,8 +227,16 @@ def compare(results_by_system: Mapping[str, RankingResult | np.ndarray], referen
         ``"R@k"``, ``"S@k"`` (McNemar on hits), ``"median_rank"`` (randomisation, median),
         ``"mean_rank"``, ``"R-precision"``, ``"mean_score"`` (randomisation, mean).  Default: all R@k,
         median rank, and S@k + R-precision when relevance was given.
-    n_resamples, seed : randomisation test settings.
+    n_resamples, seed : randomisation test settings (``n_permutations`` is an alias of ``n_resamples``).
+
+    Returns
+    -------
+    Comparison
+        ``comparison.rows[system][metric] = {"value", "p", "marker", "test"}``; mapping-style
+        ``comparison[system]`` adds ``"markers"`` and ``"p_values"`` dicts (tested metrics only).
     """
+    if n_permutations is not None:
+        n_resamples = int(n_permutations)
     if reference not in results_by_system:
         raise KeyError(f"reference system {reference!r} not in results ({sorted(results_by_system)})")
     ref = results_by_system[reference]

@@ -113,6 +113,11 @@ def test_compare_against_reference():
     assert comp.rows["same"]["R@1"]["p"] == 1.0 and comp.rows["same"]["R@1"]["marker"] == ""
     assert comp.rows["same"]["median_rank"]["p"] == 1.0
     assert "R-precision" in comp.metrics and "S@5" in comp.metrics
+    assert comp["better"]["markers"]["R@1"] == "***" and comp["better"]["p_values"]["R@1"] < 0.01
+    assert comp.get("ref")["markers"] == {} and comp.get("nope", {}) == {}
+    assert set(comp) == {"ref", "better", "same"} and "better" in comp
+    alias = compare({"ref": ref, "better": better}, "ref", n_permutations=500, seed=0)
+    assert "500 reassignments" in alias.rows["better"]["median_rank"]["test"]
     table = comp.table()
     assert "***" in table and "(ref)" in table
     # averaged per-query scores
