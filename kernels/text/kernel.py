@@ -1,0 +1,545 @@
+"""The text kernels of Hodosh et al. (2013), Sec. 3.4, behind one scikit-learn-style class.
+
+>>> tk = TextKernel.from_name("TRI5SEM")            # = TRI5_{A,D_ext+ic}^{sqrt idf}
+>>> tk.fit(corpus, corpus.split("train"))
+>>> K = tk.gram_train()                            # (n_train, n_train) float32
+>>> Q = tk.gram_queries(captions)                  # (n_q, n_train) float32
+
+Names (ASCII spelling of the paper's Appendix B; see :data:`PAPER_NAMES` and ``docs/text_kernels.md``)::
+
+    BoW1  BoW5  BoW5^idf  BoW5^sqrtidf  TagRank  TRI1  TRI5  TRI5^sqrtidf
+    TRI5_Lin  TRI5_D_ic  TRI5_D_ext  TRI5_D_ext+ic  TRI5_A  TRI5_A,D_ic  TRI5_A,D_ext  TRI5_A,D_ext+ic
+    (each TRI5_* also with ^sqrtidf)   TRI5SEM = TRI5_A,D_ext+ic^sqrtidf
+
+LaTeX-ish spellings (``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``, ``√idf``) are accepted by :meth:`from_name`.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from corpora.base import Caption, Corpus
+from corpora.cache import NO_CACHE, DiskCache
+from kernels.text import bow as _bow
+from kernels.text import tri as _tri
+from kernels.text.items import apply_diag, clip_psd, normalise_items
+from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
+
+KINDS = ("BoW", "TagRank", "TRI")
+SIMILARITY_PARTS = ("D_ic", "D_ext", "D_ext+ic", "A", "Lin")
+
+#: The paper's system names (Appendix B), ASCII spelling -> constructor arguments.
+PAPER_NAMES: dict[str, dict] = {
+    "BoW1": dict(kind="BoW", captions_per_item=1),
+    "BoW5": dict(kind="BoW", captions_per_item=5, merge=True),
+    "BoW5^idf": dict(kind="BoW", captions_per_item=5, merge=True, idf="idf"),
+    "BoW5^sqrtidf": dict(kind="BoW", captions_per_item=5, merge=True, idf="sqrt"),
+    "TagRank": dict(kind="TagRank", captions_per_item=5),
+    "TRI1": dict(kind="TRI", captions_per_item=1),
+    "TRI5": dict(kind="TRI", captions_per_item=5),
+    "TRI5^sqrtidf": dict(kind="TRI", captions_per_item=5, idf="sqrt"),
+}
+for _s in ("Lin", "D_ic", "D_ext", "D_ext+ic", "A", "A,D_ic", "A,D_ext", "A,D_ext+ic"):
+    PAPER_NAMES[f"TRI5_{_s}"] = dict(kind="TRI", captions_per_item=5, similarity=_s)
+    PAPER_NAMES[f"TRI5_{_s}^sqrtidf"] = dict(kind="TRI", captions_per_item=5, similarity=_s, idf="sqrt")
+PAPER_NAMES["TRI5SEM"] = dict(kind="TRI", captions_per_item=5, similarity="A,D_ext+ic", idf="sqrt")
+
+
+def _canonical_name(name: str) -> str:
+    s = name.strip().replace("√", "sqrt").replace("\\sqrt", "sqrt").replace(" ", "")
+    s = s.replace("{", "").replace("}", "").replace("_ext", "_ext").replace("sqrt(idf)", "sqrtidf")
+    s = re.sub(r"D_?BNC", "D_ext", s)
+    s = s.replace("D_ext+D_ic", "D_ext+ic").replace("D_ext,ic", "D_ext+ic")
+    return s
+
+
+def parse_similarity(spec: str | None) -> tuple[str, ...]:
+    """``"A,D_ext+ic"`` -> ``("A", "D_ext+ic")`` (components combined by max, Eq. 27)."""
+    if spec is None or spec == "" or spec == "none":
+        return ()
+    parts = tuple(p.strip() for p in spec.split(","))
+    for p in parts:
+        if p not in SIMILARITY_PARTS:
+            raise ValueError(f"similarity={spec!r}: unknown component {p!r} (expected {SIMILARITY_PARTS}, "
+                             f"comma-separated)")
+    return parts
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None):
+    import torch
+
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, mininterval=1.0)
+
+
+class TextKernel:
+    """BoW / TagRank / TRI text kernels between items (a training image's captions) and queries.
+
+    Parameters
+    ----------
+    kind : {"BoW", "TagRank", "TRI"}
+        Sentence kernel: cosine of tf vectors (Sec. 3.4.1), TagRank (Eqs. 9-11), gapped-subsequence
+        kernel (Eqs. 15-16; with ``similarity``: Eqs. 17-21).
+    captions_per_item : {5, 1}
+        5: all captions of a training image; 1: one caption chosen per image with
+        :func:`corpora.protocol.select_caption_index` (``seed``).
+    merge : bool
+        BoW only: merge an item's captions into one document (BoW5).  Otherwise the item kernel is the
+        normalised sum over the caption cross product (:mod:`kernels.text.items`).
+    idf : {"none", "idf", "sqrt"}
+        Word weights omega_w = 1, lambda_w, sqrt(lambda_w) with lambda_w = log(|D|/(|D(w)|+1)).
+    similarity : str or None
+        TRI only: lexical similarities, e.g. ``"A"``, ``"D_ic"``, ``"D_ext+ic"``, ``"Lin"``,
+        ``"A,D_ext+ic"`` (comma = max, Eq. 27).
+    diag : float
+        Multiply the training Gram's diagonal by ``diag`` (text kernel regularisation).
+    lambda_m : float
+        TRI match decay (0.5).
+    max_len : int
+        Longest subsequence (3).
+    external_corpus : path or None
+        Plain-text file (one sentence per line) for D_ext; ``None`` = NLTK Brown corpus.
+    seed : int
+        Caption choice for ``captions_per_item=1``.
+    cache : DiskCache or None
+        Caches Gram matrices and similarity tables (key: corpus fingerprint, ids, every parameter).
+    show_progress : bool
+        tqdm bars for long steps.
+    psd : {"none", "clip"}
+        What to do with possibly indefinite Grams (Eq. 27's max): nothing, or clip negative eigenvalues.
+    n_threads : int or None
+        torch threads for the soft-matching DP (``None`` = leave torch's setting).
+    block_entries : int
+        Size (float32 entries) of each DP work buffer.
+    row_block : int
+        Row captions per DP block.
+    min_count : int
+        Minimum training count of words in the similarity vocabularies (5).
+    """
+
+    def __init__(self, kind: str = "TRI", captions_per_item: int = 5, merge: bool = False, idf: str = "none",
+                 similarity: str | None = None, diag: float = 1.0, lambda_m: float = 0.5, max_len: int = 3,
+                 external_corpus=None, seed: int = 0, cache: DiskCache | None = None,
+                 show_progress: bool = True, psd: str = "none", n_threads: int | None = 1,
+                 block_entries: int = 1 << 22, row_block: int = 64, min_count: int = 5,
+                 name: str | None = None):
+        if kind not in KINDS:
+            raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
+        if captions_per_item not in (1, 5):
+            raise ValueError(f"captions_per_item={captions_per_item!r}: expected 5 or 1")
+        if idf not in _bow.IDF_MODES:
+            raise ValueError(f"idf={idf!r}: expected one of {_bow.IDF_MODES}")
+        if merge and kind != "BoW":
+            raise ValueError(f"merge=True is only defined for kind='BoW' (got kind={kind!r})")
+        if psd not in ("none", "clip"):
+            raise ValueError(f"psd={psd!r}: expected 'none' or 'clip'")
+        if not 1 <= int(max_len) <= 3:
+            raise ValueError(f"max_len={max_len!r}: expected 1, 2 or 3")
+        self.sim_parts = parse_similarity(similarity)
+        if self.sim_parts and kind != "TRI":
+            raise ValueError(f"similarity={similarity!r} is only defined for kind='TRI'")
+        self.kind, self.captions_per_item, self.merge, self.idf = kind, int(captions_per_item), bool(merge), idf
+        self.similarity = ",".join(self.sim_parts) or None
+        self.diag, self.lambda_m, self.max_len = float(diag), float(lambda_m), int(max_len)
+        self.external_corpus = external_corpus
+        self.seed, self.cache = int(seed), (cache if cache is not None else NO_CACHE)
+        self.show_progress, self.psd, self.n_threads = show_progress, psd, n_threads
+        self.block_entries = int(block_entries)
+        self.row_block = int(row_block)
+        self.min_count = int(min_count)
+        self.name = name or self._default_name()
+        self._fitted = False
+
+    # ------------------------------------------------------------------ names
+    def _default_name(self) -> str:
+        n = f"{self.kind}{self.captions_per_item}" if self.kind != "TagRank" else "TagRank"
+        if self.similarity:
+            n += "_" + self.similarity
+        if self.idf != "none":
+            n += "^" + ("sqrtidf" if self.idf == "sqrt" else "idf")
+        return n
+
+    @classmethod
+    def from_name(cls, name: str, **kwargs) -> "TextKernel":
+        """Build a paper system by name (Appendix B; ASCII or LaTeX-ish spelling)."""
+        key = _canonical_name(name)
+        if key not in PAPER_NAMES:
+            raise ValueError(f"unknown text kernel name {name!r} (known: {sorted(PAPER_NAMES)})")
+        args = dict(PAPER_NAMES[key])
+        args.update(kwargs)
+        return cls(name=key, **args)
+
+    def params(self) -> dict:
+        return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
+                "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
+                "ext": None if self.external_corpus is None else str(self.external_corpus),
+                "seed": self.seed, "min_count": self.min_count, "version": 1}
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
+        """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions."""
+        from corpora.protocol import select_caption_index
+
+        self.corpus_fingerprint = corpus.fingerprint
+        self.train_ids = tuple(train_ids)
+        caps: list[Caption] = []
+        n_per: list[int] = []
+        for im in self.train_ids:
+            cs = corpus.captions_of(im)
+            if not cs:
+                raise ValueError(f"TextKernel.fit: training image {im!r} has no captions in corpus {corpus.name!r}")
+            if self.captions_per_item == 1:
+                cs = (cs[select_caption_index(im, len(cs), self.seed)],)
+            caps.extend(cs)
+            n_per.append(len(cs))
+        self.train_captions = caps
+        self.item_of = np.repeat(np.arange(len(n_per)), n_per)
+        self.n_items = len(n_per)
+        need_tags = any(p in ("A", "Lin") for p in self.sim_parts)
+        self.pre = Preprocessor().fit(caps)
+        self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=need_tags)
+        self.vocab = Vocabulary(p.tokens for p in self.processed)
+        self.V = len(self.vocab)
+        if self.V > _tri.MAX_ID - 100_000:
+            raise ValueError(f"vocabulary too large ({self.V} words) for subsequence codes")
+        self.docs = [np.array(self.vocab.encode(p.tokens), dtype=np.int64) for p in self.processed]
+        if self.merge:
+            idf_docs = [np.concatenate([self.docs[k] for k in np.nonzero(self.item_of == i)[0]])
+                        for i in range(self.n_items)]
+        else:
+            idf_docs = self.docs
+        self.idf_values, self.idf_unseen = _bow.idf_weights(idf_docs, self.V)
+        self.omega = _bow.word_weights(self.idf_values, self.idf)
+        self.omega_unseen = float(_bow.word_weights(np.array([self.idf_unseen]), self.idf)[0])
+        self._key = {"corpus": corpus.fingerprint, "train": list(self.train_ids), "params": self.params()}
+        self._gram = None
+        self._item_self = None
+        self.word_kernel = None
+        if self.sim_parts:
+            from kernels.text.similarity import build_word_kernel
+
+            self.word_kernel = build_word_kernel(self)
+        if self.kind in ("BoW", "TRI") and not self.sim_parts:
+            self._fit_features()
+        self._fitted = True
+        return self
+
+    def _check(self):
+        if not self._fitted:
+            raise RuntimeError("TextKernel: call fit(corpus, train_ids) first")
+
+    def _omega_of(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids)
+        out = np.full(ids.shape, self.omega_unseen, dtype=np.float64)
+        seen = ids < self.V
+        out[seen] = self.omega[ids[seen]]
+        return out
+
+    def encode_queries(self, captions: Sequence[Caption]) -> list[np.ndarray]:
+        """Preprocess query captions; unseen words get fresh ids ``>= V`` (distinct per word)."""
+        proc = self.pre.transform(list(captions), tags=False)
+        extra: dict[str, int] = {}
+        out = []
+        for p in proc:
+            ids = []
+            for t in p.tokens:
+                i = self.vocab.index.get(t)
+                if i is None:
+                    i = extra.setdefault(t, self.V + len(extra))
+                ids.append(i)
+            out.append(np.array(ids, dtype=np.int64))
+        return out
+
+    # ------------------------------------------------------------------ explicit-feature kernels
+    def _features(self, docs, columns=None):
+        if self.kind == "BoW":
+            rows = np.concatenate([np.full(len(d), i) for i, d in enumerate(docs)]) if docs else np.zeros(0, int)
+            codes = np.concatenate(docs) if docs else np.zeros(0, int)
+            codes = codes.astype(np.int64)
+            vals = self._omega_of(codes)
+        else:
+            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self._omega_of)
+        return _tri.features_to_csr(rows.astype(np.int64), codes.astype(np.int64), vals, len(docs), columns)
+
+    def _fit_features(self):
+        if self.merge:
+            docs = [np.concatenate([self.docs[k] for k in np.nonzero(self.item_of == i)[0]])
+                    for i in range(self.n_items)]
+            X, self.columns, norms = self._features(docs)
+            self.F_items = _bow.row_normalise(X, norms)
+        else:
+            X, self.columns, norms = self._features(self.docs)
+            Xn = _bow.row_normalise(X, norms)
+            import scipy.sparse as sp
+
+            P = sp.csr_matrix((np.ones(len(self.item_of)), (self.item_of, np.arange(len(self.item_of)))),
+                              shape=(self.n_items, len(self.item_of)))
+            self.F_items = (P @ Xn).tocsr()
+        self._item_self = np.asarray(self.F_items.multiply(self.F_items).sum(axis=1)).ravel()
+
+    # ------------------------------------------------------------------ Gram matrices
+    def gram_train(self) -> np.ndarray:
+        """Training Gram ``(n_train, n_train)`` float32, items normalised, diagonal times ``diag``."""
+        self._check()
+        if self._gram is None:
+            arrays = self.cache.get_or_compute("text_gram", {"stage": "gram_train", **self._key},
+                                               self._compute_gram)
+            self._gram = arrays["K"].astype(np.float32)
+            self._item_self = arrays["item_self"].astype(np.float64)
+        K = self._gram.copy()
+        if self.psd == "clip":
+            K = clip_psd(K)
+        return apply_diag(K, self.diag)
+
+    def _compute_gram(self) -> dict:
+        t0 = time.perf_counter()
+        if self.kind == "TagRank":
+            from kernels.text.tagrank import TagRank
+
+            self._tagrank = TagRank().fit(self.docs, self.V)
+            Kraw = self._tagrank.gram(self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
+        elif self.sim_parts:
+            Kraw = self._soft_gram()
+        else:
+            Kraw = _tri.sparse_gram(self.F_items).astype(np.float64)
+        item_self = np.diag(Kraw).copy()
+        K = normalise_items(Kraw, item_self).astype(np.float32)
+        self.last_gram_seconds = time.perf_counter() - t0
+        return {"K": K, "item_self": item_self}
+
+    def gram_queries(self, captions: Sequence[Caption]) -> np.ndarray:
+        """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32."""
+        self._check()
+        captions = list(captions)
+        h = hashlib.sha256()
+        for c in captions:
+            h.update((c.id + "\t" + c.text + "\t" + (c.lemma or "") + "\0").encode("utf-8"))
+        key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
+        return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
+
+    def _ensure_item_self(self):
+        if self._item_self is not None:
+            return
+        if self.kind == "TagRank":
+            self.gram_train()
+        elif self.sim_parts:
+            self._item_self = self._soft_item_self()
+
+    def _compute_queries(self, captions) -> np.ndarray:
+        qdocs = self.encode_queries(captions)
+        if self.kind == "TagRank":
+            self.gram_train()
+            if not hasattr(self, "_tagrank"):
+                from kernels.text.tagrank import TagRank
+
+                self._tagrank = TagRank().fit(self.docs, self.V)
+            Q = self._tagrank.cross(qdocs, self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
+            return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
+        if self.sim_parts:
+            self._ensure_item_self()
+            Q = self._soft_queries(qdocs)
+            return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
+        Xq, _, norms = self._features(qdocs, self.columns)
+        Xq = _bow.row_normalise(Xq, norms)
+        Q = _tri.sparse_gram(Xq.tocsr(), self.F_items).astype(np.float64)
+        return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
+
+    # ------------------------------------------------------------------ soft matching (Eqs. 17-21)
+    def weighted_word_kernel(self):
+        """torch ``(V+1, V+1)`` float32: ``lambda_m^2 omega_u kappa(u, v) omega_v``; row/col ``V`` = 0
+        (sentinel for query words unseen in training)."""
+        import torch
+
+        if getattr(self, "_W", None) is None:
+            kappa = self.word_kernel.dense(self.V)
+            w = self.omega.astype(np.float64)
+            W = np.zeros((self.V + 1, self.V + 1), dtype=np.float32)
+            W[:self.V, :self.V] = (self.lambda_m ** 2) * (w[:, None] * kappa * w[None, :])
+            self._W = torch.from_numpy(W)
+        return self._W
+
+    def _kfun(self, u, v):
+        """Weighted word kernel for id tensors; ids >= V are unseen words (identity with themselves)."""
+        import torch
+
+        W = self.weighted_word_kernel()
+        V = self.V
+        uu, vv = u.clamp(max=V), v.clamp(max=V)
+        out = W[uu, vv]
+        same_oov = (u == v) & (u >= V)
+        if bool(same_oov.any()):
+            out = torch.where(same_oov, torch.full_like(out, (self.lambda_m ** 2) * self.omega_unseen ** 2), out)
+        return out
+
+    def _self_kernels(self, docs) -> np.ndarray:
+        import torch
+
+        lengths = np.array([len(d) for d in docs])
+        out = np.zeros(len(docs))
+        for n in np.unique(lengths):
+            if n == 0:
+                continue
+            idx = np.nonzero(lengths == n)[0]
+            t = torch.from_numpy(np.stack([docs[i] for i in idx]))
+            for s in range(0, len(idx), 4096):
+                out[idx[s:s + 4096]] = _tri.soft_tri_pairs(self._kfun, t[s:s + 4096], t[s:s + 4096], self.max_len)
+        return out
+
+    def _soft_item_self(self) -> np.ndarray:
+        """``K(I, I) = sum_{s, s' in I} k^(s, s')`` from the within-item pairs only."""
+        import torch
+
+        scale = self._train_scale()
+        out = np.zeros(self.n_items)
+        starts = np.r_[0, np.cumsum(np.bincount(self.item_of, minlength=self.n_items))]
+        pa, pb = [], []
+        for i in range(self.n_items):
+            r = range(starts[i], starts[i + 1])
+            for a in r:
+                for b in r:
+                    pa.append(a)
+                    pb.append(b)
+        pa, pb = np.array(pa), np.array(pb)
+        la = np.array([len(self.docs[a]) for a in pa])
+        lb = np.array([len(self.docs[b]) for b in pb])
+        vals = np.zeros(len(pa))
+        for n, m in set(zip(la.tolist(), lb.tolist())):
+            if n == 0 or m == 0:
+                continue
+            sel = np.nonzero((la == n) & (lb == m))[0]
+            ta = torch.from_numpy(np.stack([self.docs[a] for a in pa[sel]]))
+            tb = torch.from_numpy(np.stack([self.docs[b] for b in pb[sel]]))
+            vals[sel] = _tri.soft_tri_pairs(self._kfun, ta, tb, self.max_len)
+        vals *= scale[pa] * scale[pb]
+        np.add.at(out, self.item_of[pa], vals)
+        return out
+
+    def _train_scale(self) -> np.ndarray:
+        if getattr(self, "_scale", None) is None:
+            with _torch_threads(self.n_threads):
+                s = self._self_kernels(self.docs)
+            self._train_self = s
+            self._scale = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
+        return self._scale
+
+    def _soft_cross(self, row_docs, row_scale, col_docs, col_scale, col_item, n_col_items, symmetric: bool,
+                    row_item=None, n_row_items=None, desc="soft TRI"):
+        """Sum of normalised soft-TRI sentence kernels aggregated into items (see module doc).
+
+        Returns ``(n_rows or n_row_items, n_col_items)`` float64.  With ``symmetric`` (rows = cols) only
+        caption pairs ``a <= b`` are computed and the result is symmetrised.
+        """
+        import torch
+
+        W = self.weighted_word_kernel()
+        rl = np.array([len(d) for d in row_docs])
+        cl = np.array([len(d) for d in col_docs])
+        r_order = np.argsort(rl, kind="stable")
+        c_order = np.argsort(cl, kind="stable")
+        c_sorted_len = cl[c_order]
+        c_groups = [(int(m), int(np.searchsorted(c_sorted_len, m, "left")), int(np.searchsorted(c_sorted_len, m, "right")))
+                    for m in np.unique(c_sorted_len) if m > 0]
+        col_ids = {m: torch.from_numpy(np.stack([col_docs[c] for c in c_order[s:e]]).clip(max=self.V))
+                   for m, s, e in c_groups}
+        col_sc = {m: torch.from_numpy(col_scale[c_order[s:e]].astype(np.float32)) for m, s, e in c_groups}
+        col_it = {m: torch.from_numpy(col_item[c_order[s:e]].astype(np.int64)) for m, s, e in c_groups}
+        n_out = n_row_items if row_item is not None else len(row_docs)
+        out = torch.zeros((n_out, n_col_items), dtype=torch.float64)
+        ws = _tri.SoftTRIWorkspace(self.block_entries)
+        A_max = self.row_block
+        # work units for the progress bar: sum over row chunks of (row len * remaining col entries)
+        r_sorted_len = rl[r_order]
+        chunks = []
+        for n in np.unique(r_sorted_len):
+            if n == 0:
+                continue
+            s, e = int(np.searchsorted(r_sorted_len, n, "left")), int(np.searchsorted(r_sorted_len, n, "right"))
+            for cs in range(s, e, A_max):
+                chunks.append((int(n), cs, min(cs + A_max, e)))
+        total = 0
+        for n, cs, ce in chunks:
+            for m, s, e in c_groups:
+                lo = max(s, cs) if symmetric else s
+                if e > lo:
+                    total += (ce - cs) * n * m * (e - lo)
+        bar = _progress(total, desc, self.show_progress)
+        for n, cs, ce in chunks:
+            rows = r_order[cs:ce]
+            A = len(rows)
+            ta = torch.from_numpy(np.stack([row_docs[r] for r in rows]).clip(max=self.V))
+            RT, PT = _tri.row_tables(W, ta)
+            rsc = torch.from_numpy(row_scale[rows].astype(np.float32))
+            if row_item is not None:
+                r_it = torch.from_numpy(row_item[rows].astype(np.int64))
+            for m, s, e in c_groups:
+                lo = max(s, cs) if symmetric else s
+                if e <= lo:
+                    continue
+                Bmax = max(1, self.block_entries // (n * m * A))
+                for b0 in range(lo - s, e - s, Bmax):
+                    b1 = min(b0 + Bmax, e - s)
+                    Y = _tri.soft_tri_block(RT, PT, col_ids[m][b0:b1], ws, self.max_len)
+                    Y *= col_sc[m][b0:b1, None]
+                    Y *= rsc[None, :]
+                    if symmetric and m == n:
+                        # the square part (row chunk against itself) is computed twice -> weight 1/2
+                        q0, q1 = max(b0 + s, cs), min(b1 + s, ce)
+                        if q1 > q0:
+                            Y[q0 - s - b0:q1 - s - b0] *= 0.5
+                    T1 = torch.zeros((n_col_items, A), dtype=torch.float64)
+                    T1.index_add_(0, col_it[m][b0:b1], Y.to(torch.float64))
+                    if row_item is not None:
+                        out.index_add_(0, r_it, T1.T.contiguous())
+                    else:
+                        out[torch.from_numpy(rows)] += T1.T
+                    bar.update(A * n * m * (b1 - b0))
+        bar.close()
+        res = out.numpy()
+        if symmetric:
+            res = res + res.T
+        return res
+
+    def _soft_gram(self) -> np.ndarray:
+        with _torch_threads(self.n_threads):
+            scale = self._train_scale()
+            K = self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
+                                 row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
+        return K
+
+    def _soft_queries(self, qdocs) -> np.ndarray:
+        with _torch_threads(self.n_threads):
+            scale = self._train_scale()
+            qs = self._self_kernels(qdocs)
+            qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
+            return self._soft_cross(qdocs, qscale, self.docs, scale, self.item_of, self.n_items, symmetric=False,
+                                    desc="soft TRI queries")
+
+    # ------------------------------------------------------------------ helpers
+    def nearest_words(self, word: str, k: int = 5) -> list[tuple[str, float]]:
+        """The ``k`` words with the largest word-kernel value kappa(word, .) (excluding ``word``)."""
+        self._check()
+        if self.word_kernel is None:
+            raise ValueError("nearest_words needs a similarity (e.g. similarity='A')")
+        return self.word_kernel.nearest(word, k)
+
+    def __repr__(self) -> str:
+        return f"TextKernel({self.name!r})"

@@ -1,0 +1,335 @@
+"""Caption preprocessing for the text kernels (Hodosh et al. 2013, Sec. 4.1.1).
+
+Pipeline, applied to every caption (training captions and queries alike)::
+
+    raw tokens  ->  POS tags (corpus tags, else NLTK averaged-perceptron tagger)
+                ->  lemmas   (corpus lemmas, else NLTK WordNet lemmatiser with the POS)
+                ->  lowercase, drop punctuation-only tokens
+                ->  compound normalisation (table + hyphen/space rule learnt from the training vocabulary)
+                ->  stop-word removal (NLTK English list)
+
+* **Tokenisation.**  A corpus lemma string (``Caption.lemma``; Flickr8k.lemma.token.txt or the teaching
+  set) is already tokenised and split on whitespace.  Raw text is split with :data:`TOKEN_RE`
+  (words with inner hyphens/apostrophes, clitics like ``'s``, and single punctuation marks).
+* **POS tags** are only needed by the alignment and Lin similarities (Eq. 25, Eqs. 22-23).
+  ``Caption.pos`` (aligned with the lemma tokens) is used when present.  Otherwise the raw text is
+  tagged with ``nltk.pos_tag`` when it has as many tokens as the lemma string (true for ~98% of
+  Flickr8k, whose lemma file is token-aligned with the token file); else the lemma tokens themselves
+  are tagged.
+* **Lemmatisation.**  Corpus lemmas when present; otherwise ``WordNetLemmatizer`` with the POS mapped to
+  WordNet's n/v/a/r.  Spelling correction is *not* done.
+* **Compounds.**  :data:`COMPOUND_TABLE` maps known variants (``tee-shirt``, ``tee shirt``, ``t shirt``,
+  ``tshirt`` …) to one form (``t-shirt``).  General rule (:meth:`Preprocessor.fit`): for every
+  hyphenated training token ``x-y(-z…)`` seen at least :attr:`Preprocessor.min_compound_count` times whose
+  first and last parts are not stop words, the spaced variant ``x y`` and the closed variant ``xy`` are
+  rewritten to a single canonical token: whichever of ``x-y`` / ``xy`` is more frequent in the
+  training captions (ties: the hyphenated form).
+* **Stop words.**  NLTK's English list (``corpora/stopwords/english``, 179 words, from ``NLTK_DATA``),
+  plus tokens without any letter or digit.  Note the list contains ``be``/``have``/``do`` and the
+  clitic ``s`` (from ``'s``).
+
+Missing NLTK resources: :func:`nltk_resource` tries ``nltk.download`` only when the network is
+reachable, otherwise it raises :class:`MissingResourceError` naming the resource and how to install it.
+"""
+from __future__ import annotations
+
+import re
+import socket
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from corpora.base import Caption
+
+#: Raw-text tokeniser: words (with inner hyphens / apostrophes), clitics ("'s", "n't"), punctuation.
+TOKEN_RE = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|'[A-Za-z]+|[^\sA-Za-z0-9]")
+
+#: Known compound variants -> canonical token (lowercase; multiword keys are space-separated).
+COMPOUND_TABLE: dict[str, str] = {
+    "tee-shirt": "t-shirt", "tee shirt": "t-shirt", "t shirt": "t-shirt", "tshirt": "t-shirt",
+    "teeshirt": "t-shirt", "t-shirts": "t-shirt", "tee-shirts": "t-shirt",
+    "sweat shirt": "sweatshirt", "sweat-shirt": "sweatshirt",
+    "skate board": "skateboard", "skate-board": "skateboard",
+    "snow board": "snowboard", "snow-board": "snowboard",
+    "surf board": "surfboard", "surf-board": "surfboard",
+    "base ball": "baseball", "basket ball": "basketball", "foot ball": "football",
+    "four wheeler": "four-wheeler", "4 wheeler": "four-wheeler", "4-wheeler": "four-wheeler",
+    "hula hoop": "hula-hoop", "hoola hoop": "hula-hoop",
+    "tug of war": "tug-of-war", "tug-o-war": "tug-of-war",
+    "merry go round": "merry-go-round",
+}
+
+#: Penn tag prefixes -> WordNet POS for the lemmatiser.
+_WN_POS = {"N": "n", "V": "v", "J": "a", "R": "r"}
+
+
+class MissingResourceError(LookupError):
+    """An NLTK resource is missing and cannot be downloaded (offline)."""
+
+
+def _network_reachable(host: str = "raw.githubusercontent.com", port: int = 443, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def nltk_resource(path: str, package: str) -> None:
+    """Make sure NLTK resource ``path`` (e.g. ``"corpora/stopwords"``) is available.
+
+    Looks in ``$NLTK_DATA`` and the shared ``nltk_data`` folder (:func:`corpora.paths.ensure_nltk_data_path`);
+    if absent, downloads ``package`` only when the network is reachable, else raises
+    :class:`MissingResourceError` naming what is missing and how to get it.
+    """
+    import nltk
+
+    from corpora.paths import ensure_nltk_data_path
+
+    ensure_nltk_data_path()
+    try:
+        nltk.data.find(path)
+        return
+    except LookupError:
+        pass
+    if _network_reachable():
+        nltk.download(package, quiet=True)
+        try:
+            nltk.data.find(path)
+            return
+        except LookupError:
+            pass
+    raise MissingResourceError(
+        f"NLTK resource {path!r} not found (searched {list(nltk.data.path)}). Install it with "
+        f"`python -m nltk.downloader -d <dir> {package}` on a machine with network access and point "
+        f"NLTK_DATA (or ITR_SHARED/nltk_data) at <dir>."
+    )
+
+
+@lru_cache(maxsize=1)
+def english_stopwords() -> frozenset[str]:
+    """NLTK's English stop-word list (179 words in NLTK 3.x)."""
+    nltk_resource("corpora/stopwords", "stopwords")
+    from nltk.corpus import stopwords
+
+    return frozenset(w.lower() for w in stopwords.words("english"))
+
+
+@lru_cache(maxsize=1)
+def _tagger():
+    nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
+    import nltk
+
+    return nltk.pos_tag_sents
+
+
+@lru_cache(maxsize=1)
+def _lemmatizer():
+    nltk_resource("corpora/wordnet", "wordnet")
+    from nltk.stem import WordNetLemmatizer
+
+    lem = WordNetLemmatizer()
+    return lru_cache(maxsize=200_000)(lambda w, p: lem.lemmatize(w, p))
+
+
+def _is_word(tok: str) -> bool:
+    return any(ch.isalnum() for ch in tok)
+
+
+def is_noun_tag(tag: str | None) -> bool:
+    return bool(tag) and tag.startswith("NN")
+
+
+def is_verb_tag(tag: str | None) -> bool:
+    return bool(tag) and tag.startswith("VB")
+
+
+@dataclass(frozen=True)
+class ProcessedCaption:
+    """A preprocessed caption: content lemmas and their POS tags (``None`` when not computed)."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...] | None = None
+
+
+class Preprocessor:
+    """Tokenise, tag, lemmatise, normalise compounds and remove stop words (Hodosh 2013, Sec. 4.1.1).
+
+    Parameters
+    ----------
+    remove_stopwords : bool
+        Drop NLTK English stop words (default ``True``).
+    use_corpus_lemmas : bool
+        Use ``Caption.lemma`` when present (default ``True``), else lemmatise with NLTK.
+    compounds : bool
+        Apply :data:`COMPOUND_TABLE` and the learnt hyphen/space rule.
+    min_compound_count : int
+        A hyphenated training token must be seen this often to license the general rule.
+    """
+
+    def __init__(self, remove_stopwords: bool = True, use_corpus_lemmas: bool = True, compounds: bool = True,
+                 min_compound_count: int = 2):
+        self.remove_stopwords = remove_stopwords
+        self.use_corpus_lemmas = use_corpus_lemmas
+        self.compounds = compounds
+        self.min_compound_count = int(min_compound_count)
+        self.stopwords: frozenset[str] = english_stopwords() if remove_stopwords else frozenset()
+        # multiword variant (tuple of parts) -> canonical; single-token variant -> canonical
+        self.phrase_map: dict[tuple[str, ...], str] = {}
+        self.token_map: dict[str, str] = {}
+        self._max_phrase = 1
+        self._load_table()
+
+    # ------------------------------------------------------------------ compound rules
+    def _load_table(self) -> None:
+        self.phrase_map.clear()
+        self.token_map.clear()
+        for k, v in COMPOUND_TABLE.items():
+            parts = tuple(k.split())
+            if len(parts) == 1:
+                self.token_map[parts[0]] = v
+            else:
+                self.phrase_map[parts] = v
+        self._max_phrase = max([len(p) for p in self.phrase_map] + [1])
+
+    def fit(self, captions: Iterable[Caption]) -> "Preprocessor":
+        """Learn the general hyphen/space compound rule from the *training* captions."""
+        self._load_table()
+        if not self.compounds:
+            return self
+        counts: Counter[str] = Counter()
+        for c in captions:
+            counts.update(t.lower() for t in self._raw_lemmas(c))
+        for tok, n in counts.items():
+            if "-" not in tok or n < self.min_compound_count or tok in self.token_map:
+                continue
+            parts = tuple(p for p in tok.split("-"))
+            if len(parts) < 2 or not all(p.isalnum() for p in parts):
+                continue
+            if parts[0] in self.stopwords or parts[-1] in self.stopwords:
+                continue
+            closed = "".join(parts)
+            canon = closed if counts.get(closed, 0) > n else tok
+            self.phrase_map.setdefault(parts, canon)
+            if canon != tok:
+                self.token_map.setdefault(tok, canon)
+            elif closed in counts:
+                self.token_map.setdefault(closed, canon)
+        self._max_phrase = max([len(p) for p in self.phrase_map] + [1])
+        return self
+
+    # ------------------------------------------------------------------ per caption
+    def _raw_lemmas(self, c: Caption) -> list[str]:
+        if self.use_corpus_lemmas and c.lemma is not None:
+            return c.lemma.split()
+        return TOKEN_RE.findall(c.text)
+
+    def _merge(self, toks: list[str], tags: list[str] | None) -> tuple[list[str], list[str] | None]:
+        out: list[str] = []
+        out_tags: list[str] | None = [] if tags is not None else None
+        i, n = 0, len(toks)
+        while i < n:
+            done = False
+            for L in range(min(self._max_phrase, n - i), 1, -1):
+                canon = self.phrase_map.get(tuple(toks[i:i + L]))
+                if canon is not None:
+                    out.append(canon)
+                    if out_tags is not None:
+                        out_tags.append(tags[i + L - 1])
+                    i += L
+                    done = True
+                    break
+            if not done:
+                out.append(self.token_map.get(toks[i], toks[i]))
+                if out_tags is not None:
+                    out_tags.append(tags[i])
+                i += 1
+        return out, out_tags
+
+    def _finish(self, lemmas: list[str], tags: list[str] | None) -> ProcessedCaption:
+        lemmas = [t.lower() for t in lemmas]
+        if self.compounds:
+            lemmas, tags = self._merge(lemmas, tags)
+        keep = [i for i, t in enumerate(lemmas) if _is_word(t) and t not in self.stopwords]
+        return ProcessedCaption(tuple(lemmas[i] for i in keep),
+                                None if tags is None else tuple(tags[i] for i in keep))
+
+    def transform(self, captions: Sequence[Caption], tags: bool = False) -> list[ProcessedCaption]:
+        """Preprocess captions.  With ``tags=True`` POS tags are attached (needed by Eqs. 22-25)."""
+        captions = list(captions)
+        need_nltk_lemma = [i for i, c in enumerate(captions)
+                           if not (self.use_corpus_lemmas and c.lemma is not None)]
+        if not tags and not need_nltk_lemma:
+            return [self._finish(c.lemma.split(), None) for c in captions]
+        # Which captions need the tagger, and over which tokens.
+        lem_toks: list[list[str]] = []
+        tag_out: list[list[str] | None] = [None] * len(captions)
+        to_tag: list[list[str]] = []
+        to_tag_idx: list[int] = []
+        for i, c in enumerate(captions):
+            use_lemma = self.use_corpus_lemmas and c.lemma is not None
+            lt = c.lemma.split() if use_lemma else TOKEN_RE.findall(c.text)
+            lem_toks.append(lt)
+            if use_lemma and c.pos is not None and len(c.pos) == len(lt):
+                tag_out[i] = list(c.pos)
+                continue
+            if use_lemma:
+                raw = c.text.split()
+                if len(raw) != len(lt):
+                    raw = TOKEN_RE.findall(c.text)
+                to_tag.append(raw if len(raw) == len(lt) else lt)
+            else:
+                to_tag.append(lt)
+            to_tag_idx.append(i)
+        if to_tag:
+            tagged = _tagger()(to_tag)
+            for i, sent in zip(to_tag_idx, tagged):
+                tag_out[i] = [t for _, t in sent]
+        out = []
+        for i, c in enumerate(captions):
+            lt, tg = lem_toks[i], tag_out[i]
+            if not (self.use_corpus_lemmas and c.lemma is not None):
+                lemm = _lemmatizer()
+                lt = [lemm(w.lower(), _WN_POS.get(t[:1], "n")) for w, t in zip(lt, tg)]
+            out.append(self._finish(lt, tg if tags else None))
+        return out
+
+    def __call__(self, caption: Caption) -> tuple[str, ...]:
+        return self.transform([caption])[0].tokens
+
+    def params(self) -> dict:
+        """Everything that changes the output (for cache keys)."""
+        return {"stop": self.remove_stopwords, "corpus_lemmas": self.use_corpus_lemmas,
+                "compounds": self.compounds, "min_compound": self.min_compound_count,
+                "phrases": sorted(" ".join(k) + "=" + v for k, v in self.phrase_map.items()),
+                "tokens": sorted(k + "=" + v for k, v in self.token_map.items())}
+
+
+class Vocabulary:
+    """Word <-> id map of the training captions, ids sorted by decreasing frequency (ties: alphabetical).
+
+    Query words never seen in training get id ``-1`` from :meth:`encode` (they can only match
+    themselves; the kernels handle them explicitly).
+    """
+
+    def __init__(self, docs: Iterable[Sequence[str]]):
+        self.counts: Counter[str] = Counter()
+        for d in docs:
+            self.counts.update(d)
+        self.words: list[str] = sorted(self.counts, key=lambda w: (-self.counts[w], w))
+        self.index: dict[str, int] = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, w: str) -> bool:
+        return w in self.index
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        return [self.index.get(t, -1) for t in tokens]
+
+    def count_array(self):
+        import numpy as np
+
+        return np.array([self.counts[w] for w in self.words], dtype=np.int64)

@@ -1,0 +1,387 @@
+"""Lexical similarities and the word kernels of the soft TRI kernel (Hodosh et al. 2013, Sec. 3.5).
+
+Every similarity ``sigma_S`` defines word vectors over a fixed vocabulary ``w_S(i) = sigma_S(w, w_i)``
+and the word kernel is their cosine (Eqs. 18-19)
+
+    kappa_S(w, w') = <w_S, w'_S> / (||w_S|| ||w'_S||),     kappa_S(w, w) = 1,
+
+identity for words outside the similarity's vocabulary.  Implemented here:
+
+* **distributional** ``sigma_D`` (Eq. 24): positive PMI of sentence-level co-occurrence,
+  ``sigma_D(w, w') = max(0, log P(w, w') / (P(w) P(w')))`` with ``P(w)`` the fraction of sentences
+  containing ``w`` and ``P(w, w')`` the fraction containing both (``P(w, w) = P(w)``).  Vocabulary: words
+  seen >= 5 times.  ``D_ic`` uses the training captions; ``D_ext`` an external corpus (the paper's BNC
+  is not available: a user plain-text file, one sentence per line, or NLTK's Brown corpus).
+  Entries of kappa_D below 0.01 are set to 0.  ``D_ext+ic`` is the average of the two kernels
+  (Eq. 26); for a word pair covered by only one of them that one is used.
+* **alignment** ``sigma_A`` (Eq. 25): IBM Model 1 -> Model 2 (:mod:`kernels.text.ibm`) trained on all
+  ordered pairs of distinct captions of the same training image, separately on their nouns and their
+  verbs.  Noun vocabulary: lemmas seen >= 5 times and tagged noun >= 50% of the time; verbs: tagged verb
+  >= 25 times and >= 25% of the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
+  ``P_n(w)``, ``P_v(w)`` the fraction of ``w``'s training tokens tagged noun / verb.  kappa_A < 0.05 -> 0.
+* **Lin / WordNet** (Eqs. 22-23): ``sigma_Lin(w, w') = 2 IC(lcs(c, c')) / (IC(c) + IC(c'))`` for the
+  *first* noun senses ``c, c'`` (NLTK WordNet), information content ``IC(c) = -log p(c)`` estimated from
+  the training captions' noun tokens (each token's count split equally among its noun senses
+  (Resnik 1995) and propagated to all hypernyms).  Vocabulary: the noun vocabulary above, words with a
+  WordNet noun sense.
+* **combination** (Eq. 27): ``kappa_{S1,S2} = max(kappa_S1, kappa_S2)`` (``"A,D_ic"``).  The max of PSD
+  kernels need not be PSD (nor need the thresholded cosines); see ``TextKernel(psd=...)``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernels.text.preprocess import (
+    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, is_noun_tag, is_verb_tag, nltk_resource,
+)
+
+#: thresholds below which kernel entries are zeroed (Sec. 3.5)
+KAPPA_D_MIN = 0.01
+KAPPA_A_MIN = 0.05
+MIN_COUNT = 5
+
+
+@dataclass
+class WordKernel:
+    """A word kernel over the training vocabulary: a dense block on ``idx`` (vocabulary ids), identity
+    elsewhere.  ``parts`` keeps the component kernels (name -> (idx, K))."""
+
+    words: list[str]
+    idx: np.ndarray
+    K: np.ndarray
+    parts: dict = field(default_factory=dict)
+
+    def dense(self, V: int) -> np.ndarray:
+        out = np.eye(V, dtype=np.float64)
+        if len(self.idx):
+            out[np.ix_(self.idx, self.idx)] = self.K
+        return out
+
+    def value(self, w1: str, w2: str) -> float:
+        pos = {int(v): k for k, v in enumerate(self.idx)}
+        i, j = self.words.index(w1), self.words.index(w2)
+        if i in pos and j in pos:
+            return float(self.K[pos[i], pos[j]])
+        return 1.0 if i == j else 0.0
+
+    def nearest(self, word: str, k: int = 5, part: str | None = None) -> list[tuple[str, float]]:
+        idx, K = (self.idx, self.K) if part is None else self.parts[part]
+        try:
+            wid = self.words.index(word)
+        except ValueError:
+            raise KeyError(f"word {word!r} not in the training vocabulary") from None
+        where = np.nonzero(idx == wid)[0]
+        if not len(where):
+            return []
+        row = K[where[0]].copy()
+        row[where[0]] = -np.inf
+        order = np.argsort(-row, kind="stable")[:k]
+        return [(self.words[int(idx[o])], float(row[o])) for o in order if np.isfinite(row[o])]
+
+
+def cosine_kernel(X: np.ndarray, threshold: float) -> np.ndarray:
+    """Cosine of the rows of ``X`` (Eq. 19); entries below ``threshold`` set to 0; diagonal 1."""
+    X = np.asarray(X, dtype=np.float64)
+    nrm = np.linalg.norm(X, axis=1)
+    U = X / np.where(nrm > 0, nrm, 1.0)[:, None]
+    K = U @ U.T
+    K[K < threshold] = 0.0
+    np.fill_diagonal(K, 1.0)
+    return np.clip(K, 0.0, 1.0)
+
+
+# ------------------------------------------------------------------------------------ distributional
+def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int) -> np.ndarray:
+    """Sentence-level PPMI matrix (Eq. 24) among word ids ``0..n_words-1`` (other ids ignored)."""
+    rows, cols = [], []
+    for k, s in enumerate(sentences):
+        u = np.unique(np.asarray(s, dtype=np.int64))
+        u = u[(u >= 0) & (u < n_words)]
+        rows.append(np.full(len(u), k))
+        cols.append(u)
+    N = len(sentences)
+    X = sp.csr_matrix((np.ones(sum(len(r) for r in rows)), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(N, n_words))
+    co = (X.T @ X).toarray()
+    p = np.diag(co) / max(N, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pmi = np.log((co / max(N, 1)) / np.outer(p, p))
+    pmi[~np.isfinite(pmi)] = 0.0
+    return np.maximum(pmi, 0.0)
+
+
+def distributional_kernel(sentences: Sequence[Sequence[str]], targets: Sequence[str], min_count: int = MIN_COUNT,
+                          threshold: float = KAPPA_D_MIN) -> tuple[list[str], np.ndarray]:
+    """kappa_D over the words of ``targets`` seen >= ``min_count`` times in ``sentences``.
+
+    Context dimensions: every word seen >= ``min_count`` times.  Returns (covered target words, kernel).
+    """
+    cnt = Counter(w for s in sentences for w in s)
+    ctx = sorted(w for w, c in cnt.items() if c >= min_count)
+    cix = {w: i for i, w in enumerate(ctx)}
+    enc = [[cix[w] for w in s if w in cix] for s in sentences]
+    P = ppmi_vectors(enc, len(ctx))
+    covered = [w for w in targets if w in cix]
+    if not covered:
+        return [], np.zeros((0, 0))
+    vec = P[[cix[w] for w in covered]]
+    return covered, cosine_kernel(vec, threshold)
+
+
+def _ext_sentences(tk, path) -> list[list[str]]:
+    """Preprocessed external sentences (lemmas, stop words removed), cached on disk."""
+    from kernels.text.preprocess import english_stopwords
+
+    stop = english_stopwords()
+    key = {"stage": "ext_corpus", "path": str(path) if path else "nltk:brown", "version": 1,
+           "token_map": sorted(tk.pre.token_map.items())}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"external_corpus={path!r}: no such file")
+        key["mtime"] = p.stat().st_mtime
+        key["size"] = p.stat().st_size
+
+    def compute():
+        lem = _lemmatizer()
+        sents: list[list[str]] = []
+        if path is None:
+            try:
+                nltk_resource("corpora/brown", "brown")
+            except MissingResourceError as e:
+                raise MissingResourceError(
+                    f"D_ext needs an external corpus: pass external_corpus=<plain-text file> or install "
+                    f"NLTK's Brown corpus ({e})") from None
+            from nltk.corpus import brown
+
+            for s in brown.tagged_sents():
+                toks = []
+                for w, t in s:
+                    w = w.lower()
+                    if not _is_word(w) or w in stop:
+                        continue
+                    l = lem(w, _WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
+                    toks.append(tk.pre.token_map.get(l, l))
+                sents.append([t for t in toks if t not in stop])
+        else:
+            with open(path, encoding="utf-8") as fh:
+                for ln, line in enumerate(fh, 1):
+                    toks = []
+                    for w in TOKEN_RE.findall(line.lower()):
+                        if not _is_word(w) or w in stop:
+                            continue
+                        l = lem(w, "n")
+                        if l == w:
+                            l = lem(w, "v")
+                        toks.append(tk.pre.token_map.get(l, l))
+                    if toks:
+                        sents.append(toks)
+        vocab = sorted({w for s in sents for w in s})
+        ix = {w: i for i, w in enumerate(vocab)}
+        flat = np.array([ix[w] for s in sents for w in s], dtype=np.int32)
+        offs = np.cumsum([0] + [len(s) for s in sents]).astype(np.int64)
+        return {"vocab": np.array(vocab, dtype=str), "flat": flat, "offsets": offs}
+
+    arr = tk.cache.get_or_compute("text_ext", key, compute)
+    vocab = [str(w) for w in arr["vocab"]]
+    flat, offs = arr["flat"], arr["offsets"]
+    return [[vocab[i] for i in flat[offs[k]:offs[k + 1]]] for k in range(len(offs) - 1)]
+
+
+# ------------------------------------------------------------------------------------ alignment
+def pos_vocabularies(processed, min_count: int = MIN_COUNT):
+    """Noun / verb vocabularies of Eq. 25 and P_n(w), P_v(w) from tagged training captions."""
+    tot, nn, vb = Counter(), Counter(), Counter()
+    for p in processed:
+        for w, t in zip(p.tokens, p.tags):
+            tot[w] += 1
+            if is_noun_tag(t):
+                nn[w] += 1
+            elif is_verb_tag(t):
+                vb[w] += 1
+    nouns = sorted(w for w in tot if tot[w] >= min_count and nn[w] >= 0.5 * tot[w])
+    verbs = sorted(w for w in tot if vb[w] >= 25 and vb[w] >= 0.25 * tot[w])
+    p_n = {w: nn[w] / tot[w] for w in tot}
+    p_v = {w: vb[w] / tot[w] for w in tot}
+    return nouns, verbs, p_n, p_v
+
+
+def alignment_tables(processed, item_of, nouns, verbs, n_iter_model1=10, n_iter_model2=5):
+    """Train the noun and verb IBM models on all ordered pairs of distinct captions of each item."""
+    from kernels.text.ibm import IBMModel2
+
+    out = {}
+    for name, vocab, is_tag in (("noun", nouns, is_noun_tag), ("verb", verbs, is_verb_tag)):
+        ix = {w: i for i, w in enumerate(vocab)}
+        sents = [[ix[w] for w, t in zip(p.tokens, p.tags) if is_tag(t) and w in ix] for p in processed]
+        src, tgt = [], []
+        by_item: dict[int, list[int]] = {}
+        for c, it in enumerate(item_of):
+            by_item.setdefault(int(it), []).append(c)
+        for caps in by_item.values():
+            for a in caps:
+                for b in caps:
+                    if a != b:
+                        src.append(sents[a])
+                        tgt.append(sents[b])
+        model = IBMModel2(n_iter_model1, n_iter_model2).fit(src, tgt, len(vocab), len(vocab)) if vocab else None
+        out[name] = (vocab, None if model is None else model.translation())
+    return out
+
+
+def alignment_kernel(processed, item_of, min_count: int = MIN_COUNT, threshold: float = KAPPA_A_MIN):
+    """kappa_A (Eq. 25): returns (covered words, kernel, info dict)."""
+    nouns, verbs, p_n, p_v = pos_vocabularies(processed, min_count)
+    tables = alignment_tables(processed, item_of, nouns, verbs)
+    words = sorted(set(nouns) | set(verbs))
+    wix = {w: i for i, w in enumerate(words)}
+    S = np.zeros((len(words), len(words)))
+    for name, pw in (("noun", p_n), ("verb", p_v)):
+        vocab, t = tables[name]
+        if t is None:
+            continue
+        rows = np.array([wix[w] for w in vocab])
+        weight = np.array([pw.get(w, 0.0) for w in vocab])
+        S[np.ix_(rows, rows)] += weight[:, None] * t
+    K = cosine_kernel(S, threshold) if len(words) else np.zeros((0, 0))
+    return words, K, {"nouns": nouns, "verbs": verbs, "sigma": S}
+
+
+# ------------------------------------------------------------------------------------ Lin / WordNet
+def lin_kernel(processed, min_count: int = MIN_COUNT):
+    """kappa_Lin (Eqs. 22-23) over the noun vocabulary; returns (covered words, kernel, sigma)."""
+    nltk_resource("corpora/wordnet", "wordnet")
+    from nltk.corpus import wordnet as wn
+
+    nouns, _, _, _ = pos_vocabularies(processed, min_count)
+    # IC from the training captions' noun tokens (Resnik: count split among senses, propagated up)
+    counts = Counter(w for p in processed for w, t in zip(p.tokens, p.tags) if is_noun_tag(t))
+    freq: Counter = Counter()
+    closure_cache: dict = {}
+
+    def ancestors(ss):
+        if ss not in closure_cache:
+            anc = {ss}
+            for path in ss.hypernym_paths():
+                anc.update(path)
+            closure_cache[ss] = anc
+        return closure_cache[ss]
+
+    for w, c in counts.items():
+        senses = wn.synsets(w.replace(" ", "_"), pos="n")
+        if not senses:
+            continue
+        share = c / len(senses)
+        for s in senses:
+            for a in ancestors(s):
+                freq[a] += share
+    roots = [s for s in freq if not s.hypernyms() and not s.instance_hypernyms()]
+    total = sum(freq[r] for r in roots) or 1.0
+    words, first = [], []
+    for w in nouns:
+        senses = wn.synsets(w.replace(" ", "_"), pos="n")
+        if senses and freq.get(senses[0], 0) > 0:
+            words.append(w)
+            first.append(senses[0])
+    if not words:
+        return [], np.zeros((0, 0)), np.zeros((0, 0))
+    ic = lambda s: -np.log(max(freq.get(s, 0.0), 1e-300) / total)  # noqa: E731
+    ic_first = np.array([ic(s) for s in first])
+    # LCS IC = max over common ancestors: visit ancestors by decreasing IC, fill unassigned pairs
+    members: dict = {}
+    for k, s in enumerate(first):
+        for a in ancestors(s):
+            members.setdefault(a, []).append(k)
+    n = len(words)
+    lcs = np.full((n, n), -1.0)
+    for a in sorted(members, key=lambda a: -ic(a)):
+        idx = np.array(members[a])
+        sub = lcs[np.ix_(idx, idx)]
+        sub[sub < 0] = ic(a)
+        lcs[np.ix_(idx, idx)] = sub
+    lcs[lcs < 0] = 0.0
+    denom = ic_first[:, None] + ic_first[None, :]
+    sigma = np.where(denom > 0, 2.0 * lcs / np.where(denom > 0, denom, 1.0), 0.0)
+    np.fill_diagonal(sigma, 1.0)
+    return words, cosine_kernel(sigma, 0.0), sigma
+
+
+# ------------------------------------------------------------------------------------ assembly
+def _combine(parts: dict, words: list[str], mode: str):
+    """Put component kernels on the union of their vocabularies and combine (``max`` or ``avg``)."""
+    wix = {w: i for i, w in enumerate(words)}
+    union = sorted({int(i) for idx, _ in parts.values() for i in idx})
+    if not union:
+        return np.zeros(0, np.int64), np.zeros((0, 0))
+    upos = {v: k for k, v in enumerate(union)}
+    n = len(union)
+    acc = np.zeros((n, n))
+    cnt = np.zeros((n, n))
+    for idx, K in parts.values():
+        loc = np.array([upos[int(i)] for i in idx], dtype=np.int64)
+        if mode == "max":
+            sub = acc[np.ix_(loc, loc)]
+            acc[np.ix_(loc, loc)] = np.maximum(sub, K)
+        else:
+            acc[np.ix_(loc, loc)] += K
+            cnt[np.ix_(loc, loc)] += 1
+    if mode == "avg":
+        acc = np.where(cnt > 0, acc / np.maximum(cnt, 1), 0.0)
+    np.fill_diagonal(acc, 1.0)
+    del wix
+    return np.array(union, dtype=np.int64), acc
+
+
+def build_word_kernel(tk) -> WordKernel:
+    """The word kernel of a fitted :class:`~kernels.text.kernel.TextKernel` (its ``sim_parts``), cached."""
+    words = tk.vocab.words
+    key = {"stage": "word_kernel", "corpus": tk.corpus_fingerprint, "train": list(tk.train_ids),
+           "cpi": tk.captions_per_item, "seed": tk.seed, "parts": list(tk.sim_parts), "min_count": tk.min_count,
+           "ext": None if tk.external_corpus is None else str(tk.external_corpus), "version": 1}
+    comps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    wix = {w: i for i, w in enumerate(words)}
+
+    def as_ids(ws):
+        return np.array([wix[w] for w in ws], dtype=np.int64)
+
+    needed = set()
+    for p in tk.sim_parts:
+        needed.update({"D_ext+ic": ("D_ic", "D_ext")}.get(p, (p,)))
+
+    def compute():
+        res = {}
+        toks = [list(p.tokens) for p in tk.processed]
+        if "D_ic" in needed:
+            ws, K = distributional_kernel(toks, words, tk.min_count, KAPPA_D_MIN)
+            res["D_ic.idx"], res["D_ic.K"] = as_ids(ws), K.astype(np.float32)
+        if "D_ext" in needed:
+            ext = _ext_sentences(tk, tk.external_corpus)
+            ws, K = distributional_kernel(ext, words, tk.min_count, KAPPA_D_MIN)
+            res["D_ext.idx"], res["D_ext.K"] = as_ids(ws), K.astype(np.float32)
+        if "A" in needed:
+            ws, K, _ = alignment_kernel(tk.processed, tk.item_of, tk.min_count, KAPPA_A_MIN)
+            res["A.idx"], res["A.K"] = as_ids(ws), K.astype(np.float32)
+        if "Lin" in needed:
+            ws, K, _ = lin_kernel(tk.processed, tk.min_count)
+            res["Lin.idx"], res["Lin.K"] = as_ids(ws), K.astype(np.float32)
+        return res
+
+    arr = tk.cache.get_or_compute("text_wordkernel", key, compute)
+    for name in needed:
+        comps[name] = (arr[f"{name}.idx"], arr[f"{name}.K"].astype(np.float64))
+    top: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for p in tk.sim_parts:
+        if p == "D_ext+ic":
+            top[p] = _combine({"D_ic": comps["D_ic"], "D_ext": comps["D_ext"]}, words, "avg")
+        else:
+            top[p] = comps[p]
+    idx, K = _combine(top, words, "max") if len(top) > 1 else top[tk.sim_parts[0]]
+    allparts = dict(comps)
+    allparts.update(top)
+    return WordKernel(list(words), idx, K, allparts)

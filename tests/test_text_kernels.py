@@ -1,0 +1,297 @@
+"""Text kernels (Hodosh et al. 2013, Sec. 3.4-3.5) against brute-force implementations of their equations."""
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from corpora.base import Caption, Corpus
+from kernels.text import TextKernel
+from kernels.text import tri as T
+from kernels.text.similarity import WordKernel
+
+WORDS = ["dog", "run", "grass", "man", "ride", "bike", "red", "ball", "jump", "water", "swim", "girl"]
+
+
+def _corpus(n_items=7, per_item=5, seed=0, maxlen=6):
+    rng = np.random.default_rng(seed)
+    caps, ids = {}, []
+    for i in range(n_items):
+        im = f"im{i}.jpg"
+        ids.append(im)
+        cs = []
+        for k in range(per_item):
+            n = int(rng.integers(1, maxlen + 1))
+            ws = [WORDS[j] for j in rng.integers(0, len(WORDS), n)]
+            if k == 0 and i == 0:
+                ws = ["dog", "dog", "run", "dog"]          # repeated words
+            cs.append(Caption(f"{im}#{k}", im, k, " ".join(ws), lemma=" ".join(ws)))
+        caps[im] = tuple(cs)
+    return Corpus("toy", tuple(ids), caps, {"train": tuple(ids)})
+
+
+def _queries(seed=5):
+    rng = np.random.default_rng(seed)
+    qs = []
+    for k in range(6):
+        n = int(rng.integers(1, 6))
+        ws = [WORDS[j] for j in rng.integers(0, len(WORDS), n)]
+        if k == 1:
+            ws = ws + ["zebra", "zebra", "unicorn"]       # unseen words (OOV), repeated
+        if k == 2:
+            ws = ["the", "a"]                             # only stop words -> empty caption
+        qs.append(Caption(f"q.jpg#{k}", "q.jpg", k, " ".join(ws), lemma=" ".join(ws)))
+    return qs
+
+
+def _subseq_counts(toks, max_len):
+    c = Counter()
+    for k in range(1, max_len + 1):
+        for idx in itertools.combinations(range(len(toks)), k):
+            c[tuple(toks[i] for i in idx)] += 1
+    return c
+
+
+def brute_tri(s, t, lam=0.5, max_len=3, weight=lambda w: 1.0):
+    """Eq. 15 / 16 literally: sum over common subsequences w of m_s,w m_t,w lam^(2l) prod weight."""
+    cs, ct = _subseq_counts(s, max_len), _subseq_counts(t, max_len)
+    return sum(cs[w] * ct[w] * lam ** (2 * len(w)) * math.prod(weight(x) for x in w) for w in cs if w in ct)
+
+
+def brute_soft(s, t, kappa, lam=0.5, max_len=3, weight=lambda w: 1.0):
+    """Eqs. 17-21 literally: every pair of equal-length subsequences (index tuples)."""
+    tot = 0.0
+    for k in range(1, max_len + 1):
+        for I in itertools.combinations(range(len(s)), k):
+            for J in itertools.combinations(range(len(t)), k):
+                p = lam ** (2 * k)
+                for i, j in zip(I, J):
+                    p *= kappa(s[i], t[j]) * math.sqrt(weight(s[i]) * weight(t[j]))
+                tot += p
+    return tot
+
+
+def _norm(k, a, b):
+    return k / math.sqrt(a * b) if a > 0 and b > 0 else 0.0
+
+
+def _item_brute(ki, caps_i, caps_j, sent):
+    tot = sum(_norm(sent(s, t), sent(s, s), sent(t, t)) for s in caps_i for t in caps_j)
+    return tot
+
+
+def _tokens(tk, caps):
+    return [list(p.tokens) for p in tk.pre.transform(caps)]
+
+
+# ------------------------------------------------------------------------------------------ exact TRI
+@pytest.mark.parametrize("idf", ["none", "sqrt"])
+def test_tri5_matches_bruteforce(idf):
+    corpus = _corpus()
+    tk = TextKernel("TRI", 5, idf=idf, show_progress=False).fit(corpus, corpus.split("train"))
+    K = tk.gram_train()
+    items = [_tokens(tk, corpus.captions_of(i)) for i in corpus.split("train")]
+    wt = (lambda w: tk.idf_values[tk.vocab.index[w]]) if idf == "sqrt" else (lambda w: 1.0)
+    sent = lambda s, t: brute_tri(s, t, weight=wt)  # noqa: E731
+    raw = np.array([[_item_brute(None, a, b, sent) for b in items] for a in items])
+    ref = raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw)))
+    np.testing.assert_allclose(K, ref, rtol=1e-5, atol=1e-6)
+    # queries, including unseen words (they count in the query's self-kernel only) and an empty one
+    qs = _queries()
+    Q = tk.gram_queries(qs)
+    qt = _tokens(tk, qs)
+    unseen = tk.idf_unseen
+    wq = (lambda w: tk.idf_values[tk.vocab.index[w]] if w in tk.vocab else unseen) if idf == "sqrt" else (lambda w: 1.0)
+    sentq = lambda s, t: brute_tri(s, t, weight=wq)  # noqa: E731
+    for qi, q in enumerate(qt):
+        for j, it in enumerate(items):
+            val = sum(_norm(sentq(q, t), sentq(q, q), sentq(t, t)) for t in it)
+            np.testing.assert_allclose(Q[qi, j], val / math.sqrt(np.diag(raw)[j]), rtol=1e-5, atol=1e-6)
+    assert np.all(Q[2] == 0)
+
+
+def test_tri_k1_equals_count_bow():
+    corpus = _corpus(seed=3)
+    tri1 = TextKernel("TRI", 1, max_len=1, show_progress=False).fit(corpus, corpus.split("train"))
+    bow1 = TextKernel("BoW", 1, show_progress=False).fit(corpus, corpus.split("train"))
+    np.testing.assert_allclose(tri1.gram_train(), bow1.gram_train(), rtol=1e-6, atol=1e-7)
+    # unnormalised: K_TRI(k=1) = lambda_m^2 * <tf_s, tf_t>
+    docs = [[0, 0, 1, 2], [0, 1, 1], [3]]
+    r, c, v = T.subsequence_features(docs, 1, 0.5)
+    X, _, _ = T.features_to_csr(r, c, v, 3)
+    tf = np.zeros((3, 4))
+    for i, d in enumerate(docs):
+        for w in d:
+            tf[i, w] += 1
+    np.testing.assert_allclose((X @ X.T).toarray(), 0.25 * tf @ tf.T)
+
+
+def test_bow_variants_match_bruteforce():
+    corpus = _corpus(seed=1)
+    ids = corpus.split("train")
+    for name in ("BoW5", "BoW5^idf", "BoW5^sqrtidf"):
+        tk = TextKernel.from_name(name, show_progress=False).fit(corpus, ids)
+        K = tk.gram_train()
+        docs = [sum(_tokens(tk, corpus.captions_of(i)), []) for i in ids]
+        df = Counter(w for d in docs for w in set(d))
+        idf = {w: max(math.log(len(docs) / (df[w] + 1)), 0.0) for w in df}
+        p = {"BoW5": 0.0, "BoW5^idf": 1.0, "BoW5^sqrtidf": 0.5}[name]
+        vecs = [{w: c * idf[w] ** p for w, c in Counter(d).items()} for d in docs]
+        cos = lambda a, b: sum(a[w] * b.get(w, 0) for w in a) / math.sqrt(sum(x * x for x in a.values()) * sum(x * x for x in b.values()))  # noqa: E731
+        ref = np.array([[cos(a, b) for b in vecs] for a in vecs])
+        np.testing.assert_allclose(K, ref, rtol=1e-5, atol=1e-6)
+    # BoW5 with 5 captions not merged = normalised sum of caption cosines
+    tk = TextKernel("BoW", 5, show_progress=False).fit(corpus, ids)
+    items = [_tokens(tk, corpus.captions_of(i)) for i in ids]
+    sent = lambda s, t: sum(a * Counter(t)[w] for w, a in Counter(s).items())  # noqa: E731
+    raw = np.array([[_item_brute(None, a, b, sent) for b in items] for a in items])
+    np.testing.assert_allclose(tk.gram_train(), raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw))), rtol=1e-5)
+
+
+def test_diag_factor_and_psd():
+    corpus = _corpus(seed=2)
+    ids = corpus.split("train")
+    K1 = TextKernel("TRI", 5, show_progress=False).fit(corpus, ids).gram_train()
+    K3 = TextKernel("TRI", 5, diag=3.0, show_progress=False).fit(corpus, ids).gram_train()
+    np.testing.assert_allclose(np.diag(K3), 3 * np.diag(K1))
+    off = ~np.eye(len(ids), dtype=bool)
+    np.testing.assert_array_equal(K3[off], K1[off])
+    for name in ("BoW1", "BoW5", "TRI5", "TRI5^sqrtidf", "TagRank"):
+        K = TextKernel.from_name(name, show_progress=False).fit(corpus, ids).gram_train().astype(np.float64)
+        assert np.abs(K - K.T).max() < 1e-6, name
+        assert np.linalg.eigvalsh(K).min() > -1e-5, name
+        assert K.dtype == np.float64 or True
+
+
+# ------------------------------------------------------------------------------------------ soft TRI
+def test_soft_dp_block_and_pairs_match_bruteforce():
+    import torch
+
+    rng = np.random.default_rng(0)
+    V = 9
+    X = rng.random((V, 4))
+    Kw = X @ X.T
+    Kw = (Kw / np.sqrt(np.outer(np.diag(Kw), np.diag(Kw)))).astype(np.float32)
+    Wt = torch.from_numpy(Kw)
+    for n, m in [(1, 1), (1, 4), (3, 1), (2, 5), (4, 4), (6, 3)]:
+        ta = torch.from_numpy(rng.integers(0, V, (3, n)))
+        tb = torch.from_numpy(rng.integers(0, V, (5, m)))
+        RT, PT = T.row_tables(Wt, ta)
+        ws = T.SoftTRIWorkspace(1 << 14)
+        for L in (1, 2, 3):
+            Y = T.soft_tri_block(RT, PT, tb, ws, L).numpy()
+            for a in range(3):
+                for b in range(5):
+                    ref = T.soft_tri_bruteforce(ta[a].tolist(), tb[b].tolist(), lambda u, v: float(Kw[u, v]), L)
+                    assert abs(Y[b, a] - ref) <= 1e-4 * max(1.0, abs(ref)), (n, m, L)
+        pairs = T.soft_tri_pairs(lambda u, v: Wt[u, v], ta[:3], tb[:3])
+        for p in range(3):
+            ref = T.soft_tri_bruteforce(ta[p].tolist(), tb[p].tolist(), lambda u, v: float(Kw[u, v]))
+            assert abs(pairs[p] - ref) <= 1e-6 * max(1.0, ref)
+
+
+def _planted_word_kernel(tk, seed=0):
+    rng = np.random.default_rng(seed)
+    idx = np.arange(len(tk.vocab) - 2)            # the last two words stay identity (OOV of the similarity)
+    X = rng.random((len(idx), 3)) ** 3
+    K = X @ X.T
+    K = K / np.sqrt(np.outer(np.diag(K), np.diag(K)))
+    K[K < 0.3] = 0.0
+    np.fill_diagonal(K, 1.0)
+    return WordKernel(list(tk.vocab.words), idx, K)
+
+
+@pytest.mark.parametrize("idf", ["none", "sqrt"])
+def test_soft_tri_items_and_queries_match_bruteforce(idf):
+    corpus = _corpus(n_items=6, seed=4)
+    ids = corpus.split("train")
+    tk = TextKernel("TRI", 5, idf=idf, show_progress=False, block_entries=4096, row_block=3)
+    tk.fit(corpus, ids)
+    # plant a word kernel (Eqs. 17-21 only need *some* kappa); bypasses similarity training
+    tk.sim_parts = ("A",)
+    tk.word_kernel = _planted_word_kernel(tk)
+    kd = tk.word_kernel.dense(tk.V)
+    K = tk._compute_gram()["K"]
+    items = [_tokens(tk, corpus.captions_of(i)) for i in ids]
+    ix = tk.vocab.index
+    kap = lambda a, b: kd[ix[a], ix[b]] if (a in ix and b in ix) else float(a == b)  # noqa: E731
+    wt = (lambda w: tk.idf_values[ix[w]] if w in ix else tk.idf_unseen) if idf == "sqrt" else (lambda w: 1.0)
+    sent = lambda s, t: brute_soft(s, t, kap, weight=wt)  # noqa: E731
+    raw = np.array([[_item_brute(None, a, b, sent) for b in items] for a in items])
+    np.testing.assert_allclose(K, raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw))), rtol=2e-5, atol=1e-6)
+    tk._gram, tk._item_self = K, np.diag(raw)
+    np.testing.assert_allclose(tk._soft_item_self(), np.diag(raw), rtol=1e-5)
+    qs = _queries()
+    Q = tk._compute_queries(qs)
+    qt = _tokens(tk, qs)
+    for qi, q in enumerate(qt):
+        for j, it in enumerate(items):
+            val = sum(_norm(sent(q, t), sent(q, q), sent(t, t)) for t in it) / math.sqrt(raw[j, j])
+            assert abs(Q[qi, j] - val) < 2e-5, (qi, j)
+
+
+# ------------------------------------------------------------------------------------------ TagRank
+def test_tagrank_matches_bruteforce():
+    corpus = _corpus(n_items=5, seed=7)
+    ids = corpus.split("train")
+    tk = TextKernel("TagRank", 5, show_progress=False).fit(corpus, ids)
+    K = tk.gram_train()
+    caps = [c for i in ids for c in corpus.captions_of(i)]
+    toks = _tokens(tk, caps)
+    # position statistics n_ik
+    nik = Counter()
+    ni = Counter()
+    for t in toks:
+        for p, w in enumerate(t, 1):
+            nik[(w, p)] += 1
+            ni[w] += 1
+
+    def vecs(t):
+        pos = {}
+        for p, w in enumerate(t, 1):
+            pos.setdefault(w, []).append(p)
+        a = {w: 1 / math.log2(1 + np.mean(ps)) for w, ps in pos.items()}
+        r = {w: (1 - sum(nik[(w, k)] for k in range(1, int(np.floor(np.mean(ps))) + 1)) / ni[w]) if ni[w] else 0.0
+             for w, ps in pos.items()}
+        return r, a
+
+    def chi2(x, y):
+        return sum((x.get(w, 0) - y.get(w, 0)) ** 2 / (x.get(w, 0) + y.get(w, 0))
+                   for w in set(x) | set(y) if x.get(w, 0) + y.get(w, 0) > 0)
+
+    V = [vecs(t) for t in toks]
+    N = len(V)
+    om_r = np.mean([chi2(V[a][0], V[b][0]) for a in range(N) for b in range(N) if a != b])
+    om_a = np.mean([chi2(V[a][1], V[b][1]) for a in range(N) for b in range(N) if a != b])
+    kc = np.array([[0.5 * (math.exp(-chi2(V[a][0], V[b][0]) / (2 * om_r)) + math.exp(-chi2(V[a][1], V[b][1]) / (2 * om_a)))
+                    for b in range(N)] for a in range(N)])
+    item = tk.item_of
+    raw = np.zeros((len(ids), len(ids)))
+    np.add.at(raw, (item[:, None], item[None, :]), kc)
+    np.testing.assert_allclose(K, raw / np.sqrt(np.outer(np.diag(raw), np.diag(raw))), rtol=1e-5, atol=1e-6)
+    assert abs(tk._tagrank.omega_r - om_r) < 1e-9 and abs(tk._tagrank.omega_a - om_a) < 1e-9
+
+
+# ------------------------------------------------------------------------------------------ names, errors
+def test_registry_names():
+    from kernels.text import PAPER_NAMES
+
+    for name in PAPER_NAMES:
+        tk = TextKernel.from_name(name)
+        assert tk.name == name
+    tk = TextKernel.from_name("TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}")
+    assert tk.name == "TRI5_A,D_ext+ic^sqrtidf" and tk.similarity == "A,D_ext+ic" and tk.idf == "sqrt"
+    sem = TextKernel.from_name("TRI5SEM")
+    assert (sem.similarity, sem.idf, sem.kind, sem.captions_per_item) == ("A,D_ext+ic", "sqrt", "TRI", 5)
+    assert TextKernel.from_name("BoW5^√idf").idf == "sqrt"
+    with pytest.raises(ValueError, match="unknown text kernel"):
+        TextKernel.from_name("TRI7")
+    with pytest.raises(ValueError, match="similarity"):
+        TextKernel(similarity="WordNet")
+    with pytest.raises(ValueError, match="merge"):
+        TextKernel("TRI", merge=True)
+    with pytest.raises(RuntimeError, match="fit"):
+        TextKernel().gram_train()
