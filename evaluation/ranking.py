@@ -304,13 +304,22 @@ def evaluate(
         tied[lo:hi] = equal
         if relevance is not None:
             R = relevance[lo:hi]
-            order = pessimistic_order(S, R, gold[lo:hi])
-            rel_sorted = np.take_along_axis(R, order, axis=1)
-            # first relevant position (1-based) – defined because every row has a relevant item
-            success_rank[lo:hi] = rel_sorted.argmax(axis=1) + 1
-            csum = np.cumsum(rel_sorted, axis=1)
+            rows = np.arange(hi - lo)
+            # S@k: pessimistic position of the first relevant item = 1 + #(s > s*) + #(non-relevant, s = s*)
+            # with s* the best relevant score
+            best = np.where(R, S, -np.inf).max(axis=1)[:, None]
+            success_rank[lo:hi] = 1 + (S > best).sum(axis=1) + ((S == best) & ~R).sum(axis=1)
+            # R-precision: t = r-th largest score; the items above t are all in the top r, the remaining
+            # r − #(s > t) slots are filled from the items tied at t, non-relevant ones first
             r = n_rel[lo:hi]
-            rprec[lo:hi] = csum[np.arange(hi - lo), r - 1] / r
+            t = -np.sort(-S, axis=1)[rows, r - 1][:, None]
+            above = S > t
+            at = S == t
+            slots = r - above.sum(axis=1)
+            n_at_nonrel = (at & ~R).sum(axis=1)
+            n_at_rel = (at & R).sum(axis=1)
+            from_ties = np.clip(slots - n_at_nonrel, 0, n_at_rel)
+            rprec[lo:hi] = ((above & R).sum(axis=1) + from_ties) / r
 
     metrics: dict[str, float] = {}
     hits = {k: ranks <= k for k in ks}

@@ -5,7 +5,16 @@ import numpy as np
 import pytest
 
 from corpora.base import RankingPool
-from evaluation import RankingResult, ScoreMatrices, borda, borda_points, evaluate, evaluate_pool, fuse
+from evaluation import (
+    RankingResult,
+    ScoreMatrices,
+    borda,
+    borda_points,
+    evaluate,
+    evaluate_pool,
+    fuse,
+    pessimistic_order,
+)
 
 
 def test_hand_computed_metrics_with_ties():
@@ -54,6 +63,8 @@ def test_default_keys_without_relevance():
 def test_rank_matches_bruteforce_random():
     rng = np.random.default_rng(0)
     S = rng.integers(0, 4, size=(50, 30)).astype(np.float32)  # many ties
+    S[0, :10] = -np.inf                                        # masked candidates are allowed
+    S[1, :] = -np.inf
     gold = rng.integers(0, 30, size=50)
     rel = rng.random((50, 30)) < 0.2
     rel[np.arange(50), gold] = True
@@ -62,6 +73,7 @@ def test_rank_matches_bruteforce_random():
         # explicit pessimistic ordering: python sort with key (−score, class)
         cls = [2 if j == gold[q] else (1 if rel[q, j] else 0) for j in range(30)]
         order = sorted(range(30), key=lambda j: (-S[q, j], cls[j], j))
+        assert pessimistic_order(S[q:q + 1], rel[q:q + 1], gold[q:q + 1])[0].tolist() == order
         assert res.ranks[q] == order.index(gold[q]) + 1
         first_rel = next(i for i, j in enumerate(order) if rel[q, j]) + 1
         for k in (1, 3, 7):
