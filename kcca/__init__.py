@@ -1,1 +1,19 @@
-"""kcca package."""
+"""Kernel CCA for image–text ranking (Hodosh, Young & Hockenmaier 2013, Sec. 3.2 and 4.1.3).
+
+* :mod:`kcca.solver` – exact and low-rank (incomplete Cholesky) KCCA, Eq. 3–4, sweeps over n;
+* :mod:`kcca.selection` – dev-set model selection over (n, κ) and Borda ensembles;
+* :mod:`kcca.systems` – the named systems of Appendix B (Tables 11–12) and ``run_system``.
+
+See ``docs/kcca.md``.
+"""
+from kcca.selection import (
+    PAPER_KAPPAS, SelectionResult, SweepTable, choose_power_and_diag, fit_models, scale_diagonal,
+    select_and_ensemble, sweep_dev,
+)
+from kcca.solver import KCCA, KernelSource, cosine_affinity, cosine_sweep, incomplete_cholesky, log_spaced_ns
+
+__all__ = [
+    "KCCA", "KernelSource", "incomplete_cholesky", "cosine_affinity", "cosine_sweep", "log_spaced_ns",
+    "PAPER_KAPPAS", "SelectionResult", "SweepTable", "select_and_ensemble", "sweep_dev", "fit_models",
+    "choose_power_and_diag", "scale_diagonal",
+]

@@ -1,0 +1,694 @@
+"""Kernel canonical correlation analysis (KCCA) from scratch: exact and low-rank solvers.
+
+Hodosh, Young & Hockenmaier (2013), Sec. 3.2.1, Eq. 3–4; Hardoon, Szedmak & Shawe-Taylor (2004).
+
+The problem (Hodosh Eq. 3)
+--------------------------
+Given centred training Gram matrices ``K_X`` (images) and ``K_Y`` (text) over the same ``N`` training
+pairs, KCCA finds dual directions ``α, β ∈ R^N`` maximising
+
+.. math::
+
+    ρ = \\max_{α, β} \\frac{α^T K_X K_Y β}
+        {\\sqrt{(α^T K_X^2 α + κ\\, α^T K_X α)\\,(β^T K_Y^2 β + κ\\, β^T K_Y β)}} ,
+
+i.e. the generalised eigenproblem (Hardoon et al. 2004, Sec. 3.1 with their regulariser ``κ K``)
+
+.. math::
+
+    \\begin{pmatrix} 0 & K_X K_Y \\\\ K_Y K_X & 0 \\end{pmatrix}
+    \\begin{pmatrix} α \\\\ β \\end{pmatrix}
+    = ρ \\begin{pmatrix} K_X^2 + κ K_X & 0 \\\\ 0 & K_Y^2 + κ K_Y \\end{pmatrix}
+    \\begin{pmatrix} α \\\\ β \\end{pmatrix}.
+
+Since ``K² + κK = K (K + κI)``, eliminating ``β`` on the range of the kernels gives the form of the
+issue, ``(K_X + κI)^{-1} K_Y (K_Y + κI)^{-1} K_X α = ρ² α``.
+
+How we solve it (stable, one decomposition per κ for every n)
+-------------------------------------------------------------
+Write each centred kernel through its spectral factor ``K = U Λ U^T`` (``U`` is ``N × r``
+orthonormal, ``Λ = diag(λ_1..λ_r) > 0``; the *exact* solver gets it from a symmetric
+eigendecomposition of ``K``, the *low-rank* solver from an incomplete Cholesky factor
+``K ≈ G G^T`` followed by a thin QR/SVD of ``G``).  With the training canonical variates
+``u = K α`` the denominator becomes ``α^T K(K+κI) α = u^T U diag((λ+κ)/λ) U^T u``, so with
+``D(κ) = diag(\\sqrt{λ/(λ+κ)})`` and unit vectors ``a, b``
+
+.. math::
+
+    ρ_k = σ_k\\bigl(C(κ)\\bigr), \\qquad C(κ) = D_X\\, U_X^T U_Y\\, D_Y \\quad (r_X × r_Y),
+
+the canonical correlations are the singular values of the *core* ``C(κ)``; its singular vectors
+``A, B`` give the dual directions
+
+.. math::
+
+    α = U_X \\,\\mathrm{diag}\\bigl(1/\\sqrt{λ_X(λ_X+κ)}\\bigr) A, \\qquad
+    β = U_Y \\,\\mathrm{diag}\\bigl(1/\\sqrt{λ_Y(λ_Y+κ)}\\bigr) B,
+
+normalised so that ``α^T (K_X^2 + κ K_X) α = 1`` (likewise for ``β``).  Nothing is inverted except
+``λ + κ`` (and, for κ = 0, ``λ`` above the numerical floor), so ill-conditioned kernels give finite
+results.  ``U_X^T U_Y`` does not depend on κ and is computed once per fit; :meth:`KCCA.with_reg`
+re-solves only the core for another κ.  Every number ``n`` of projection dimensions is a prefix of the
+same, correlation-sorted solution (Hodosh Sec. 4.1.3 sweeps n), so no refit is ever needed for n.
+
+Numerical floor ("jitter")
+--------------------------
+Eigenvalues (squared singular values for the low-rank solver) of a centred kernel below
+``jitter · λ_max`` are treated as exact zeros: the kernel is restricted to its numerical range.
+Centring always creates one such null direction (the constant vector).  Canonical pairs whose
+correlation is below ``min_corr`` (default 1e-9) carry no shared signal; their directions are undefined
+and they are dropped (``n_components_`` reports what is left: at most ``min(rank_X, rank_Y)``).
+
+Out-of-sample projection and Eq. 4
+----------------------------------
+A new image with kernel row ``k(x) ∈ R^N`` against the training items is centred with the *training*
+statistics (``k̃ = k − k̄_cols − mean(k) + k̄``) and projected as ``k̃^T α`` (exact).  The low-rank
+solver maps a new point through the pivots: ``g(x) = L_P^{-1} k(x, P)`` (forward substitution with
+the pivot block of the Cholesky factor), centres it with the training mean of ``G`` and rotates it.
+Hodosh's Eq. 4 score is the cosine of the projections onto the top ``n`` directions:
+``f_KCCA(i, s) = cos(α_{1..n}^T K_I(i), β_{1..n}^T K_S(s))`` — :meth:`KCCA.affinity`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+__all__ = [
+    "KCCA", "KernelSource", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
+    "cosine_affinity", "log_spaced_ns",
+]
+
+#: Columns of a dense Gram matrix processed per block when centring/projecting large row sets.
+_ROW_CHUNK = 4096
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _as_gram(K, name: str) -> np.ndarray:
+    K = np.asarray(K, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name} must be a square training Gram matrix, got shape {K.shape}")
+    if not np.all(np.isfinite(K)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return K
+
+
+def center_gram(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Double-centre a training Gram matrix, ``K̃ = H K H`` with ``H = I − 11^T/N``.
+
+    Returns ``(K̃, column_means, grand_mean)``; the statistics centre new rows (:func:`center_rows`).
+    """
+    col = K.mean(axis=0)
+    grand = float(col.mean())
+    Kc = K - col[None, :] - col[:, None] + grand
+    Kc = 0.5 * (Kc + Kc.T)
+    return Kc, col, grand
+
+
+def center_rows(K_new: np.ndarray, column_means: np.ndarray, grand_mean: float) -> np.ndarray:
+    """Centre kernel rows of new items against the training items with the training statistics:
+    ``k̃_ij = k_ij − k̄_j − mean_j(k_i·) + k̄`` (Schölkopf et al. 1998; Hardoon 2004, Sec. 3.1)."""
+    K_new = np.asarray(K_new, dtype=np.float64)
+    return K_new - column_means[None, :] - K_new.mean(axis=1, keepdims=True) + grand_mean
+
+
+def log_spaced_ns(n_max: int = 6000, count: int = 46, n_min: int = 10, cap: int | None = None) -> list[int]:
+    """Hodosh Sec. 4.1.3: ``count`` log-spaced integers in ``[n_min, n_max]`` (rounded, unique,
+    ascending), capped by ``cap`` (the rank) when given (values above it are replaced by ``cap``)."""
+    raw = np.unique(np.rint(np.geomspace(n_min, n_max, count)).astype(int))
+    if cap is not None:
+        raw = np.unique(np.minimum(raw, max(1, int(cap))))
+    return [int(v) for v in raw if v >= 1]
+
+
+def _normalise_rows(Z: np.ndarray, floor: float = 1e-30) -> np.ndarray:
+    nrm = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+    return Z / np.maximum(nrm, floor)[:, None]
+
+
+def cosine_affinity(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """``cos(p_i, q_j)`` for all rows (Hodosh Eq. 4), float32.  Zero vectors get affinity 0."""
+    return (_normalise_rows(np.asarray(P, np.float64)) @ _normalise_rows(np.asarray(Q, np.float64)).T
+            ).astype(np.float32)
+
+
+def cosine_sweep(P: np.ndarray, Q: np.ndarray, ns: Sequence[int]) -> Iterator[tuple[int, np.ndarray]]:
+    """Cosine affinities of every prefix ``P[:, :n]`` vs ``Q[:, :n]`` for ``n`` in ``ns`` (ascending).
+
+    Uses cumulative sums: the dot products of prefix ``n_j`` are those of ``n_{j-1}`` plus one GEMM on
+    columns ``n_{j-1}:n_j`` and the prefix norms come from ``cumsum`` of squared entries, so the whole
+    sweep costs one ``P Q^T`` product.  Yields ``(n, S_n)`` with ``S_n`` float32 of shape
+    ``(len(P), len(Q))``; the yielded array is reused — copy it to keep it.
+    """
+    P = np.asarray(P, np.float64)
+    Q = np.asarray(Q, np.float64)
+    ns = sorted(set(int(n) for n in ns))
+    if ns and (ns[0] < 1 or ns[-1] > P.shape[1] or ns[-1] > Q.shape[1]):
+        raise ValueError(f"ns must lie in [1, {min(P.shape[1], Q.shape[1])}], got {ns[0]}..{ns[-1]}")
+    cp = np.cumsum(P * P, axis=1)
+    cq = np.cumsum(Q * Q, axis=1)
+    dot = np.zeros((P.shape[0], Q.shape[0]), dtype=np.float64)
+    out = np.empty_like(dot, dtype=np.float32)
+    prev = 0
+    for n in ns:
+        if n > prev:
+            dot += P[:, prev:n] @ Q[:, prev:n].T
+            prev = n
+        ip = 1.0 / np.maximum(np.sqrt(cp[:, n - 1]), 1e-30)
+        iq = 1.0 / np.maximum(np.sqrt(cq[:, n - 1]), 1e-30)
+        np.multiply(dot * ip[:, None], iq[None, :], out=out, casting="same_kind")
+        yield n, out
+
+
+# ----------------------------------------------------------------------------- kernel sources
+class KernelSource:
+    """Kernel values pulled on demand for the low-rank solver (never an ``N × N`` matrix).
+
+    Parameters
+    ----------
+    data : array-like or sequence, length N
+        Training items in whatever form ``kernel`` understands (indexed with an integer array, or a
+        list indexed item by item).
+    kernel : callable ``kernel(A, B) -> ndarray (len(A), len(B))``
+        The kernel function between two collections of items.
+    diag : callable ``diag(A) -> ndarray (len(A),)``, optional
+        ``k(a, a)`` for each item; default: computed block-wise from ``kernel``.
+
+    Use :meth:`from_gram` to wrap a precomputed (possibly memory-mapped) Gram matrix.
+    """
+
+    def __init__(self, data, kernel: Callable, diag: Callable | None = None):
+        self.data = data
+        self.kernel = kernel
+        self._diag = diag
+        self._gram: np.ndarray | None = None
+        self.n = len(data)
+
+    @classmethod
+    def from_gram(cls, K) -> "KernelSource":
+        K = np.asarray(K)
+        if K.ndim != 2 or K.shape[0] != K.shape[1]:
+            raise ValueError(f"KernelSource.from_gram: need a square Gram matrix, got shape {K.shape}")
+        src = cls(np.arange(K.shape[0]), kernel=lambda a, b: K[np.ix_(a, b)])
+        src._gram = K
+        return src
+
+    def _take(self, idx: np.ndarray):
+        d = self.data
+        if isinstance(d, np.ndarray) or hasattr(d, "shape"):
+            return d[idx]
+        return [d[int(i)] for i in idx]
+
+    def diag(self) -> np.ndarray:
+        if self._gram is not None:
+            return np.asarray(np.diagonal(self._gram), dtype=np.float64).copy()
+        if self._diag is not None:
+            return np.asarray(self._diag(self.data), dtype=np.float64).reshape(-1)
+        out = np.empty(self.n)
+        for lo in range(0, self.n, 512):
+            idx = np.arange(lo, min(self.n, lo + 512))
+            blk = self._take(idx)
+            out[lo:lo + len(idx)] = np.diagonal(np.asarray(self.kernel(blk, blk), dtype=np.float64))
+        return out
+
+    def column(self, i: int) -> np.ndarray:
+        """``K[:, i]`` (all training items against item ``i``)."""
+        if self._gram is not None:
+            return np.asarray(self._gram[:, i], dtype=np.float64)
+        col = np.asarray(self.kernel(self.data, self._take(np.array([i]))), dtype=np.float64)
+        return col.reshape(-1)
+
+    def rows_against(self, new_data, idx: np.ndarray) -> np.ndarray:
+        """Kernel values of new items against training items ``idx``: ``(len(new), len(idx))``."""
+        return np.asarray(self.kernel(new_data, self._take(np.asarray(idx))), dtype=np.float64)
+
+
+def incomplete_cholesky(
+    source: KernelSource,
+    eta: float = 1e-6,
+    max_rank: int | None = None,
+    dtype=np.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, Sec. 4.1 "partial
+    Gram–Schmidt orthogonalisation"; Bach & Jordan 2002, Sec. 5.2).
+
+    At step ``j`` the item ``i`` with the largest residual diagonal ``d_i`` becomes pivot ``p_j``; its kernel
+    column is pulled from ``source`` and ``G[:, j] = (K[:, i] − G[:, :j] G[i, :j]^T) / \\sqrt{d_i}``;
+    ``d ← d − G[:, j]²``.  Stops when the residual trace ``Σ d`` falls to ``eta · trace(K)``, when the
+    largest residual is numerically zero, or at ``max_rank`` columns.  Costs ``O(N r²)`` time, ``N r``
+    memory and ``r`` kernel columns.
+
+    Returns
+    -------
+    G : ndarray (N, r), Fortran order
+        ``G[P, :]`` is lower triangular (pivot rows in pivot order).
+    pivots : ndarray of int (r,)
+    """
+    n = source.n
+    d = source.diag().astype(np.float64)
+    if d.shape != (n,) or not np.all(np.isfinite(d)):
+        raise ValueError("incomplete_cholesky: kernel diagonal has the wrong shape or non-finite values")
+    if np.any(d < -1e-8 * max(1.0, float(np.abs(d).max()))):
+        raise ValueError("incomplete_cholesky: kernel has negative diagonal entries (not PSD)")
+    d = np.maximum(d, 0.0)
+    total = float(d.sum())
+    r_max = n if max_rank is None else max(1, min(n, int(max_rank)))
+    G = np.zeros((n, r_max), dtype=dtype, order="F")
+    pivots: list[int] = []
+    tiny = 1e-12 * max(total / max(n, 1), 1e-300)
+    # The loop is BLAS-2 (one GEMV per pivot): extra BLAS threads only add wake-up overhead, which is
+    # catastrophic on a loaded machine, so it runs single-threaded.
+    with _single_blas_thread():
+        _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
+    r = len(pivots)
+    return np.asfortranarray(G[:, :r]), np.asarray(pivots, dtype=np.int64)
+
+
+def _blas_threads(n: int | None):
+    """Context limiting BLAS/LAPACK threads to ``n`` (``None``: leave the library default)."""
+    if n is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=int(n), user_api="blas")
+
+
+def _single_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> None:
+    for j in range(r_max):
+        if total <= 0 or d.sum() <= eta * total:
+            break
+        i = int(np.argmax(d))
+        if d[i] <= tiny:
+            break
+        col = source.column(i)
+        if j:
+            col = col - G[:, :j] @ G[i, :j]
+        g = col / math.sqrt(d[i])
+        g[pivots] = 0.0  # exact zeros above the diagonal of the pivot block
+        g[i] = math.sqrt(d[i])
+        G[:, j] = g
+        d -= g * g
+        d[pivots] = 0.0
+        d[i] = 0.0
+        np.maximum(d, 0.0, out=d)
+        pivots.append(i)
+
+
+# ------------------------------------------------------------------------------ spectral views
+@dataclass
+class _View:
+    """One side (X or Y) in spectral form: centred kernel ≈ U diag(lam) U^T, plus the map from new
+    items to the feature coordinates ``φ`` with ``K ≈ Φ Φ^T``, ``Φ = U diag(√lam)``."""
+
+    U: np.ndarray            # (N, r) orthonormal
+    lam: np.ndarray          # (r,) positive, descending
+    kind: str                # "exact" | "lowrank"
+    n_train: int
+    center: bool
+    col_means: np.ndarray | None = None   # exact: training column means of K
+    grand_mean: float = 0.0
+    # low-rank only
+    pivots: np.ndarray | None = None
+    L: np.ndarray | None = None            # (r0, r0) lower-triangular pivot block G[P, :]
+    g_mean: np.ndarray | None = None       # (r0,) training mean of G
+    W: np.ndarray | None = None            # (r0, r) right singular vectors of centred G
+    source: KernelSource | None = None
+
+    @property
+    def rank(self) -> int:
+        return int(self.lam.shape[0])
+
+    def features(self, K_new, *, from_data: bool = False) -> np.ndarray:
+        """Feature coordinates ``φ`` (m, r) of new items.  ``K_new``: kernel rows against all training
+        items (exact; or low-rank with N columns), against the pivots (low-rank, r0 columns), or raw
+        items when ``from_data``."""
+        if self.kind == "exact":
+            if from_data:
+                K_new = self.source.rows_against(K_new, np.arange(self.n_train))
+            K_new = np.asarray(K_new, dtype=np.float64)
+            if K_new.ndim != 2 or K_new.shape[1] != self.n_train:
+                raise ValueError(f"kernel rows must have shape (m, {self.n_train}), got {K_new.shape}")
+            out = np.empty((K_new.shape[0], self.rank))
+            scale = 1.0 / np.sqrt(self.lam)
+            for lo in range(0, K_new.shape[0], _ROW_CHUNK):
+                blk = K_new[lo:lo + _ROW_CHUNK]
+                if self.center:
+                    blk = center_rows(blk, self.col_means, self.grand_mean)
+                out[lo:lo + len(blk)] = (blk @ self.U) * scale
+            return out
+        # low rank: through the pivots
+        r0 = len(self.pivots)
+        if from_data:
+            Kp = self.source.rows_against(K_new, self.pivots)
+        else:
+            K_new = np.asarray(K_new, dtype=np.float64)
+            if K_new.ndim != 2:
+                raise ValueError(f"kernel rows must be 2-D, got shape {K_new.shape}")
+            if K_new.shape[1] == self.n_train:
+                Kp = K_new[:, self.pivots]
+            elif K_new.shape[1] == r0:
+                Kp = K_new
+            else:
+                raise ValueError(
+                    f"kernel rows must have {self.n_train} columns (all training items) or {r0} "
+                    f"(the pivots, in pivot order), got {K_new.shape[1]}")
+        g = sla.solve_triangular(self.L, Kp.T, lower=True, check_finite=False).T
+        if self.center:
+            g = g - self.g_mean
+        return g @ self.W
+
+    def train_features(self) -> np.ndarray:
+        return self.U * np.sqrt(self.lam)
+
+
+def _exact_view(K: np.ndarray, center: bool, jitter: float) -> _View:
+    n = K.shape[0]
+    if center:
+        Kc, col, grand = center_gram(K)
+    else:
+        Kc, col, grand = 0.5 * (K + K.T), None, 0.0
+    lam, U = sla.eigh(Kc, driver="evd", check_finite=False, overwrite_a=True)
+    lam, U = lam[::-1], U[:, ::-1]
+    lmax = float(lam[0]) if lam.size else 0.0
+    if not lmax > 0:
+        raise ValueError("kernel matrix is zero after centring (all items identical?): no canonical "
+                         "directions exist")
+    if lam[-1] < -1e-6 * lmax:
+        # clearly indefinite (not a kernel): say so rather than silently clipping
+        raise ValueError(f"kernel matrix is not positive semidefinite (smallest eigenvalue "
+                         f"{lam[-1]:.3g} vs largest {lmax:.3g})")
+    keep = lam > jitter * lmax
+    return _View(U=np.ascontiguousarray(U[:, keep]), lam=lam[keep].copy(), kind="exact", n_train=n,
+                 center=center, col_means=col, grand_mean=grand)
+
+
+def _lowrank_view(source: KernelSource, center: bool, jitter: float, eta: float,
+                  max_rank: int | None) -> _View:
+    G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank)
+    if G.shape[1] == 0:
+        raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
+    L = np.ascontiguousarray(G[piv, :])
+    g_mean = G.mean(axis=0) if center else np.zeros(G.shape[1])
+    Gc = G - g_mean if center else G
+    Q, R = np.linalg.qr(Gc)
+    Ur, s, Wt = np.linalg.svd(R)
+    lam = s * s
+    keep = lam > jitter * float(lam[0]) if lam.size and lam[0] > 0 else np.zeros(lam.shape, bool)
+    if not keep.any():
+        raise ValueError("kernel matrix is zero after centring: no canonical directions exist")
+    U = Q @ Ur[:, keep]
+    return _View(U=U, lam=lam[keep], kind="lowrank", n_train=source.n, center=center, pivots=piv,
+                 L=L, g_mean=g_mean, W=np.ascontiguousarray(Wt[keep].T), source=source)
+
+
+def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float,
+                max_components: int | None = None):
+    """Canonical correlations and core singular vectors for one κ (see module docstring)."""
+    dx = np.sqrt(vx.lam / (vx.lam + reg))
+    dy = np.sqrt(vy.lam / (vy.lam + reg))
+    C = (dx[:, None] * M) * dy[None, :]
+    transpose = C.shape[0] > C.shape[1]
+    Cs = C.T if transpose else C               # (small, large)
+    # eigendecomposition of the smaller Gram Cs Cs^T = A diag(ρ²) A^T (symmetric, cheaper than an SVD)
+    if Cs.shape[1] >= 1:
+        S2 = sla.blas.dsyrk(1.0, np.asfortranarray(Cs), lower=True) if Cs.shape[0] > 64 else Cs @ Cs.T
+    else:
+        S2 = np.zeros((Cs.shape[0], Cs.shape[0]))
+    mu, A = sla.eigh(S2, lower=True, driver="evd", check_finite=False, overwrite_a=True)
+    mu, A = mu[::-1], A[:, ::-1]
+    rho = np.sqrt(np.clip(mu, 0.0, None))
+    keep = rho > min_corr
+    if max_components is not None:
+        keep &= np.arange(rho.size) < max_components
+    rho, A = rho[keep], A[:, keep]
+    B = (Cs.T @ A) / rho[None, :]
+    # deterministic signs: largest-magnitude entry of each small-side vector positive
+    sgn = np.sign(A[np.abs(A).argmax(axis=0), np.arange(A.shape[1])])
+    sgn[sgn == 0] = 1.0
+    A, B = A * sgn, B * sgn
+    if transpose:
+        A, B = B, A
+    return np.minimum(rho, 1.0), A, B
+
+
+# ------------------------------------------------------------------------------------ estimator
+class KCCA:
+    """Regularised kernel CCA (Hodosh et al. 2013, Eq. 3–4; Hardoon et al. 2004), scikit-learn style.
+
+    Parameters
+    ----------
+    n_components : int, optional
+        Default number ``n`` of projection dimensions used by :meth:`transform_x`, :meth:`affinity`
+        and :meth:`score` (largest canonical correlations first).  ``None``: all available.  All
+        components are always computed, so any ``n`` can be asked for later without refitting.
+    reg : float
+        κ ≥ 0 of Eq. 3 (denominators ``K² + κK``).  κ = 0 is allowed (finite, but it overfits).
+    center : bool
+        Centre the kernels in feature space; new rows are centred with the training statistics.
+    solver : {"exact", "lowrank"}
+        ``"exact"``: dense symmetric eigendecompositions of both ``N × N`` kernels.  ``"lowrank"``:
+        pivoted incomplete Cholesky (partial Gram–Schmidt) pulling kernel columns on demand.
+    eta : float
+        Low-rank stopping tolerance: residual trace ``≤ eta · trace(K)``.
+    max_rank : int, optional
+        Low-rank: at most this many pivots per side.
+    jitter : float
+        Relative eigenvalue floor: eigenvalues ``≤ jitter · λ_max`` of a centred kernel are treated as 0.
+    min_corr : float
+        Canonical pairs with correlation ``≤ min_corr`` are dropped (their directions are undefined).
+    kernel_x, kernel_y : callable ``kernel(A, B) -> (len(A), len(B))``, optional
+        When given, :meth:`fit` and the transforms take *data* instead of kernel matrices (the low-rank
+        solver then never forms an ``N × N`` matrix).
+    n_threads : int, optional
+        BLAS/LAPACK threads during :meth:`fit` / :meth:`with_reg` (via threadpoolctl).  ``None`` keeps
+        the library default; ``1`` is much faster on an oversubscribed machine.
+
+    Attributes
+    ----------
+    correlations_ : ndarray (n_components_,)
+        Regularised canonical correlations ``ρ_k`` (the values of Eq. 3), descending.
+    train_correlations_ : ndarray
+        Plain Pearson correlations of the paired training projections (what pyrcca / cca-zoo report).
+    n_components_, rank_x_, rank_y_ : int
+    pivots_x_, pivots_y_ : ndarray or None (low-rank)
+    alpha_, beta_ : ndarray (N, n_components_) – dual directions (exact solver; computed on access).
+    """
+
+    def __init__(self, n_components: int | None = None, reg: float = 0.1, *, center: bool = True,
+                 solver: str = "exact", eta: float = 1e-6, max_rank: int | None = None,
+                 jitter: float = 1e-10, min_corr: float = 1e-9,
+                 kernel_x: Callable | None = None, kernel_y: Callable | None = None,
+                 n_threads: int | None = None):
+        self.n_components = n_components
+        self.reg = reg
+        self.center = center
+        self.solver = solver
+        self.eta = eta
+        self.max_rank = max_rank
+        self.jitter = jitter
+        self.min_corr = min_corr
+        self.kernel_x = kernel_x
+        self.kernel_y = kernel_y
+        self.n_threads = n_threads
+
+    # --------------------------------------------------------------------------------- params
+    def get_params(self, deep: bool = True) -> dict:
+        return {k: getattr(self, k) for k in ("n_components", "reg", "center", "solver", "eta",
+                                              "max_rank", "jitter", "min_corr", "kernel_x", "kernel_y",
+                                              "n_threads")}
+
+    def set_params(self, **params) -> "KCCA":
+        for k, v in params.items():
+            if k not in self.get_params():
+                raise ValueError(f"KCCA has no parameter {k!r}")
+            setattr(self, k, v)
+        return self
+
+    def _check_params(self) -> None:
+        if self.solver not in ("exact", "lowrank"):
+            raise ValueError(f"solver must be 'exact' or 'lowrank', got {self.solver!r}")
+        if not (isinstance(self.reg, (int, float, np.floating)) and self.reg >= 0
+                and math.isfinite(self.reg)):
+            raise ValueError(f"reg (κ) must be a finite number ≥ 0, got {self.reg!r}")
+        if self.n_components is not None and int(self.n_components) < 1:
+            raise ValueError(f"n_components must be ≥ 1 or None, got {self.n_components!r}")
+        if not (0 <= self.jitter < 1):
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+        if not self.eta >= 0:
+            raise ValueError(f"eta must be ≥ 0, got {self.eta!r}")
+
+    # ------------------------------------------------------------------------------------ fit
+    def fit(self, Kx, Ky) -> "KCCA":
+        """Fit on training Gram matrices ``Kx``, ``Ky`` (``N × N``, rows/columns = the same ``N``
+        training pairs), or on training data when ``kernel_x`` / ``kernel_y`` are set.  With
+        ``solver="lowrank"`` a :class:`KernelSource` is accepted for either side."""
+        self._check_params()
+        with _blas_threads(self.n_threads):
+            return self._fit(Kx, Ky)
+
+    def _fit(self, Kx, Ky) -> "KCCA":
+        self._data_mode = (self.kernel_x is not None, self.kernel_y is not None)
+        views = []
+        for side, (K, kern) in enumerate(((Kx, self.kernel_x), (Ky, self.kernel_y))):
+            name = "Kx" if side == 0 else "Ky"
+            if isinstance(K, KernelSource):
+                src = K
+            elif kern is not None:
+                src = KernelSource(K, kern)
+            else:
+                src = None
+            if self.solver == "exact":
+                if src is not None and src._gram is None:
+                    Kd = np.asarray(src.kernel(src.data, src.data), dtype=np.float64)
+                elif src is not None:
+                    Kd = src._gram
+                else:
+                    Kd = K
+                v = _exact_view(_as_gram(Kd, name), self.center, self.jitter)
+                v.source = src
+            else:
+                if src is None:
+                    src = KernelSource.from_gram(_as_gram(K, name))
+                v = _lowrank_view(src, self.center, self.jitter, self.eta, self.max_rank)
+            views.append(v)
+        vx, vy = views
+        if vx.n_train != vy.n_train:
+            raise ValueError(f"Kx and Ky must describe the same training pairs: {vx.n_train} vs "
+                             f"{vy.n_train} items")
+        self._vx, self._vy = vx, vy
+        self._M = vx.U.T @ vy.U
+        self._solve()
+        return self
+
+    def _solve(self) -> None:
+        rho, A, B = _solve_core(self._vx, self._vy, self._M, float(self.reg), self.min_corr)
+        self.correlations_ = rho
+        self._A, self._B = A, B
+        self._wx = A / np.sqrt(self._vx.lam + self.reg)[:, None]   # directions in φ-coordinates
+        self._wy = B / np.sqrt(self._vy.lam + self.reg)[:, None]
+        self.n_components_ = int(rho.size)
+        self.rank_x_, self.rank_y_ = self._vx.rank, self._vy.rank
+        self.n_train_ = self._vx.n_train
+        self.pivots_x_, self.pivots_y_ = self._vx.pivots, self._vy.pivots
+        u = self._vx.U @ (np.sqrt(self._vx.lam / (self._vx.lam + self.reg))[:, None] * A)
+        v = self._vy.U @ (np.sqrt(self._vy.lam / (self._vy.lam + self.reg))[:, None] * B)
+        self.train_projections_x_, self.train_projections_y_ = u, v
+        self.train_correlations_ = _paired_corr(u, v)
+
+    def with_reg(self, reg: float) -> "KCCA":
+        """A fitted copy for another κ that shares this fit's kernel decompositions (only the
+        ``r × r`` core is re-solved)."""
+        self._check_fitted()
+        new = KCCA(**{**self.get_params(), "reg": reg})
+        new._check_params()
+        new._data_mode = self._data_mode
+        new._vx, new._vy, new._M = self._vx, self._vy, self._M
+        with _blas_threads(self.n_threads):
+            new._solve()
+        return new
+
+    # ------------------------------------------------------------------------------ transform
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "correlations_"):
+            raise RuntimeError("KCCA is not fitted yet; call fit(Kx, Ky) first")
+
+    def _n(self, n: int | None) -> int:
+        self._check_fitted()
+        n = self.n_components if n is None else n
+        if n is None:
+            return self.n_components_
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"n (number of projection dimensions) must be ≥ 1, got {n}")
+        return min(n, self.n_components_)
+
+    def features_x(self, Kx_new) -> np.ndarray:
+        """κ-independent feature coordinates of new images (reusable across :meth:`with_reg` copies)."""
+        self._check_fitted()
+        return self._vx.features(Kx_new, from_data=self._data_mode[0])
+
+    def features_y(self, Ky_new) -> np.ndarray:
+        self._check_fitted()
+        return self._vy.features(Ky_new, from_data=self._data_mode[1])
+
+    def project_features_x(self, Fx: np.ndarray, n: int | None = None) -> np.ndarray:
+        return Fx @ self._wx[:, :self._n(n)]
+
+    def project_features_y(self, Fy: np.ndarray, n: int | None = None) -> np.ndarray:
+        return Fy @ self._wy[:, :self._n(n)]
+
+    def transform_x(self, Kx_new, n: int | None = None) -> np.ndarray:
+        """Canonical projections ``k̃(x)^T α_{1..n}`` of new items of view X.
+
+        ``Kx_new``: ``(m, N)`` kernel rows against the training items (low-rank: also ``(m, r)``
+        against the pivots in pivot order), or raw items when ``kernel_x`` was given."""
+        return self.project_features_x(self.features_x(Kx_new), n)
+
+    def transform_y(self, Ky_new, n: int | None = None) -> np.ndarray:
+        """Like :meth:`transform_x` for view Y."""
+        return self.project_features_y(self.features_y(Ky_new), n)
+
+    def transform(self, Kx_new, Ky_new, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return self.transform_x(Kx_new, n), self.transform_y(Ky_new, n)
+
+    def affinity(self, Kx_new, Ky_new, n: int | None = None) -> np.ndarray:
+        """Hodosh Eq. 4: ``f(i, s) = cos(α_{1..n}^T K_I(i), β_{1..n}^T K_S(s))`` for every new image
+        ``i`` (rows of ``Kx_new``) and caption ``s`` (rows of ``Ky_new``): float32 ``(m_x, m_y)``."""
+        return cosine_affinity(*self.transform(Kx_new, Ky_new, n))
+
+    def affinities(self, Kx_new, Ky_new, ns: Iterable[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """Eq. 4 affinities for every ``n`` in ``ns`` from one projection (prefixes; no refit).
+        ``n`` above :attr:`n_components_` is capped (duplicates removed)."""
+        self._check_fitted()
+        ns = sorted({min(int(n), self.n_components_) for n in ns})
+        P, Q = self.transform(Kx_new, Ky_new, self.n_components_)
+        yield from cosine_sweep(P, Q, ns)
+
+    def score(self, Kx_new, Ky_new, n: int | None = None) -> float:
+        """Mean over the first ``n`` components of the Pearson correlation between the paired
+        projections of held-out pairs (row ``i`` of ``Kx_new`` pairs with row ``i`` of ``Ky_new``)."""
+        P, Q = self.transform(Kx_new, Ky_new, n)
+        if P.shape[0] != Q.shape[0]:
+            raise ValueError(f"score needs paired rows, got {P.shape[0]} and {Q.shape[0]}")
+        return float(np.mean(_paired_corr(P, Q)))
+
+    # -------------------------------------------------------------------------- dual weights
+    @property
+    def alpha_(self) -> np.ndarray:
+        """Dual directions of view X, ``(N, n_components_)`` (exact solver), normalised so that
+        ``α^T (K_X² + κ K_X) α = 1`` on the centred kernel."""
+        return self._dual(self._vx, self._wx)
+
+    @property
+    def beta_(self) -> np.ndarray:
+        return self._dual(self._vy, self._wy)
+
+    def _dual(self, v: _View, w: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        if v.kind != "exact":
+            raise AttributeError("dual directions over all training items exist for the exact solver "
+                                 "only; the low-rank solver projects through the pivots")
+        return v.U @ (w / np.sqrt(v.lam)[:, None])
+
+
+def _paired_corr(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    Pc = P - P.mean(axis=0)
+    Qc = Q - Q.mean(axis=0)
+    num = np.einsum("ij,ij->j", Pc, Qc)
+    den = np.sqrt(np.einsum("ij,ij->j", Pc, Pc) * np.einsum("ij,ij->j", Qc, Qc))
+    return np.where(den > 0, num / np.maximum(den, 1e-300), 0.0)

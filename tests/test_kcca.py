@@ -1,0 +1,282 @@
+"""KCCA solvers (kcca/solver.py): Hodosh et al. 2013 Eq. 3–4, Hardoon et al. 2004."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcca.solver import (
+    KCCA, KernelSource, center_gram, center_rows, cosine_affinity, cosine_sweep, incomplete_cholesky,
+    log_spaced_ns,
+)
+from kcca.synthetic import make_two_view, rbf_kernel
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():
+    # 2 shared cores: multi-threaded BLAS on tiny matrices only costs time here.
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def _linear_cca_reference(X, Y, reg=0.0):
+    """Canonical correlations by SVD of the whitened cross-covariance ``Cxx^{-1/2} Cxy Cyy^{-1/2}``
+    (ridge ``reg`` on the covariances: the primal form of Eq. 3 with a linear kernel)."""
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+
+    def isqrt(C):
+        w, V = np.linalg.eigh(C)
+        return (V / np.sqrt(w)) @ V.T
+
+    Cxx = Xc.T @ Xc + reg * np.eye(X.shape[1])
+    Cyy = Yc.T @ Yc + reg * np.eye(Y.shape[1])
+    return np.linalg.svd(isqrt(Cxx) @ Xc.T @ Yc @ isqrt(Cyy), compute_uv=False)
+
+
+def _linear_data(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, 2))
+    X = np.c_[z, rng.standard_normal((n, 6))] @ rng.standard_normal((8, 8))
+    Y = np.c_[z + 0.5 * rng.standard_normal((n, 2)), rng.standard_normal((n, 3))] @ rng.standard_normal((5, 5))
+    return X, Y
+
+
+# ------------------------------------------------------------------------------- correctness
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_linear_kernel_small_kappa_matches_linear_cca(solver):
+    X, Y = _linear_data()
+    ref = _linear_cca_reference(X, Y)
+    m = KCCA(reg=1e-9, solver=solver, eta=0.0).fit(X @ X.T, Y @ Y.T)
+    assert m.n_components_ == 5 and m.rank_x_ == 8 and m.rank_y_ == 5
+    np.testing.assert_allclose(m.correlations_, ref, atol=1e-6)
+    # plain Pearson correlations of the training projections agree too (κ → 0)
+    np.testing.assert_allclose(m.train_correlations_, ref, atol=1e-6)
+    # sklearn's iterative CCA reaches the same first correlation
+    from sklearn.cross_decomposition import CCA
+
+    u, v = CCA(n_components=1, max_iter=2000, tol=1e-12).fit_transform(X, Y)
+    assert abs(abs(np.corrcoef(u[:, 0], v[:, 0])[0, 1]) - ref[0]) < 1e-4
+
+
+def test_kappa_is_eq3_ridge_in_feature_space():
+    # Eq. 3's κK term on a linear kernel is a ridge κI on the covariances of the primal problem.
+    X, Y = _linear_data(seed=3)
+    for kappa in (0.1, 5.0, 100.0):
+        m = KCCA(reg=kappa).fit(X @ X.T, Y @ Y.T)
+        np.testing.assert_allclose(m.correlations_, _linear_cca_reference(X, Y, reg=kappa), atol=1e-8)
+
+
+def test_generalised_eigenproblem_holds():
+    d = make_two_view(120, seed=2)
+    Kx, Ky = d.kx(d.X, d.X), d.ky(d.Y, d.Y)
+    kappa = 0.5
+    m = KCCA(reg=kappa).fit(Kx, Ky)
+    Kxc, Kyc = center_gram(Kx)[0], center_gram(Ky)[0]
+    a, b, rho = m.alpha_[:, :5], m.beta_[:, :5], m.correlations_[:5]
+    # block equations of Hardoon (2004) with Hodosh's K² + κK regulariser
+    lhs_x = Kxc @ Kyc @ b
+    rhs_x = (Kxc @ Kxc + kappa * Kxc) @ a * rho
+    np.testing.assert_allclose(lhs_x, rhs_x, atol=1e-7 * np.abs(lhs_x).max())
+    lhs_y = Kyc @ Kxc @ a
+    rhs_y = (Kyc @ Kyc + kappa * Kyc) @ b * rho
+    np.testing.assert_allclose(lhs_y, rhs_y, atol=1e-7 * np.abs(lhs_y).max())
+    # normalisation α^T (K² + κK) α = I and ρ = α^T Kx Ky β
+    np.testing.assert_allclose(a.T @ (Kxc @ Kxc + kappa * Kxc) @ a, np.eye(5), atol=1e-8)
+    np.testing.assert_allclose(np.diag(a.T @ Kxc @ Kyc @ b), rho, atol=1e-8)
+    # issue's form: (Kx + κI)^{-1} Ky (Ky + κI)^{-1} Kx α = ρ² α on the range of Kx
+    n = Kx.shape[0]
+    Mx = np.linalg.solve(Kxc + kappa * np.eye(n), Kyc @ np.linalg.solve(Kyc + kappa * np.eye(n), Kxc @ a))
+    np.testing.assert_allclose(Kxc @ Mx, Kxc @ a * rho**2, atol=1e-6 * np.abs(Kxc @ a).max())
+
+
+def test_planted_latent_is_recovered():
+    d = make_two_view(700, q=1, seed=5, noise=0.2)
+    tr, te = slice(0, 500), slice(500, 700)
+    m = KCCA(reg=0.5).fit(d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr]))
+    u = m.transform_x(d.kx(d.X[te], d.X[tr]), n=1)[:, 0]
+    v = m.transform_y(d.ky(d.Y[te], d.Y[tr]), n=1)[:, 0]
+    z = d.Z[te, 0]
+    assert m.correlations_[0] > 0.9
+    assert abs(np.corrcoef(u, v)[0, 1]) > 0.8            # held-out canonical correlation
+    # the first canonical variate is a (monotone) function of the planted latent
+    from scipy.stats import spearmanr
+
+    assert abs(spearmanr(u, z)[0]) > 0.8
+    assert abs(spearmanr(v, z)[0]) > 0.8
+    assert m.score(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), n=1) > 0.8
+
+
+def test_exact_and_lowrank_agree_on_heldout_projections():
+    d = make_two_view(450, seed=7)
+    tr, te = slice(0, 300), slice(300, 450)
+    Kx, Ky = d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr])
+    Kx_te, Ky_te = d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr])
+    ex = KCCA(reg=0.5).fit(Kx, Ky)
+    lr = KCCA(reg=0.5, solver="lowrank", eta=1e-12).fit(Kx, Ky)
+    k = 8
+    np.testing.assert_allclose(lr.correlations_[:k], ex.correlations_[:k], atol=1e-6)
+    for Pe, Pl in ((ex.transform_x(Kx_te, k), lr.transform_x(Kx_te, k)),
+                   (ex.transform_y(Ky_te, k), lr.transform_y(Ky_te, k))):
+        sign = np.sign((Pe * Pl).sum(0))
+        np.testing.assert_allclose(Pe * sign, Pl, atol=1e-5 * np.abs(Pe).max())
+    np.testing.assert_allclose(ex.affinity(Kx_te, Ky_te, k), lr.affinity(Kx_te, Ky_te, k), atol=1e-4)
+    # a truncated low-rank fit (rank 60) is an approximation that still tracks the leading correlation
+    lr60 = KCCA(reg=0.5, solver="lowrank", max_rank=60).fit(Kx, Ky)
+    assert lr60.rank_x_ <= 60 and len(lr60.pivots_x_) == 60
+    assert abs(lr60.correlations_[0] - ex.correlations_[0]) < 0.05
+
+
+def test_lowrank_pulls_columns_on_demand_and_projects_through_pivots():
+    # integer data and a polynomial kernel: kernel values are exact, so the data path and the Gram
+    # path make bit-identical pivot choices
+    rng = np.random.default_rng(11)
+    X = rng.integers(-3, 4, (400, 5)).astype(float)
+    Y = np.c_[X[:, :2] ** 2, rng.integers(-3, 4, (400, 3))]
+    poly = lambda A, B: (1.0 + np.asarray(A) @ np.asarray(B).T) ** 2  # noqa: E731
+    calls = {"cols": 0, "max_cols": 0}
+
+    def kx(A, B):
+        calls["cols"] += 1
+        calls["max_cols"] = max(calls["max_cols"], len(B))
+        return poly(A, B)
+
+    m = KCCA(reg=0.1, solver="lowrank", max_rank=12, kernel_x=kx, kernel_y=poly)
+    m.fit(KernelSource(X[:300], kx, diag=lambda A: ((1.0 + (A * A).sum(1)) ** 2)),
+          KernelSource(Y[:300], poly))
+    assert calls["max_cols"] == 1 and calls["cols"] == 12      # one column per pivot, never N × N
+    P_data = m.transform_x(X[300:])
+    # the same fit from precomputed Grams: identical pivots, and full rows / pivot-only rows agree
+    m2 = KCCA(reg=0.1, solver="lowrank", max_rank=12).fit(poly(X[:300], X[:300]), poly(Y[:300], Y[:300]))
+    np.testing.assert_array_equal(m2.pivots_x_, m.pivots_x_)
+    np.testing.assert_array_equal(m2.pivots_y_, m.pivots_y_)
+    K_full = poly(X[300:], X[:300])
+    np.testing.assert_allclose(m2.transform_x(K_full), m2.transform_x(K_full[:, m2.pivots_x_]), atol=1e-10)
+    np.testing.assert_allclose(P_data, m2.transform_x(K_full), atol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_out_of_sample_projection_of_training_point_equals_training_projection(solver):
+    d = make_two_view(200, seed=3)
+    Kx, Ky = d.kx(d.X, d.X), d.ky(d.Y, d.Y)
+    m = KCCA(reg=0.1, solver=solver, eta=1e-10).fit(Kx, Ky)
+    np.testing.assert_allclose(m.transform_x(Kx[:20]), m.train_projections_x_[:20], atol=1e-8)
+    np.testing.assert_allclose(m.transform_y(Ky[50:70]), m.train_projections_y_[50:70], atol=1e-8)
+    if solver == "exact":
+        Kxc = center_gram(Kx)[0]
+        np.testing.assert_allclose(Kxc @ m.alpha_, m.train_projections_x_, atol=1e-8)
+
+
+def test_centring_uses_training_statistics():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4)) + 5.0          # far from the origin: centring matters
+    Xn = rng.standard_normal((7, 4)) + 5.0
+    K, Kn = X @ X.T, Xn @ X.T
+    Kc, col, grand = center_gram(K)
+    mu = X.mean(0)
+    np.testing.assert_allclose(Kc, (X - mu) @ (X - mu).T, atol=1e-9)
+    np.testing.assert_allclose(center_rows(Kn, col, grand), (Xn - mu) @ (X - mu).T, atol=1e-9)
+    # the estimator: projections of new points equal the linear-CCA directions applied to x − μ_train
+    Y = X @ rng.standard_normal((4, 3)) + 0.3 * rng.standard_normal((60, 3))
+    m = KCCA(reg=1e-6).fit(K, Y @ Y.T)
+    P_new = m.transform_x(Kn)
+    # same as projecting the training-centred features with the primal weights w = (X−μ)^T α
+    w = (X - mu).T @ m.alpha_
+    np.testing.assert_allclose(P_new, (Xn - mu) @ w, atol=1e-7)
+    # without centring a constant offset in the kernel changes the answer; with centring it does not
+    m_off = KCCA(reg=1e-6).fit(K + 3.0, Y @ Y.T)
+    np.testing.assert_allclose(np.abs(m_off.transform_x(Kn + 3.0)), np.abs(P_new), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- degenerate input
+def test_rank_deficient_kernels_and_n_above_rank_are_finite():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((80, 3))            # linear kernel of rank 3
+    Y = X @ rng.standard_normal((3, 2)) + 0.1 * rng.standard_normal((80, 2))
+    for kappa in (0.0, 0.1):
+        m = KCCA(reg=kappa).fit(X @ X.T, Y @ Y.T)
+        assert m.rank_x_ == 3 and m.rank_y_ == 2 and m.n_components_ == 2
+        S = m.affinity(X[:10] @ X.T, Y[:12] @ Y.T, n=500)   # n > rank → capped
+        assert S.shape == (10, 12) and S.dtype == np.float32 and np.all(np.isfinite(S))
+        assert np.all(np.isfinite(m.alpha_))
+    # duplicated training items (singular kernel) with κ = 0
+    Xd = np.vstack([X, X[:20]])
+    Yd = np.vstack([Y, Y[:20]])
+    Kx = rbf_kernel(Xd, Xd, 0.5)
+    m = KCCA(reg=0.0).fit(Kx, rbf_kernel(Yd, Yd, 0.5))
+    assert np.all(np.isfinite(m.correlations_)) and np.all(m.correlations_ <= 1.0)
+    assert np.all(np.isfinite(m.transform_x(Kx[:5])))
+    # κ = 0 on full-rank kernels: the (overfitting) perfect correlation, still finite
+    d = make_two_view(60, seed=0)
+    m0 = KCCA(reg=0.0).fit(d.kx(d.X, d.X), d.ky(d.Y, d.Y))
+    assert np.all(np.isfinite(m0.correlations_)) and m0.correlations_[0] > 0.999
+
+
+def test_clear_errors():
+    K = np.eye(5)
+    with pytest.raises(ValueError, match="square"):
+        KCCA().fit(np.ones((5, 4)), K)
+    with pytest.raises(ValueError, match="NaN"):
+        KCCA().fit(np.full((5, 5), np.nan), K)
+    with pytest.raises(ValueError, match="same training pairs"):
+        KCCA().fit(np.eye(5), np.eye(6))
+    with pytest.raises(ValueError, match="reg"):
+        KCCA(reg=-1).fit(K, K)
+    with pytest.raises(ValueError, match="solver"):
+        KCCA(solver="magic").fit(K, K)
+    with pytest.raises(ValueError, match="zero after centring"):
+        KCCA().fit(np.ones((5, 5)), K)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        KCCA().fit(np.diag([1.0, -1.0, 1.0, 1.0]), np.eye(4))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        KCCA().transform_x(K)
+    x = np.arange(6.0)[:, None]
+    m = KCCA(reg=0.1).fit(rbf_kernel(x, x, 1.0), rbf_kernel(x, x, 0.3))
+    with pytest.raises(ValueError, match=r"shape \(m, 6\)"):
+        m.transform_x(np.ones((2, 5)))
+
+
+# --------------------------------------------------------------------------------- sweeps
+def test_one_decomposition_serves_every_n_and_kappa():
+    d = make_two_view(260, seed=4)
+    tr, te = slice(0, 200), slice(200, 260)
+    Kx, Ky = d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr])
+    Kx_te, Ky_te = d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr])
+    m = KCCA(reg=0.1).fit(Kx, Ky)
+    ns = [1, 3, 10, 50, 199]
+    for n, S in m.affinities(Kx_te, Ky_te, ns):
+        np.testing.assert_allclose(S, m.affinity(Kx_te, Ky_te, n), atol=2e-6)
+    m5 = m.with_reg(5.0)
+    assert m5._vx is m._vx                                  # decompositions shared
+    fresh = KCCA(reg=5.0).fit(Kx, Ky)
+    np.testing.assert_allclose(m5.correlations_, fresh.correlations_, atol=1e-10)
+    np.testing.assert_allclose(m5.affinity(Kx_te, Ky_te, 20), fresh.affinity(Kx_te, Ky_te, 20), atol=1e-5)
+    assert m5.correlations_[0] < m.correlations_[0]          # more regularisation, lower ρ
+
+
+def test_cosine_sweep_matches_direct_cosine():
+    rng = np.random.default_rng(0)
+    P, Q = rng.standard_normal((13, 40)), rng.standard_normal((9, 40))
+    P[3] = 0.0                                                # zero vector → affinity 0, not NaN
+    for n, S in cosine_sweep(P, Q, [2, 7, 40]):
+        ref = cosine_affinity(P[:, :n], Q[:, :n])
+        np.testing.assert_allclose(S, ref, atol=1e-6)
+        assert np.all(S[3] == 0)
+
+
+def test_log_spaced_ns():
+    ns = log_spaced_ns(6000, 46, 10)
+    assert len(ns) == 46 and ns[0] == 10 and ns[-1] == 6000 and ns == sorted(ns)
+    capped = log_spaced_ns(6000, 46, 10, cap=300)
+    assert capped[-1] == 300 and all(n <= 300 for n in capped)
+
+
+def test_incomplete_cholesky_exact_at_full_rank_and_tolerance():
+    d = make_two_view(150, seed=9)
+    K = d.kx(d.X, d.X)
+    G, piv = incomplete_cholesky(KernelSource.from_gram(K), eta=0.0)
+    np.testing.assert_allclose(G @ G.T, K, atol=1e-8)
+    assert np.allclose(np.triu(G[piv], 1), 0.0)             # pivot block lower triangular
+    G2, _ = incomplete_cholesky(KernelSource.from_gram(K), eta=1e-3)
+    resid = np.trace(K - G2 @ G2.T)
+    assert resid <= 1e-3 * np.trace(K) + 1e-9 and G2.shape[1] < 150
