@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
 from kernels.image import _cext
 from kernels.image.histograms import N_LEVELS, pyramid_column_weights
@@ -68,6 +67,16 @@ def intersection_naive(X, Y=None, max_block_bytes: int = 64 << 20) -> np.ndarray
     for s in range(0, n, b):
         K[s:s + b] = np.minimum(X[s:s + b, None, :], Y[None, :, :]).sum(-1, dtype=np.float32)
     return K
+
+
+def _csc_block(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSC arrays ``(colptr int64 (D+1,), rows int32, values float32)`` of a dense row block; entries of
+    a column sorted by row (``np.nonzero`` on the transpose walks column-major)."""
+    BT = B.T
+    v, r = np.nonzero(BT)
+    colptr = np.zeros(B.shape[1] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(v, minlength=B.shape[1]), out=colptr[1:])
+    return colptr, r.astype(np.int32), np.ascontiguousarray(BT[v, r], dtype=np.float32)
 
 
 def _numpy_block(colptr, rows, data, nrows, YT, c0, c1, out) -> None:
@@ -132,14 +141,8 @@ def intersection_gram(
     row_block = row_block or (64 if fn is not None else 512)
     n_threads = n_threads or default_threads()
 
-    blocks = []
-    for r0 in range(0, n, row_block):
-        r1 = min(n, r0 + row_block)
-        c = sp.csc_matrix(X[r0:r1])
-        c.sum_duplicates()
-        blocks.append((r0, r1, np.ascontiguousarray(c.indptr, dtype=np.int64),
-                       np.ascontiguousarray(c.indices, dtype=np.int32),
-                       np.ascontiguousarray(c.data, dtype=np.float32)))
+    blocks = [(r0, min(n, r0 + row_block)) + _csc_block(X[r0:r0 + row_block])
+              for r0 in range(0, n, row_block)]
     tasks = []
     for c0 in range(0, m, col_chunk):
         c1 = min(m, c0 + col_chunk)
