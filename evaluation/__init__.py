@@ -27,6 +27,7 @@ from evaluation.correlation import (
     flickr8k_expert_rows,
     foil_accuracy,
     human_correlation,
+    kappa_sweep,
     kendall_tau,
     pairwise_accuracy,
     score_rows,
@@ -62,7 +63,7 @@ __all__ = [
     "ranking_agreement", "significance_marker",
     # human correlation
     "FoilRecord", "JudgmentRows", "PairwiseRecord", "correlations", "flickr8k_cf_rows",
-    "flickr8k_expert_rows", "foil_accuracy", "human_correlation", "kendall_tau", "pairwise_accuracy",
+    "flickr8k_expert_rows", "foil_accuracy", "human_correlation", "kappa_sweep", "kendall_tau", "pairwise_accuracy",
     "score_rows", "text_metric",
     # caption metrics
     "METRICS", "CIDErD", "binarise", "bleu", "cider_d", "cohen_kappa", "corpus_bleu", "hodosh_bleu",

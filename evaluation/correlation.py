@@ -31,7 +31,7 @@ from scipy import stats
 __all__ = [
     "ScoreFn", "JudgmentRows", "kendall_tau", "correlations", "flickr8k_expert_rows",
     "flickr8k_cf_rows", "score_rows", "human_correlation", "text_metric", "PairwiseRecord",
-    "pairwise_accuracy", "FoilRecord", "foil_accuracy",
+    "pairwise_accuracy", "FoilRecord", "foil_accuracy", "kappa_sweep",
 ]
 
 ScoreFn = Callable[[list, list, list], np.ndarray]
@@ -299,3 +299,28 @@ def foil_accuracy(records: Sequence[FoilRecord], score_fn: ScoreFn, *, n_refs: i
     sc = np.asarray(score_fn(ims, [r.correct for r in records], refs), dtype=np.float64)
     sf = np.asarray(score_fn(ims, [r.foil for r in records], refs), dtype=np.float64)
     return {"accuracy": 100.0 * float(np.mean(sc > sf)), "n": len(records)}
+
+
+# ---------------------------------------------------------------------------------------------- κ sweep
+def kappa_sweep(metric_scores, human_scores, *, human_threshold: float,
+                metric_thresholds: Sequence[float] | None = None) -> list[dict]:
+    """Cohen's κ between ``metric ≥ θ`` and ``human ≥ human_threshold`` for several θ
+    (Hodosh et al. 2013, Tables 8–10: agreement of binarised metrics with binarised expert scores).
+
+    With ``metric_thresholds=None`` a single *rate-matched* θ is used: the metric quantile that labels the
+    same share of rows positive as the human binarisation.  Returns one dict per θ:
+    ``{"threshold", "kappa", "metric_positive_rate", "human_positive_rate"}``.
+    """
+    from evaluation.caption_metrics import cohen_kappa
+
+    m, h = _check_xy(metric_scores, human_scores, "kappa_sweep")
+    hb = h >= human_threshold
+    if metric_thresholds is None:
+        rate = float(hb.mean())
+        metric_thresholds = [float(np.quantile(m, 1.0 - rate))] if 0 < rate < 1 else [float(m.max())]
+    out = []
+    for th in metric_thresholds:
+        mb = m >= th
+        out.append({"threshold": float(th), "kappa": cohen_kappa(mb, hb),
+                    "metric_positive_rate": float(mb.mean()), "human_positive_rate": float(hb.mean())})
+    return out

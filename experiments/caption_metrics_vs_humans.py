@@ -109,7 +109,25 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             "n_expert": len(expert), "n_cf": len(cf),
         }
     out["_rows"] = (expert, cf)
+    out["_expert_scores"] = {name: scores_for(name, expert) for name in metrics}
     return out
+
+
+def format_kappa(result: dict, human_thresholds=(3, 4)) -> str:
+    """Cohen's κ (Hodosh et al. 2013, Tables 8–10) between each metric binarised at the rate-matched
+    threshold and the expert score binarised at ``≥ 3`` (minor errors at most) and ``= 4`` (no errors)."""
+    from evaluation.correlation import kappa_sweep
+
+    expert = result["_rows"][0]
+    w = max(len(n) for n in result["_expert_scores"]) + 2
+    head = f"{'metric':<{w}}" + "".join(f"{'κ (expert ≥ %d)' % t:>24}" for t in human_thresholds)
+    lines = ["Cohen's κ, Flickr8k-Expert rows, metric binarised at the rate-matched threshold", head,
+             "-" * len(head)]
+    for name, sc in result["_expert_scores"].items():
+        cells = [kappa_sweep(sc, expert.human, human_threshold=t)[0] for t in human_thresholds]
+        lines.append(f"{name:<{w}}" + "".join(f"{c['kappa']:.3f} (θ={c['threshold']:.3g})".rjust(24)
+                                               for c in cells))
+    return "\n".join(lines)
 
 
 def format_table(result: dict) -> str:
@@ -158,6 +176,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--no-meteor", action="store_true", help="skip the METEOR (NLTK variant)")
     p.add_argument("--no-hodosh", action="store_true", help="skip Hodosh's unigram BLEU / ROUGE")
+    p.add_argument("--kappa", action="store_true",
+                   help="also print Cohen's κ of binarised metrics vs binarised expert scores (table mode)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
@@ -179,6 +199,9 @@ def main(argv=None) -> int:
     else:
         print(format_table(result))
         print()
+        if args.kappa:
+            print(format_kappa(result))
+            print()
         print(format_pool_statistics(st))
     return 0
 

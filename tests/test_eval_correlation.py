@@ -20,6 +20,7 @@ from evaluation import (
     flickr8k_expert_rows,
     foil_accuracy,
     human_correlation,
+    kappa_sweep,
     kendall_tau,
     pairwise_accuracy,
     score_rows,
@@ -141,6 +142,19 @@ def test_pairwise_and_foil_accuracy():
     foils = [FoilRecord("i", "a dog on grass", "a cat on grass", ("a dog lies on the grass",)),
              FoilRecord("i", "a man", "a woman", ("a person",))]   # tie -> failure
     assert foil_accuracy(foils, overlap) == {"accuracy": 50.0, "n": 2}
+
+
+def test_kappa_sweep():
+    from sklearn.metrics import cohen_kappa_score
+
+    metric = np.array([0.1, 0.4, 0.5, 0.9, 0.8, 0.2, 0.7, 0.3])
+    human = np.array([1, 2, 3, 4, 4, 1, 2, 3])
+    out = kappa_sweep(metric, human, human_threshold=3, metric_thresholds=[0.5, 0.75])
+    assert [o["threshold"] for o in out] == [0.5, 0.75]
+    assert out[0]["kappa"] == pytest.approx(cohen_kappa_score(metric >= 0.5, human >= 3))
+    assert out[1]["kappa"] == pytest.approx(cohen_kappa_score(metric >= 0.75, human >= 3))
+    rm = kappa_sweep(metric, human, human_threshold=3)[0]  # rate-matched: 4 of 8 positive
+    assert rm["metric_positive_rate"] == rm["human_positive_rate"] == 0.5
 
 
 # ----------------------------------------------------------------------------------------- real data
