@@ -18,6 +18,8 @@ from kernels.image.descriptors import (
     mr8_from_rfs,
     mr8_responses,
     rfs_responses,
+    texture_descriptors,
+    to_gray,
     weber_normalise,
     working_image,
 )
@@ -96,6 +98,17 @@ def test_mr8_shape_and_weber():
     assert np.all(weber_normalise(np.zeros((3, 8))) == 0)
     resp = np.arange(38 * 2, dtype=np.float32).reshape(38, 1, 2) - 40
     assert mr8_from_rfs(resp).shape == (8, 1, 2)
+
+
+def test_sampled_texture_equals_full_mr8_at_grid_points():
+    rng = np.random.default_rng(1)
+    for h, w in ((192, 256), (256, 170)):   # landscape, portrait with a non-integer grid step
+        rgb = cv2.GaussianBlur((rng.random((h, w, 3)) * 255).astype(np.uint8), (0, 0), 1.2)
+        d, shape = texture_descriptors(rgb, GridSpec(64, 48))
+        iy, ix, _ = GridSpec(64, 48).pixel_index(h, w)
+        full = mr8_responses(to_gray(rgb))
+        assert d.shape == (64 * 48, 8)
+        np.testing.assert_allclose(d, full[iy, ix], atol=1e-5)
 
 
 def test_lab_scaling_and_grid():
