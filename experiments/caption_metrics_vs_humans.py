@@ -74,7 +74,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     if meteor:
         ok, why = meteor_available()
         if ok:
-            metrics[METEOR_NAME] = meteor_nltk
+            metrics[METEOR_NAME] = lambda c, r: meteor_nltk(c, r, progress=progress)
         else:
             print(f"[caption_metrics_vs_humans] METEOR skipped: {why}", file=sys.stderr)
     if hodosh:
