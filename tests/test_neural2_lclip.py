@@ -1,0 +1,130 @@
+"""L-CLIPScore: weight multiplexing really shares, losses on hand-computed examples, distillation
+lowers the loss, and the score matrix feeds the evaluator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neural.lclip import (
+    LCLIPConfig,
+    LCLIPScore,
+    MultiplexedCLIP,
+    count_parameters,
+    distill_loss,
+    similarity_regulator,
+    train_lclip,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models: one torch thread is faster on a shared 2-core machine (no spin-waiting)."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@pytest.fixture(scope="module")
+def teacher():
+    from neural.backbone import backbone_from_model, create_architecture
+
+    torch.manual_seed(0)
+    m, p, t = create_architecture("itr-tiny-clip")
+    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
+                               show_progress=False)
+
+
+def test_similarity_regulator_hand_computed_3x3():
+    S_t = torch.tensor([[0.9, 0.2, 0.1], [0.3, 0.8, 0.0], [0.1, 0.4, 0.7]])
+    S_s = torch.tensor([[0.7, 0.3, 0.0], [0.3, 0.9, 0.2], [0.0, 0.1, 0.5]])
+    # diagonal: max(0, 0.9-0.7)=0.2, max(0, 0.8-0.9)=0, max(0, 0.7-0.5)=0.2 -> 0.4 / 3
+    # off-diagonal max(0, S^S-S^T): (0,1) 0.1, (0,2) 0, (1,0) 0, (1,2) 0.2, (2,0) 0, (2,1) 0 -> 0.3 / 6
+    expected = 0.4 / 3 + 0.3 / 6
+    assert float(similarity_regulator(S_t, S_s)) == pytest.approx(expected, abs=1e-6)
+    assert float(similarity_regulator(S_t, S_t)) == 0.0
+    with pytest.raises(ValueError):
+        similarity_regulator(S_t, S_s[:2])
+
+
+def test_distill_loss_hand_computed():
+    r_t = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    r_s = torch.tensor([[0.0, 1.0], [0.0, 1.0]])
+    # row 0: mean|d| = 1, cos = 0 -> 0.5 + 0.5 = 1.0 ; row 1: mean|d| = 0.5, cos = 1 -> 0.25
+    assert float(distill_loss(r_t, r_s)) == pytest.approx((1.0 + 0.25) / 2)
+
+
+def test_weight_multiplexing_shares_one_tensor(teacher):
+    s = MultiplexedCLIP(teacher.model)
+    vt, tt = s.visual.transformer, s.transformer
+    assert vt.layers == 6 and len(vt.blocks) == 3 and tt.layers == 4 and len(tt.blocks) == 2
+    assert vt.block_of_layer(0) is vt.block_of_layer(1) and vt.block_of_layer(1) is not vt.block_of_layer(2)
+    # each repeat has its own LayerNorms and head-mixing matrices
+    assert vt.adapters[0].ln_1.weight.data_ptr() != vt.adapters[1].ln_1.weight.data_ptr()
+    # one tensor, two uses: the shared QKV weight is called twice per forward, and the gradient it receives
+    # is the sum of both uses
+    calls = []
+    h = vt.blocks[0].in_proj.register_forward_hook(lambda *a: calls.append(1))
+    x = torch.randn(2, 3, 64, 64)
+    s.encode_image(x).sum().backward()
+    h.remove()
+    assert len(calls) == 2
+    w = vt.blocks[0].in_proj.weight
+    assert w.grad is not None and torch.count_nonzero(w.grad) > 0
+    n_shared = sum(p.numel() for p in vt.blocks.parameters())
+    assert count_parameters(vt) == n_shared + sum(p.numel() for p in vt.adapters.parameters())
+    # matrix-decomposed token embedding: vocab x r and r x width
+    assert tuple(s.token_embedding.low.weight.shape) == (49408, 64)
+    assert tuple(s.token_embedding.up.weight.shape) == (128, 64)
+    assert count_parameters(s) < 0.7 * count_parameters(teacher.model)
+
+
+def test_identity_mixing_single_repeat_reproduces_teacher(teacher):
+    m = teacher.model
+    s = MultiplexedCLIP(m, vision_shared=4, vision_repeats=1, text_shared=3, text_repeats=1, embed_rank=128)
+    x = torch.randn(2, 3, 64, 64)
+    tok = teacher.tokenize(["a red circle left of a blue square", "two dogs"])
+    with torch.no_grad():
+        assert torch.allclose(s.encode_image(x), m.encode_image(x), atol=1e-4)
+        assert torch.allclose(s.encode_text(tok), m.encode_text(tok), atol=1e-4)
+
+
+def test_distillation_lowers_loss_and_feeds_evaluator(teacher, small_teaching_set, tmp_cache):
+    from corpora.protocol import hodosh_pool
+    from evaluation import evaluate_pool
+    from neural.base import affinity_for_pool
+
+    ts = small_teaching_set
+    train = ts.split("train")
+    images = [ts.load_image(i) for i in train]
+    caps = [c for i in train for c in ts.captions_of(i)]
+    texts = [c.text for c in caps]
+    pairs = [(train.index(c.image_id), j) for j, c in enumerate(caps)]
+    cfg = LCLIPConfig(stage1_steps=12, stage2_steps=6, batch_size=12, seed=0)
+    log: list = []
+    student = train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache,
+                          cache_key={"corpus": ts.fingerprint}, show_progress=False, log=log)
+    s1 = [e["loss"] for e in log if e["stage"] == "stage1"]
+    assert len(s1) == 12 and np.mean(s1[-3:]) < np.mean(s1[:3])
+    assert any(e["stage"] == "stage2" for e in log)
+    # cached rerun: same weights, no training
+    log2: list = []
+    again = train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache,
+                        cache_key={"corpus": ts.fingerprint}, show_progress=False, log=log2)
+    assert again.weights_id == student.weights_id and log2 == [{"cached": True}]
+
+    scorer = LCLIPScore(student)
+    pool = hodosh_pool(ts, "test")
+    S = affinity_for_pool(scorer, ts, pool)
+    assert S.shape == (pool.n_images, pool.n_captions) and S.dtype == np.float32
+    assert np.all(S >= 0) and np.all(S <= 2.5)
+    res = evaluate_pool(S, pool)
+    assert 1 <= res["annotation"].metrics["median_rank"] <= pool.n_captions
+    # per-instance score and the reference variant (harmonic mean with the clipped reference term)
+    cands = [c.text for c in pool.captions[:3]]
+    ims = [ts.load_image(i) for i in pool.image_ids[:3]]
+    s = scorer.score(ims, cands)
+    np.testing.assert_allclose(s, np.diag(scorer.score_matrix(ims, cands)), atol=1e-5)
+    ref = scorer.score(ims, cands, [[c] for c in cands])  # reference = candidate -> ref term 1
+    np.testing.assert_allclose(ref, np.where(s > 0, 2 * s / (s + 1), 0), atol=1e-5)
