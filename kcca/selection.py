@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kcca.solver import KCCA, cosine_affinity, cosine_sweep, log_spaced_ns
+from kcca.solver import KCCA, KernelView, cosine_affinity, cosine_sweep, log_spaced_ns
 
 __all__ = [
     "PAPER_KAPPAS", "PAPER_POWERS", "DEFAULT_DIAG_FACTORS", "CRITERIA", "ChosenModel", "SweepTable",
@@ -234,11 +234,18 @@ def _ensemble(models: Mapping[float, KCCA], chosen: Mapping[str, list[ChosenMode
 
 
 def fit_models(Kx_train, Ky_train, kappas: Sequence[float] = PAPER_KAPPAS, **kcca_kwargs) -> dict[float, KCCA]:
-    """One KCCA decomposition, re-solved for every κ (``{κ: fitted KCCA}``)."""
+    """One KCCA decomposition, re-solved for every κ (``{κ: fitted KCCA}``).  ``Kx_train`` /
+    ``Ky_train`` may be :class:`~kcca.solver.KernelView` objects from :func:`~kcca.solver.decompose`
+    (both, to reuse decompositions across kernel pairs)."""
     kappas = [float(k) for k in kappas]
     if not kappas:
         raise ValueError("kappas must not be empty")
-    first = KCCA(reg=kappas[0], **kcca_kwargs).fit(Kx_train, Ky_train)
+    if isinstance(Kx_train, KernelView) or isinstance(Ky_train, KernelView):
+        if not (isinstance(Kx_train, KernelView) and isinstance(Ky_train, KernelView)):
+            raise TypeError("fit_models: pass two KernelViews or two kernels, not a mix")
+        first = KCCA(reg=kappas[0], **kcca_kwargs).fit_decomposed(Kx_train, Ky_train)
+    else:
+        first = KCCA(reg=kappas[0], **kcca_kwargs).fit(Kx_train, Ky_train)
     return {k: (first if i == 0 else first.with_reg(k)) for i, k in enumerate(kappas)}
 
 

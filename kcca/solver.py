@@ -55,6 +55,8 @@ Numerical floor ("jitter")
 --------------------------
 Eigenvalues (squared singular values for the low-rank solver) of a centred kernel below
 ``jitter · λ_max`` are treated as exact zeros: the kernel is restricted to its numerical range.
+Negative eigenvalues of an indefinite input (possible for Hodosh's Eq. 27 max-combined similarities)
+are dropped likewise, with a ``RuntimeWarning`` when they exceed ``1e-6 · λ_max`` in magnitude.
 Centring always creates one such null direction (the constant vector).  Canonical pairs whose
 correlation is below ``min_corr`` (default 1e-9) carry no shared signal; their directions are undefined
 and they are dropped (``n_components_`` reports what is left: at most ``min(rank_X, rank_Y)``).
@@ -71,6 +73,7 @@ Hodosh's Eq. 4 score is the cosine of the projections onto the top ``n`` directi
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -78,7 +81,7 @@ import numpy as np
 import scipy.linalg as sla
 
 __all__ = [
-    "KCCA", "KernelSource", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
+    "KCCA", "KernelSource", "KernelView", "decompose", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
     "cosine_affinity", "log_spaced_ns",
 ]
 
@@ -389,12 +392,16 @@ def _exact_view(K: np.ndarray, center: bool, jitter: float) -> _View:
         raise ValueError("kernel matrix is zero after centring (all items identical?): no canonical "
                          "directions exist")
     if lam[-1] < -1e-6 * lmax:
-        # clearly indefinite (not a kernel): say so rather than silently clipping
-        raise ValueError(f"kernel matrix is not positive semidefinite (smallest eigenvalue "
-                         f"{lam[-1]:.3g} vs largest {lmax:.3g})")
+        # indefinite (e.g. Hodosh Eq. 27's max of two similarities): KCCA needs a PSD kernel, so the
+        # negative part is dropped (projection onto the PSD cone) and the user is told how much it was
+        warnings.warn(f"kernel matrix is not positive semidefinite (smallest eigenvalue {lam[-1]:.3g} vs "
+                      f"largest {lmax:.3g}); its negative eigenvalues are dropped", RuntimeWarning,
+                      stacklevel=3)
     keep = lam > jitter * lmax
-    return _View(U=np.ascontiguousarray(U[:, keep]), lam=lam[keep].copy(), kind="exact", n_train=n,
-                 center=center, col_means=col, grand_mean=grand)
+    v = _View(U=np.ascontiguousarray(U[:, keep]), lam=lam[keep].copy(), kind="exact", n_train=n,
+              center=center, col_means=col, grand_mean=grand)
+    v.min_eig_ratio = float(lam[-1] / lmax)
+    return v
 
 
 def _lowrank_view(source: KernelSource, center: bool, jitter: float, eta: float,
@@ -444,6 +451,25 @@ def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float
     if transpose:
         A, B = B, A
     return np.minimum(rho, 1.0), A, B
+
+
+#: Public name of one side's decomposition (what :func:`decompose` returns).
+KernelView = _View
+
+
+def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float = 1e-10, eta: float = 1e-6,
+              max_rank: int | None = None) -> _View:
+    """The κ-independent decomposition of one training kernel (a Gram matrix or a
+    :class:`KernelSource`), reusable across fits with :meth:`KCCA.fit_decomposed`: e.g. one image-kernel
+    decomposition serves every text kernel and every text diagonal factor in a model-selection grid."""
+    if solver == "exact":
+        if isinstance(K, KernelSource):
+            K = K._gram if K._gram is not None else K.kernel(K.data, K.data)
+        return _exact_view(_as_gram(K, "K"), center, jitter)
+    if solver == "lowrank":
+        src = K if isinstance(K, KernelSource) else KernelSource.from_gram(_as_gram(K, "K"))
+        return _lowrank_view(src, center, jitter, eta, max_rank)
+    raise ValueError(f"solver must be 'exact' or 'lowrank', got {solver!r}")
 
 
 # ------------------------------------------------------------------------------------ estimator
@@ -573,6 +599,20 @@ class KCCA:
         self._vx, self._vy = vx, vy
         self._M = vx.U.T @ vy.U
         self._solve()
+        return self
+
+    def fit_decomposed(self, vx: _View, vy: _View) -> "KCCA":
+        """Fit from two precomputed :func:`decompose` results (kernel rows are then expected by the
+        transforms, as for precomputed Gram matrices)."""
+        self._check_params()
+        if vx.n_train != vy.n_train:
+            raise ValueError(f"the two decompositions describe different training sets: {vx.n_train} vs "
+                             f"{vy.n_train} items")
+        self._data_mode = (False, False)
+        self._vx, self._vy = vx, vy
+        with _blas_threads(self.n_threads):
+            self._M = vx.U.T @ vy.U
+            self._solve()
         return self
 
     def _solve(self) -> None:

@@ -226,8 +226,10 @@ def test_clear_errors():
         KCCA(solver="magic").fit(K, K)
     with pytest.raises(ValueError, match="zero after centring"):
         KCCA().fit(np.ones((5, 5)), K)
-    with pytest.raises(ValueError, match="positive semidefinite"):
-        KCCA().fit(np.diag([1.0, -1.0, 1.0, 1.0]), np.eye(4))
+    # an indefinite kernel is projected onto the PSD cone, with a warning
+    with pytest.warns(RuntimeWarning, match="positive semidefinite"):
+        m_ind = KCCA().fit(np.diag([1.0, -1.0, 2.0, 1.0]), np.eye(4))
+    assert np.all(np.isfinite(m_ind.correlations_))
     with pytest.raises(RuntimeError, match="not fitted"):
         KCCA().transform_x(K)
     x = np.arange(6.0)[:, None]

@@ -1,0 +1,333 @@
+"""The systems of Hodosh et al. (2013), Appendix B (Tables 11–12), configurable by name.
+
+A *system* is a model (``"kcca"`` or the nearest-neighbour baseline ``"nn"``), a text kernel
+(:class:`kernels.text.TextKernel` by paper name) and an image kernel
+(:class:`kernels.image.ImageKernel`, spatial pyramid by default, the global-histogram kernel for the
+``^Histo`` systems).  :func:`run_system` trains one system on the corpus' training split and returns its
+dev and test score matrices (Hodosh's dev-set model selection and Borda ensembles for KCCA, see
+:mod:`kcca.selection`).
+
+Canonical names are ASCII (``BoW5^sqrtidf``, ``TRI5_A,D_ext+ic^sqrtidf``); :func:`canonical_name`
+also accepts the paper's spellings (``BoW5^{√idf}``, ``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``,
+``NN5_F1^{idf}``, ``D_BNC`` for ``D_ext``).  ``TRI5SEM`` is ``TRI5_A,D_ext+ic^sqrtidf`` with the
+pyramid kernel.
+
+Sharing across systems
+----------------------
+``image_kernels`` (a dict the caller keeps across calls) holds the fitted :class:`ImageKernel` per
+kind, its per-feature Gram matrices per split and the κ-independent KCCA decomposition of every
+(kind, power) — computed once for the whole grid.  ``text_kernels`` does the same for text kernels
+(fitted :class:`TextKernel`, query rows, decompositions per diagonal factor).  Everything expensive
+is also cached on disk through the kernels' own ``DiskCache``.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kcca.selection import (
+    CRITERIA, DEFAULT_DIAG_FACTORS, PAPER_KAPPAS, PAPER_POWERS, SelectionResult, fit_models,
+    select_and_ensemble,
+)
+from kcca.solver import decompose, log_spaced_ns
+
+__all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "get_system", "list_systems",
+           "SystemRun", "run_system", "dev_score"]
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """One system of Appendix B.
+
+    Attributes
+    ----------
+    name : canonical ASCII name
+    model : ``"kcca"`` or ``"nn"``
+    text : TextKernel paper name (``TextKernel.from_name``) for KCCA systems, else ``None``
+    nn_variant : ``NearestNeighbour`` variant for NN systems
+    image_kind : ``"pyramid"`` or ``"histogram"``
+    paper_name : the name as printed in the paper
+    """
+
+    name: str
+    model: str
+    text: str | None = None
+    nn_variant: str | None = None
+    image_kind: str = "pyramid"
+    paper_name: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "model": self.model, "text": self.text, "nn_variant": self.nn_variant,
+                "image_kind": self.image_kind, "paper_name": self.paper_name or self.name}
+
+
+def _build_registry() -> dict[str, SystemConfig]:
+    reg: dict[str, SystemConfig] = {}
+
+    def add(name, **kw):
+        reg[name] = SystemConfig(name=name, **kw)
+
+    add("NN5_F1", model="nn", nn_variant="NN5_F1", paper_name="NN5_F1")
+    add("NN5_F1^idf", model="nn", nn_variant="NN5_F1_idf", paper_name="NN5_F1^idf")
+    add("NN5_BoW5", model="nn", nn_variant="NN5_BoW5", paper_name="NN5_BoW5")
+    add("NN5_TRI", model="nn", nn_variant="NN5_TRI", paper_name="NN5_TRI")
+    for t in ("BoW1", "TRI1", "BoW5", "BoW5^idf", "BoW5^sqrtidf", "TagRank", "TRI5", "TRI5^sqrtidf"):
+        add(t, model="kcca", text=t, paper_name=t.replace("^sqrtidf", "^√idf"))
+    add("BoW5^Histo", model="kcca", text="BoW5", image_kind="histogram", paper_name="BoW5^Histo")
+    add("TRI5^Histo", model="kcca", text="TRI5", image_kind="histogram", paper_name="TRI5^Histo")
+    for s in ("Lin", "D_ext", "D_ic", "D_ext+ic", "A", "A,D_ic", "A,D_ext", "A,D_ext+ic"):
+        add(f"TRI5_{s}", model="kcca", text=f"TRI5_{s}", paper_name=f"TRI5_{{{s}}}")
+        add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{s}}}^√idf")
+    add("TRI5SEM", model="kcca", text="TRI5SEM", paper_name="TRI5SEM")
+    return reg
+
+
+#: name -> SystemConfig (canonical ASCII names).
+SYSTEMS: dict[str, SystemConfig] = _build_registry()
+
+#: Tables 11/12 order (a sensible default for ``--systems all``).
+PAPER_TABLE_ORDER: tuple[str, ...] = (
+    "NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI", "BoW1", "TRI1", "BoW5^Histo", "BoW5", "BoW5^idf",
+    "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5", "TRI5^sqrtidf", "TRI5_Lin", "TRI5_Lin^sqrtidf",
+    "TRI5_D_ext", "TRI5_D_ext^sqrtidf", "TRI5_D_ic", "TRI5_D_ic^sqrtidf", "TRI5_D_ext+ic",
+    "TRI5_D_ext+ic^sqrtidf", "TRI5_A", "TRI5_A^sqrtidf", "TRI5_A,D_ic", "TRI5_A,D_ic^sqrtidf",
+    "TRI5_A,D_ext", "TRI5_A,D_ext^sqrtidf", "TRI5_A,D_ext+ic", "TRI5SEM",
+)
+
+
+def canonical_name(name: str) -> str:
+    """Map a paper / LaTeX / Unicode spelling to the registry's ASCII name (``ValueError`` if unknown)."""
+    s = name.strip().replace(" ", "")
+    s = s.replace("√", "sqrt").replace("\\sqrt", "sqrt").replace("sqrt(idf)", "sqrtidf")
+    s = s.replace("{", "").replace("}", "")
+    s = re.sub(r"D_?BNC", "D_ext", s)
+    s = s.replace("D_ext+D_ic", "D_ext+ic").replace("D_ext,ic", "D_ext+ic")
+    s = re.sub(r"\^histo\b", "^Histo", s, flags=re.IGNORECASE)
+    s = s.replace("NN5_F1_idf", "NN5_F1^idf")
+    if s == "TRI5_A,D_ext+ic^sqrtidf":
+        s = "TRI5SEM"
+    if s in SYSTEMS:
+        return s
+    low = {k.lower(): k for k in SYSTEMS}
+    if s.lower() in low:
+        return low[s.lower()]
+    raise ValueError(f"unknown system {name!r}; known: {', '.join(PAPER_TABLE_ORDER)}")
+
+
+def get_system(name: str) -> SystemConfig:
+    return SYSTEMS[canonical_name(name)]
+
+
+def list_systems() -> list[str]:
+    return list(PAPER_TABLE_ORDER)
+
+
+@dataclass
+class SystemRun:
+    """Result of :func:`run_system`.
+
+    Attributes
+    ----------
+    name : canonical system name
+    test_matrices, dev_matrices : evaluation.ScoreMatrices over the test / dev pools
+    config : dict (system config + chosen p, d and the selection summary)
+    timings : dict of seconds per stage
+    selection : SelectionResult of the chosen (p, d) (KCCA systems), else None
+    grid : list of dev records, one per (p, d) tried (KCCA systems)
+    """
+
+    name: str
+    test_matrices: object
+    dev_matrices: object
+    config: dict
+    timings: dict = field(default_factory=dict)
+    selection: SelectionResult | None = None
+    grid: list = field(default_factory=list)
+
+
+def dev_score(result: SelectionResult) -> float:
+    """The (p, d) selection score: mean over tasks of the best ``(R@1 + R@5 + R@10) / 3`` on dev."""
+    return float(np.mean([np.nanmax(np.nanmean(result.table.metrics[t][..., :3], axis=-1))
+                          for t in ("annotation", "search")]))
+
+
+# ----------------------------------------------------------------------------- shared kernels
+def _image_entry(image_kernels: dict, kind: str, corpus, train_ids, seed, cache, show_progress, image_kwargs):
+    from kernels.image import ImageKernel
+
+    key = ("image", kind)
+    if key not in image_kernels:
+        ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
+                         **(image_kwargs or {}))
+        ik.fit(corpus, list(train_ids))
+        image_kernels[key] = {"kernel": ik, "train_ids": tuple(train_ids), "feature_grams": {},
+                              "views": {}, "combined": {}}
+    entry = image_kernels[key]
+    if entry["train_ids"] != tuple(train_ids):
+        raise ValueError("image_kernels was filled for a different training set; use a fresh dict per "
+                         "corpus / training split")
+    return entry
+
+
+def _image_rows(entry: dict, split: str, ids, power: int) -> np.ndarray:
+    """Combined image kernel (Eq. 6, power p) of ``ids`` against the training images (``split="train"``:
+    the training Gram)."""
+    from kernels.image import combine_kernels
+
+    ck = (split, int(power))
+    if ck not in entry["combined"]:
+        if split not in entry["feature_grams"]:
+            cols = None if split == "train" else list(entry["train_ids"])
+            rows = list(entry["train_ids"]) if split == "train" else list(ids)
+            entry["feature_grams"][split] = entry["kernel"].feature_grams(rows, cols)
+        entry["combined"][ck] = combine_kernels(entry["feature_grams"][split], int(power))
+    return entry["combined"][ck]
+
+
+def _text_entry(text_kernels: dict, text_name: str, corpus, train_ids, seed, cache, show_progress, text_kwargs):
+    from kernels.text import TextKernel
+
+    key = ("text", text_name)
+    if key not in text_kernels:
+        tk = TextKernel.from_name(text_name, seed=seed, cache=cache, show_progress=show_progress,
+                                  **(text_kwargs or {}))
+        tk.fit(corpus, list(train_ids))
+        text_kernels[key] = {"kernel": tk, "train_ids": tuple(train_ids), "queries": {}, "views": {}}
+    entry = text_kernels[key]
+    if entry["train_ids"] != tuple(train_ids):
+        raise ValueError("text_kernels was filled for a different training set; use a fresh dict per "
+                         "corpus / training split")
+    return entry
+
+
+def _text_train(entry: dict, d: float) -> np.ndarray:
+    tk = entry["kernel"]
+    tk.diag = float(d)
+    return tk.gram_train()
+
+
+def _text_queries(entry: dict, split: str, captions) -> np.ndarray:
+    if split not in entry["queries"]:
+        entry["queries"][split] = entry["kernel"].gram_queries(list(captions))
+    return entry["queries"][split]
+
+
+def _default_pools(corpus, seed, skip_missing_images):
+    from corpora.protocol import hodosh_pool
+
+    return {s: hodosh_pool(corpus, s, seed=seed, skip_missing_images=skip_missing_images)
+            for s in ("dev", "test")}
+
+
+# ------------------------------------------------------------------------------------ run
+def run_system(
+    name: str, corpus, *, seed: int = 0, cache=None, image_kernels: dict | None = None,
+    text_kernels: dict | None = None, pools: Mapping[str, object] | None = None,
+    kappas: Sequence[float] = PAPER_KAPPAS, ns: Sequence[int] | None = None,
+    powers: Sequence[int] = PAPER_POWERS, diag_factors: Sequence[float] = DEFAULT_DIAG_FACTORS,
+    fixed_power: int | None = None, fixed_diag: float | None = None, top: int = 5,
+    criteria: Sequence[str] = CRITERIA, solver: str = "exact", kcca_kwargs: Mapping | None = None,
+    skip_missing_images: bool = False, show_progress: bool = False,
+    image_kwargs: Mapping | None = None, text_kwargs: Mapping | None = None,
+) -> SystemRun:
+    """Train and score one system (Hodosh et al. 2013, Sec. 4.1.3, Appendix B).
+
+    Parameters
+    ----------
+    name : system name (any spelling :func:`canonical_name` accepts)
+    corpus : corpora.base.Corpus with ``train``/``dev``/``test`` splits
+    seed : seeds the caption choices of the pools and the kernels' random steps
+    cache : corpora.cache.DiskCache passed to the image and text kernels
+    image_kernels, text_kernels : dicts shared across calls (fitted kernels, Gram rows and KCCA
+        decompositions are reused by every later system on the same corpus)
+    pools : ``{"dev": RankingPool, "test": RankingPool}``; default ``hodosh_pool(corpus, split, seed=seed)``
+    kappas, ns : the (n, κ) grid (default: the paper's 4 κ, 46 log-spaced n in [10, 6000])
+    powers, diag_factors : candidates for the image power p and the text diagonal factor d (fixed per
+        system on dev: the pair with the best :func:`dev_score`); ``fixed_power`` / ``fixed_diag``
+        skip that search
+    top, criteria : 5 models per criterion (R@1, R@5, R@10) per task → 15-model Borda ensembles
+    solver : ``"exact"`` or ``"lowrank"`` KCCA (``kcca_kwargs`` for ``jitter``, ``eta``, ``max_rank`` …)
+
+    Returns
+    -------
+    SystemRun
+    """
+    from corpora.protocol import train_items
+
+    t_start = time.perf_counter()
+    cfg = get_system(name)
+    image_kernels = {} if image_kernels is None else image_kernels
+    text_kernels = {} if text_kernels is None else text_kernels
+    pools = dict(pools) if pools is not None else _default_pools(corpus, seed, skip_missing_images)
+    for s in ("dev", "test"):
+        if s not in pools:
+            raise ValueError(f"pools must contain 'dev' and 'test' (got {sorted(pools)})")
+    timings: dict[str, float] = {}
+    train = train_items(corpus, skip_missing_images=skip_missing_images)
+    train_ids = train.image_ids
+    t = time.perf_counter()
+    ie = _image_entry(image_kernels, cfg.image_kind, corpus, train_ids, seed, cache, show_progress, image_kwargs)
+    timings["image_kernel_fit"] = time.perf_counter() - t
+
+    if cfg.model == "nn":
+        from kernels.text import NearestNeighbour
+
+        t = time.perf_counter()
+        nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress).fit(corpus, list(train_ids))
+        p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
+        mats = {s: nn.scores(_image_rows(ie, s, pools[s].image_ids, p), pools[s]) for s in ("dev", "test")}
+        timings["nn"] = time.perf_counter() - t
+        timings["total"] = time.perf_counter() - t_start
+        return SystemRun(name=cfg.name, test_matrices=mats["test"], dev_matrices=mats["dev"],
+                         config={**cfg.as_dict(), "image_power": p}, timings=timings)
+
+    kk = {"solver": solver, **dict(kcca_kwargs or {})}
+    dec_kw = {k: kk[k] for k in ("center", "jitter", "eta", "max_rank") if k in kk}
+    t = time.perf_counter()
+    te = _text_entry(text_kernels, cfg.text, corpus, train_ids, seed, cache, show_progress, text_kwargs)
+    Ky_rows = {s: _text_queries(te, s, pools[s].captions) for s in ("dev", "test")}
+    timings["text_kernel"] = time.perf_counter() - t
+    ps = [int(fixed_power)] if fixed_power is not None else [int(p) for p in powers]
+    ds = [float(fixed_diag)] if fixed_diag is not None else [float(d) for d in diag_factors]
+    if ns is None:
+        ns = log_spaced_ns(6000, 46, 10)
+    vkey = (solver, tuple(sorted(dec_kw.items())))
+    grid: list[dict] = []
+    best: tuple[float, int, float, SelectionResult] | None = None
+    timings["decompose"] = timings["select"] = 0.0
+    for p in ps:
+        t = time.perf_counter()
+        if (p, vkey) not in ie["views"]:
+            ie["views"][(p, vkey)] = decompose(_image_rows(ie, "train", None, p), solver=solver, **dec_kw)
+        vx = ie["views"][(p, vkey)]
+        Kx_rows = {s: _image_rows(ie, s, pools[s].image_ids, p) for s in ("dev", "test")}
+        timings["decompose"] += time.perf_counter() - t
+        for d in ds:
+            t = time.perf_counter()
+            if (d, vkey) not in te["views"]:
+                te["views"][(d, vkey)] = decompose(_text_train(te, d), solver=solver, **dec_kw)
+            vy = te["views"][(d, vkey)]
+            timings["decompose"] += time.perf_counter() - t
+            t = time.perf_counter()
+            models = fit_models(vx, vy, kappas, **{k: v for k, v in kk.items() if k not in ("eta", "max_rank")})
+            res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
+                                      test=(Kx_rows["test"], Ky_rows["test"]), kappas=kappas, ns=ns,
+                                      top=top, criteria=criteria, models=models)
+            timings["select"] += time.perf_counter() - t
+            score = dev_score(res)
+            grid.append({"p": p, "d": d, "dev_score": score,
+                         "best_dev": res.summary()["best_dev"]})
+            if best is None or score > best[0]:
+                best = (score, p, d, res)
+            del models
+    score, p, d, res = best
+    timings["total"] = time.perf_counter() - t_start
+    config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
+              "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
+              "selection": res.summary()}
+    return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
+                     config=config, timings=timings, selection=res, grid=grid)
