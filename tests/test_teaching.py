@@ -74,6 +74,23 @@ def test_relevance_omissions_background_medium(pair_scene):
     assert not relevant(three, pair_scene)
 
 
+def test_relevance_places(pair_scene):
+    """Absolute places: the circle (x = 0.18) is on the left, the square (x = 0.82) on the right; both
+    are in the middle row, so neither is at the top, the bottom or in the (central) middle."""
+    assert relevant(CaptionFacts((Mention("circle", place="left"),)), pair_scene)
+    assert relevant(CaptionFacts((Mention("square", "blue", place="right"),)), pair_scene)
+    for place in ("right", "top", "bottom", "middle"):
+        assert not relevant(CaptionFacts((Mention("circle", place=place),)), pair_scene)
+    corner = Scene("sand", (_obj("star", "red", x=0.18, y=0.28),
+                            _obj("dog", "black", size="small", x=0.5, y=0.5)))
+    assert corner.objects[0].places == ("left", "top")
+    assert corner.objects[1].places == ("middle",)
+    assert relevant(CaptionFacts((Mention("star", place="top"), Mention("dog", place="middle"))), corner)
+    assert not relevant(CaptionFacts((Mention("dog", place="top"),)), corner)
+    with pytest.raises(ValueError, match="place"):
+        Mention("dog", place="inside")
+
+
 def test_grades_hand_built(pair_scene):
     red_c, blue_s = Mention("circle", "red"), Mention("square", "blue")
     assert grade(CaptionFacts((red_c, blue_s), ((0, "left_of", 1),), "grass"), pair_scene) == 4
@@ -244,14 +261,16 @@ def test_describe_units(ts):
         assert " ".join(units) == cap.text and cap.id == f"{im}#d0"
         assert len(cap.lemma.split()) == len(cap.pos)
         scene = ts.scenes[im]
-        assert len(units) == 3 + 2 * (len(scene.objects) - 1)
+        assert len(units) == 4 + 3 * (len(scene.objects) - 1)
         prefix = ts.describe_facts(im, seed=0)
         counts = [f.n_facts for f in prefix]
         assert all(b > a for a, b in zip(counts, counts[1:])), counts  # each unit adds a fact
         assert all(relevant(f, scene) for f in prefix)
         assert ts.judge_relevance([im], [cap.id])[0, 0]
-        # every fact stated: all objects with all four attributes and the background
+        # every fact stated: all objects with all four attributes, a place, and the background
         full = ts.facts_of(cap.id)
+        assert full == prefix[-1]
+        assert all(m.place is not None for m in full.mentions)
         assert len(full.mentions) == len(scene.objects) and full.background == scene.background
         assert all(None not in m.attrs() for m in full.mentions)
 

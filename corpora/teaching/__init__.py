@@ -213,16 +213,17 @@ class TeachingSet(Corpus):
         return cap
 
     def _describe(self, image_id: ImageId, seed: int):
+        """(unit tokens, unit kinds, facts of every cumulative caption) of :meth:`describe`."""
         i = self._idx(image_id)
-        units, kinds, facts = describe_units(self.scenes[image_id], _rng(self.seed, _S_DESC, i, seed))
-        return units, kinds, facts
+        return describe_units(self.scenes[image_id], _rng(self.seed, _S_DESC, i, seed))
 
     def describe(self, image_id: ImageId, seed: int = 0) -> tuple[Caption, list[str]]:
         """A long caption stating every object with all its attributes, the background and a relation
         from the first object to each other one, plus its ordered detail units (SPECS): each unit adds
         new visual information and ``" ".join(units) == caption.text`` (no final full stop).
         Id ``"<image>#d<seed>"``."""
-        units, _, facts = self._describe(image_id, seed)
+        units, _, prefixes = self._describe(image_id, seed)
+        facts = prefixes[-1]
         toks = [t for u in units for t in u]
         text, lemma, pos = join_tokens(toks)
         unit_strs = [unit_text(u) for u in units]
@@ -234,8 +235,7 @@ class TeachingSet(Corpus):
 
     def describe_facts(self, image_id: ImageId, seed: int = 0) -> list[CaptionFacts]:
         """Facts of the cumulative captions ``units[:1]``, ``units[:2]``, … of :meth:`describe`."""
-        units, kinds, facts = self._describe(image_id, seed)
-        return [_prefix_facts(facts, kinds[: t + 1]) for t in range(len(units))]
+        return list(self._describe(image_id, seed)[2])
 
     def _negative(self, image_id: ImageId, seed: int):
         i = self._idx(image_id)
@@ -246,7 +246,8 @@ class TeachingSet(Corpus):
             other = self.image_ids[j]
             if other == image_id:
                 continue
-            units, kinds, facts = self._describe(other, int(rng.integers(1 << 30)))
+            units, kinds, prefixes = self._describe(other, int(rng.integers(1 << 30)))
+            facts = prefixes[-1]
             cands = []
             for u, kind in zip(units, kinds):
                 if kind == "background" and self.scenes[other].background != scene.background:
@@ -275,7 +276,7 @@ class TeachingSet(Corpus):
     def negative_unit_facts(self, image_id: ImageId, seed: int, describe_seed: int = 0) -> CaptionFacts:
         """Facts of ``describe(image_id)`` with :meth:`negative_unit` appended (never relevant)."""
         _, kind, extra = self._negative(image_id, seed)
-        base = self._describe(image_id, describe_seed)[2]
+        base = self._describe(image_id, describe_seed)[2][-1]
         if kind == "background":
             medium = None
             return CaptionFacts(base.mentions, base.relations, extra, medium)
@@ -290,18 +291,6 @@ class TeachingSet(Corpus):
                  twins=len(self.twins), vocabulary=len({w for c in self._caption_index.values()
                                                         for w in c.lemma.lower().split()}))
         return s
-
-
-def _prefix_facts(facts: CaptionFacts, kinds: list[str]) -> CaptionFacts:
-    """The facts stated by the first ``len(kinds)`` units of a description."""
-    n_rel = kinds.count("relation")
-    n_tex = kinds.count("texture")
-    mentions = []
-    for k in range(1 + n_rel):
-        m = facts.mentions[k]
-        mentions.append(Mention(m.shape, m.colour, m.texture if k < n_tex else None, m.size))
-    return CaptionFacts(tuple(mentions), facts.relations[:n_rel],
-                        facts.background if "background" in kinds else None, None)
 
 
 # ---------------------------------------------------------------------------------------- generation

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpora.teaching.scene import (
-    BACKGROUNDS, COLOURS, MAX_OBJECTS, MEDIA, MEDIUM_OF, RELATIONS, SHAPES, SIZES, TEXTURES, Scene,
-    assignments,
+    BACKGROUNDS, COLOURS, MAX_OBJECTS, MEDIA, MEDIUM_OF, PLACES, RELATIONS, SHAPES, SIZES, TEXTURES, Scene,
+    assignments, place_holds,
 )
 
-#: Offsets of the attribute blocks in the one-hot attribute vector (shape | colour | texture | size).
-_ATTR_VOCABS = (SHAPES, COLOURS, TEXTURES, SIZES)
+#: Offsets of the attribute blocks in the one-hot attribute vector (shape | colour | texture | size |
+#: place); scene objects are multi-hot in the place block (an object can be top and left).
+_ATTR_VOCABS = (SHAPES, COLOURS, TEXTURES, SIZES, PLACES)
 _ATTR_OFFSETS = np.cumsum([0] + [len(v) for v in _ATTR_VOCABS])[:-1]
 N_ATTR = int(sum(len(v) for v in _ATTR_VOCABS))
 _N_REL_SLOTS = MAX_OBJECTS * MAX_OBJECTS * len(RELATIONS)
@@ -43,22 +44,25 @@ _PERMS = assignments(MAX_OBJECTS, MAX_OBJECTS)
 
 @dataclass(frozen=True)
 class Mention:
-    """One object mentioned by a caption; ``None`` = attribute not stated.  The shape is always stated."""
+    """One object mentioned by a caption; ``None`` = attribute not stated.  The shape is always stated;
+    ``place`` is an absolute place in the picture ("on the left", see :data:`PLACES`)."""
 
     shape: str
     colour: str | None = None
     texture: str | None = None
     size: str | None = None
+    place: str | None = None
 
     def __post_init__(self) -> None:
         for val, allowed, what in ((self.shape, SHAPES, "shape"), (self.colour, COLOURS, "colour"),
-                                   (self.texture, TEXTURES, "texture"), (self.size, SIZES, "size")):
+                                   (self.texture, TEXTURES, "texture"), (self.size, SIZES, "size"),
+                                   (self.place, PLACES, "place")):
             if (val is not None or what == "shape") and val not in allowed:
                 raise ValueError(f"Mention: unknown {what} {val!r} (allowed: {allowed})")
 
     @property
     def n_facts(self) -> int:
-        return 1 + sum(v is not None for v in (self.colour, self.texture, self.size))
+        return 1 + sum(v is not None for v in (self.colour, self.texture, self.size, self.place))
 
     def attrs(self) -> tuple[str | None, ...]:
         return (self.shape, self.colour, self.texture, self.size)
@@ -111,6 +115,7 @@ def facts_holding(facts: CaptionFacts, scene: Scene) -> int:
                 obj = scene.objects[o]
                 h += sum(v is not None and v == w for v, w in
                          zip(m.attrs(), (obj.shape, obj.colour, obj.texture, obj.size)))
+                h += m.place is not None and place_holds(obj, m.place)
         for i, rel, j in facts.relations:
             if perm[i] < n_obj and perm[j] < n_obj and scene.holds(perm[i], rel, perm[j]):
                 h += 1
@@ -154,6 +159,8 @@ class SceneArrays:
                 for k, (val, vocab) in enumerate(zip((obj.shape, obj.colour, obj.texture, obj.size),
                                                      _ATTR_VOCABS)):
                     self.attrs[s, o, _ATTR_OFFSETS[k] + vocab.index(val)] = 1
+                for place in obj.places:
+                    self.attrs[s, o, _ATTR_OFFSETS[4] + PLACES.index(place)] = 1
             self.rel[s] = sc.relation_tensor()
             self.background[s] = BACKGROUNDS.index(sc.background)
             self.medium[s] = MEDIA.index(sc.medium)
@@ -175,7 +182,7 @@ class FactArrays:
         nr = len(RELATIONS)
         for c, f in enumerate(facts):
             for m, men in enumerate(f.mentions):
-                for k, (val, vocab) in enumerate(zip(men.attrs(), _ATTR_VOCABS)):
+                for k, (val, vocab) in enumerate(zip(men.attrs() + (men.place,), _ATTR_VOCABS)):
                     if val is not None:
                         self.attrs[c, m, _ATTR_OFFSETS[k] + vocab.index(val)] = 1
             for i, rel, j in f.relations:

@@ -103,6 +103,16 @@ RELATION_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
     "next_to": ((_w("next", "JJ"), _w("to", "TO")), (_w("beside", "IN"),)),
 }
 
+#: Absolute places: "on the left", "at the top", "in the middle" (preposition, noun).
+PLACE_PHRASES: dict[str, tuple[tuple[Token, ...], ...]] = {
+    "left": ((_w("on", "IN"), _w("the", "DT"), _w("left", "NN")),),
+    "right": ((_w("on", "IN"), _w("the", "DT"), _w("right", "NN")),),
+    "top": ((_w("at", "IN"), _w("the", "DT"), _w("top", "NN")), (_w("near", "IN"), _w("the", "DT"), _w("top", "NN"))),
+    "bottom": ((_w("at", "IN"), _w("the", "DT"), _w("bottom", "NN")),
+               (_w("near", "IN"), _w("the", "DT"), _w("bottom", "NN"))),
+    "middle": ((_w("in", "IN"), _w("the", "DT"), _w("middle", "NN")), (_w("in", "IN"), _w("the", "DT"), _w("centre", "NN"))),
+}
+
 #: Concept -> surface synonyms, grouped by part of speech (for tests of the lexical similarities).
 SYNONYM_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
     "noun": {**SHAPE_WORDS, **BACKGROUND_WORDS},
@@ -140,6 +150,7 @@ class AnnotatorStyle:
     p_verb: float
     p_all_objects: float
     p_texture_pp: float
+    p_place: float                  # state an object's absolute place ("on the left")
     p_invert: float                 # state a relation from the other object's side
     frame_weights: tuple[float, ...]
     relation_variant: dict          # relation -> preferred phrasing index
@@ -154,6 +165,8 @@ def _concepts():
         yield ("bg", k), len(v)
     for k, v in TEXTURE_PP.items():
         yield ("pp", k), len(v)
+    for k, v in PLACE_PHRASES.items():
+        yield ("place", k), len(v)
     for k, v in VERBS.items():
         yield ("v", k), len(v)
     for k, v in NOUN_PREPS.items():
@@ -177,6 +190,7 @@ def make_style(rng: np.random.Generator, ident: int = -1) -> AnnotatorStyle:
         p_texture=float(rng.uniform(0.25, 0.85)), p_background=float(rng.uniform(0.35, 0.95)),
         p_relation=float(rng.uniform(0.5, 0.95)), p_verb=float(rng.uniform(0.1, 0.7)),
         p_all_objects=float(rng.uniform(0.55, 0.95)), p_texture_pp=float(rng.uniform(0.0, 1.0)),
+        p_place=float(rng.uniform(0.05, 0.35)),
         p_invert=float(rng.uniform(0.0, 0.4)),
         frame_weights=tuple(float(x) for x in rng.dirichlet(np.full(len(FRAMES), 0.8))),
         relation_variant=rel_var, colour_before_texture=bool(rng.random() < 0.8),
@@ -204,11 +218,15 @@ def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) 
         tex = None
         if rng.random() < style.p_texture * (0.35 if ob.texture == "plain" else 1.0):
             tex = ob.texture
+        place = None
+        if rng.random() < style.p_place * (1.6 if n == 1 else 1.0):
+            place = ob.places[int(rng.integers(len(ob.places)))]
         mentions.append(Mention(
             shape=ob.shape,
             colour=ob.colour if rng.random() < style.p_colour else None,
             texture=tex,
             size=ob.size if rng.random() < style.p_size else None,
+            place=place,
         ))
     relations = []
     if k >= 2 and rng.random() < style.p_relation:
@@ -276,7 +294,12 @@ class Realiser:
         out = [det] + words
         if tex_pp:
             out += self.texture_pp(m.texture)
+        if full and m.place is not None:
+            out += self.place(m.place)
         return out
+
+    def place(self, place: str) -> list[Token]:
+        return list(self.pick(("place", place), PLACE_PHRASES[place]))
 
     def relation(self, rel: str) -> list[Token]:
         phrases = RELATION_PHRASES[rel]
@@ -408,48 +431,60 @@ def join_tokens(toks: list[Token]) -> tuple[str, str, tuple[str, ...]]:
 
 # ------------------------------------------------------------------------------------------- describe
 def describe_units(scene: Scene, rng: np.random.Generator) -> tuple[list[list[Token]], list[str],
-                                                                     CaptionFacts]:
-    """A long caption stating every object with all four attributes, the background and one relation
-    from the first object to each other object, cut into *detail units* that each add new visual
-    information (SPECS, Chen et al., Sec. 4.2)::
+                                                                     list[CaptionFacts]]:
+    """A long caption stating every object with all its attributes and a place, the background and one
+    relation from the first object to each other object, cut into *detail units* that each add new
+    visual information (SPECS, Chen et al., Sec. 4.2)::
 
-        "A big red circle" | "with stripes" | "on the grass" | "left of a small blue square" |
-        "with dots" | "and above a green star" | "with no pattern"
+        "A big red circle" | "with stripes" | "on the left" | "on the grass" |
+        "left of a small blue square" | "with dots" | "on the right" | "and above a green star" | ...
 
-    Returns the tokens of each unit, the unit kinds (``core`` / ``texture`` / ``background`` /
-    ``relation``) and the caption's facts.  No final full stop: the caption text is exactly the units
-    joined with single spaces.
+    Returns the tokens of each unit, the unit kinds (``core`` / ``texture`` / ``place`` /
+    ``background`` / ``relation``) and the facts of every cumulative caption ``units[:t + 1]`` (the
+    last one: the whole caption).  No final full stop: the caption text is exactly the units joined
+    with single spaces.
     """
     style = make_style(rng)
     style = AnnotatorStyle(**{**style.__dict__, "p_texture_pp": 0.0, "loyalty": 0.5})
     R = Realiser(style, rng)
     n = len(scene.objects)
     order = [0] + list(1 + rng.permutation(n - 1)) if n > 1 else [0]
+    objs = [scene.objects[i] for i in order]
     units: list[list[Token]] = []
     kinds: list[str] = []
-    mentions = [Mention(o.shape, o.colour, o.texture, o.size) for o in (scene.objects[i] for i in order)]
+    prefixes: list[CaptionFacts] = []
+    mentions: list[dict] = []
+    relations: list[tuple[int, str, int]] = []
+    state = {"background": None}
 
-    def core(m: Mention) -> list[Token]:
-        return R.np(Mention(m.shape, m.colour, None, m.size))
+    def emit(kind: str, toks: list[Token]) -> None:
+        units.append(toks)
+        kinds.append(kind)
+        prefixes.append(CaptionFacts(tuple(Mention(**m) for m in mentions), tuple(relations),
+                                     state["background"], None))
 
-    units.append(core(mentions[0]))
-    kinds.append("core")
-    units.append(R.texture_pp(mentions[0].texture))
-    kinds.append("texture")
-    units.append(R.background(scene.background))
-    kinds.append("background")
-    relations = []
+    def object_units(k: int) -> None:
+        o = objs[k]
+        mentions[k]["texture"] = o.texture
+        emit("texture", R.texture_pp(o.texture))
+        place = o.places[int(rng.integers(len(o.places)))]
+        mentions[k]["place"] = place
+        emit("place", R.place(place))
+
+    mentions.append(dict(shape=objs[0].shape, colour=objs[0].colour, size=objs[0].size))
+    emit("core", _capitalise(R.np(Mention(objs[0].shape, objs[0].colour, None, objs[0].size))))
+    object_units(0)
+    state["background"] = scene.background
+    emit("background", R.background(scene.background))
     for k in range(1, n):
         rel = _pick_relation(scene, order[0], order[k], rng, p_next_to=0.0)
+        o = objs[k]
+        mentions.append(dict(shape=o.shape, colour=o.colour, size=o.size))
         relations.append((0, rel, k))
-        u = ([_w("and", "CC")] if k > 1 else []) + R.relation(rel) + core(mentions[k])
-        units.append(u)
-        kinds.append("relation")
-        units.append(R.texture_pp(mentions[k].texture))
-        kinds.append("texture")
-    units[0] = _capitalise(units[0])
-    facts = CaptionFacts(tuple(mentions), tuple(relations), scene.background, None)
-    return units, kinds, facts
+        emit("relation", ([_w("and", "CC")] if k > 1 else []) + R.relation(rel)
+             + R.np(Mention(o.shape, o.colour, None, o.size)))
+        object_units(k)
+    return units, kinds, prefixes
 
 
 def unit_text(unit: list[Token]) -> str:

@@ -15,6 +15,10 @@ wide margins so that they are never borderline:
 * ``next_to(a, b)``  ⇔ ``|y_a − y_b| < VERT_GAP`` and ``LEFT_GAP ≤ |x_a − x_b| < NEXT_MAX``
   (horizontal neighbours in the same row; 0.48 of the width).
 
+Absolute places of one object (:data:`PLACES`): ``left`` ⇔ ``x ≤ 0.3``, ``right`` ⇔ ``x ≥ 0.7``,
+``top`` ⇔ ``y ≤ 0.36``, ``bottom`` ⇔ ``y ≥ 0.64``, ``middle`` ⇔ ``|x − 0.5| ≤ 0.12`` and
+``|y − 0.5| ≤ 0.12``.  An object may be in two places (top and left).
+
 Objects are placed on a slot grid (columns 0.18 / 0.5 / 0.82, rows 0.28 / 0.72; a single row at 0.5 for
 horizontal pairs) with a small jitter (:data:`PLACE_JITTER`), so every centre difference is either near 0,
 near 0.32 or near 0.64 of the width (0 or 0.44 of the height): at least 0.06 away from every threshold even
@@ -34,6 +38,8 @@ TEXTURES: tuple[str, ...] = ("plain", "striped", "dotted", "checked")
 SIZES: tuple[str, ...] = ("small", "big")
 BACKGROUNDS: tuple[str, ...] = ("grass", "sand", "water", "snow")
 RELATIONS: tuple[str, ...] = ("left_of", "right_of", "above", "below", "next_to")
+#: Absolute places in the picture ("on the left", "at the top", "in the middle").
+PLACES: tuple[str, ...] = ("left", "right", "top", "bottom", "middle")
 MEDIA: tuple[str, ...] = ("land", "water")
 #: The medium a background implies (the verbs "sits / rests / lies" vs "floats / bobs / drifts").
 MEDIUM_OF: dict[str, str] = {"grass": "land", "sand": "land", "snow": "land", "water": "water"}
@@ -86,6 +92,11 @@ class SceneObject:
                                    (self.texture, TEXTURES, "texture"), (self.size, SIZES, "size")):
             if val not in allowed:
                 raise ValueError(f"SceneObject: unknown {what} {val!r} (allowed: {allowed})")
+
+    @property
+    def places(self) -> tuple[str, ...]:
+        """The absolute places (:data:`PLACES`) this object is in."""
+        return tuple(p for p in PLACES if place_holds(self, p))
 
 
 @dataclass(frozen=True)
@@ -142,13 +153,29 @@ class Scene:
                     tex_angle=o.tex_angle + rng.uniform(-20.0, 20.0)))
             cand = Scene(self.background, tuple(objs))
             if (np.array_equal(cand.relation_tensor(), R0)
-                    and all(size_class(o.radius) == o.size for o in objs) and _layout_ok(objs)):
+                    and all(size_class(o.radius) == o.size for o in objs)
+                    and all(o.places == p.places for o, p in zip(objs, self.objects)) and _layout_ok(objs)):
                 return cand
         return self
 
 
 def size_class(radius: float) -> str:
     return "big" if radius >= SIZE_THRESHOLD else "small"
+
+
+def place_holds(o: SceneObject, place: str) -> bool:
+    """Absolute place predicates of the module docstring."""
+    if place == "left":
+        return o.x <= 0.3
+    if place == "right":
+        return o.x >= 0.7
+    if place == "top":
+        return o.y <= 0.36
+    if place == "bottom":
+        return o.y >= 0.64
+    if place == "middle":
+        return abs(o.x - 0.5) <= 0.12 and abs(o.y - 0.5) <= 0.12
+    raise ValueError(f"unknown place {place!r} (allowed: {PLACES})")
 
 
 def relation_holds(a: SceneObject, rel: str, b: SceneObject) -> bool:
@@ -282,7 +309,7 @@ def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
         return None
     a, b = (int(i) for i in rng.choice(len(scene.objects), size=2, replace=False))
     objs = list(scene.objects)
-    if rng.random() < 0.5:
+    if rng.random() < 0.55:
         objs[a], objs[b] = (replace(objs[a], colour=scene.objects[b].colour),
                             replace(objs[b], colour=scene.objects[a].colour))
     else:
