@@ -1,0 +1,72 @@
+"""The Appendix-B system registry and run_system (kcca/systems.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcca.systems import PAPER_TABLE_ORDER, SYSTEMS, canonical_name, get_system, run_system
+
+
+def test_registry_has_the_paper_systems_and_aliases():
+    must = ["NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI", "BoW1", "TRI1", "BoW5^Histo", "BoW5",
+            "BoW5^idf", "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5", "TRI5_Lin", "TRI5_D_ext",
+            "TRI5_D_ic", "TRI5_D_ext+ic", "TRI5_A", "TRI5_A,D_ic", "TRI5_A,D_ext", "TRI5_A,D_ext+ic",
+            "TRI5_A^sqrtidf", "TRI5_D_ic^sqrtidf", "TRI5SEM"]
+    for n in must:
+        assert n in SYSTEMS and n in PAPER_TABLE_ORDER
+    assert len(PAPER_TABLE_ORDER) == len(set(PAPER_TABLE_ORDER)) >= 30
+    assert canonical_name("BoW5^{√idf}") == "BoW5^sqrtidf"
+    assert canonical_name("TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}") == "TRI5SEM"
+    assert canonical_name("TRI5_{D_BNC}") == "TRI5_D_ext"
+    assert canonical_name("NN5_F1^{idf}") == "NN5_F1^idf"
+    assert canonical_name("tri5^histo") == "TRI5^Histo"
+    sem = get_system("TRI5SEM")
+    assert sem.model == "kcca" and sem.image_kind == "pyramid" and sem.text == "TRI5SEM"
+    assert get_system("BoW5^Histo").image_kind == "histogram"
+    assert get_system("NN5_F1^idf").model == "nn" and get_system("NN5_F1^idf").nn_variant == "NN5_F1_idf"
+    with pytest.raises(ValueError, match="unknown system"):
+        canonical_name("TRI7")
+
+
+def test_every_text_name_is_known_to_the_text_kernels():
+    from kernels.text import TextKernel
+
+    for cfg in SYSTEMS.values():
+        if cfg.model == "kcca":
+            tk = TextKernel.from_name(cfg.text)
+            assert tk.kind in ("BoW", "TRI", "TagRank")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
+    from corpora.protocol import hodosh_pool
+    from evaluation import ScoreMatrices, evaluate_pool
+
+    corpus = small_teaching_set
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    image_kernels, text_kernels = {}, {}
+    nn = run_system("NN5_F1^idf", corpus, cache=tmp_cache, image_kernels=image_kernels,
+                    text_kernels=text_kernels, pools=pools)
+    run = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels, text_kernels=text_kernels,
+                     pools=pools, diag_factors=(1.0, 5.0))
+    n_test = pools["test"].n_images
+    for r in (nn, run):
+        assert isinstance(r.test_matrices, ScoreMatrices) and r.test_matrices.shape == (n_test, n_test)
+        assert r.dev_matrices.shape == (pools["dev"].n_images, pools["dev"].n_captions)
+    # the (p, d) grid was searched on dev and the chosen pair is the best one
+    assert len(run.grid) == 4 and {(g["p"], g["d"]) for g in run.grid} == {(2, 1.0), (2, 5.0), (3, 1.0), (3, 5.0)}
+    assert run.config["dev_score"] == max(g["dev_score"] for g in run.grid)
+    assert run.config["image_power"] in (2, 3) and run.config["text_diag"] in (1.0, 5.0)
+    assert all(len(v) == 15 for v in run.config["selection"]["chosen"].values())
+    # shared state: the pyramid image kernel was fitted once and decomposed once per power
+    assert ("image", "pyramid") in image_kernels
+    assert len(image_kernels[("image", "pyramid")]["views"]) == 2
+    # far above chance (R@10 chance = 10 / n_test)
+    m = evaluate_pool(run.test_matrices, pools["test"])
+    chance = 100.0 * 10 / n_test
+    assert m["annotation"].metrics["R@10"] > chance + 10 and m["search"].metrics["R@10"] > chance + 10
+    # a second run with the same shared dicts reuses everything and gives identical matrices
+    again = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels,
+                       text_kernels=text_kernels, pools=pools, diag_factors=(1.0, 5.0))
+    np.testing.assert_array_equal(again.test_matrices.annotation, run.test_matrices.annotation)
+    assert again.timings["decompose"] < 0.5
