@@ -100,9 +100,10 @@ def _ngram_counts(text: str, n_max: int) -> tuple[int, tuple[Counter, ...]]:
 _TINY, _SMALL = 1e-15, 1e-9
 
 
-def _bleu_stats(cand: str, refs: Sequence[str], n_max: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """(candidate length, closest reference length, clipped matches per n, candidate n-grams per n)."""
-    clen, ccounts = _ngram_counts(cand, n_max)
+@lru_cache(maxsize=100_000)
+def _max_ref_counts(refs: tuple[str, ...], n_max: int) -> tuple[tuple[int, ...], tuple[dict, ...]]:
+    """Reference lengths and, per order, the maximum count of every n-gram over the references
+    (memoised: the same reference set serves many candidates)."""
     rlens = []
     maxref: list[dict] = [dict() for _ in range(n_max)]
     for r in refs:
@@ -113,6 +114,13 @@ def _bleu_stats(cand: str, refs: Sequence[str], n_max: int) -> tuple[int, int, n
             for g, c in rcounts[n].items():
                 if c > m.get(g, 0):
                     m[g] = c
+    return tuple(rlens), tuple(maxref)
+
+
+def _bleu_stats(cand: str, refs: Sequence[str], n_max: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """(candidate length, closest reference length, clipped matches per n, candidate n-grams per n)."""
+    clen, ccounts = _ngram_counts(cand, n_max)
+    rlens, maxref = _max_ref_counts(tuple(refs), n_max)
     # closest reference length, ties -> shorter (as coco-caption: min over (|l − c|, l))
     rlen = min((abs(rl - clen), rl) for rl in rlens)[1]
     correct = np.array([sum(min(c, maxref[n].get(g, 0)) for g, c in ccounts[n].items())
@@ -279,17 +287,30 @@ class CIDErD:
         """Document frequencies from reference sets (one document per set)."""
         if len(references) == 0:
             raise ValueError("CIDErD.fit: no reference sets")
-        df: Counter = Counter()
+        # documents × sentences incidence  @  sentences × n-grams presence  ->  (doc, n-gram) support
+        sent_index: dict[str, int] = {}
+        d_rows, d_cols = [], []
         for i, refs in enumerate(references):
             if isinstance(refs, str):
                 raise TypeError(f"CIDErD.fit: references[{i}] must be a list of strings")
-            grams = set()
             for r in refs:
-                toks = _ptb_tokenize_cached(r)
-                for n in range(1, self.n + 1):
-                    grams.update(tuple(toks[k:k + n]) for k in range(len(toks) - n + 1))
-            df.update(grams)
-        self.df_ = dict(df)
+                d_rows.append(i)
+                d_cols.append(sent_index.setdefault(r, len(sent_index)))
+        vocab: dict = {}
+        s_rows, s_cols = [], []
+        for sent, j in sent_index.items():
+            ids, _, _ = self._vocab_ids(sent, vocab)
+            s_rows.extend([j] * len(ids))
+            s_cols.extend(ids)
+        D = sp.csr_matrix((np.ones(len(d_rows)), (d_rows, d_cols)), shape=(len(references), len(sent_index)))
+        G = sp.csr_matrix((np.ones(len(s_rows)), (s_rows, s_cols)), shape=(len(sent_index), max(1, len(vocab))))
+        support = (D @ G).tocsr()
+        support.eliminate_zeros()
+        df = np.bincount(support.indices, minlength=len(vocab))
+        grams = [None] * len(vocab)
+        for g, j in vocab.items():
+            grams[j] = g
+        self.df_ = {g: float(c) for g, c in zip(grams, df.tolist())}
         self.log_n_docs_ = math.log(float(len(references)))
         return self
 

@@ -62,7 +62,7 @@ _HODOSH_METRICS = {
 
 
 def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
-                 progress: bool = True) -> dict:
+                 progress: bool = True, only: list[str] | None = None) -> dict:
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
     Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
@@ -79,6 +79,11 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             print(f"[caption_metrics_vs_humans] METEOR skipped: {why}", file=sys.stderr)
     if hodosh:
         metrics.update(_HODOSH_METRICS)
+    if only:
+        unknown = [m for m in only if m not in metrics]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; available: {list(metrics)}")
+        metrics = {m: metrics[m] for m in only}
 
     def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
         _, cands, refs = rows.unique_items()
@@ -100,8 +105,10 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
         return s[rows.pair_index]
 
     out: dict = {}
+    expert_scores: dict[str, np.ndarray] = {}
     for name in metrics:
-        e = correlations(scores_for(name, expert), expert.human)
+        expert_scores[name] = scores_for(name, expert)
+        e = correlations(expert_scores[name], expert.human)
         c = correlations(scores_for(name, cf), cf.human)
         out[name] = {
             "expert_tau_b": round(100 * e["tau_b"], 1), "expert_tau_c": round(100 * e["tau_c"], 1),
@@ -109,7 +116,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             "n_expert": len(expert), "n_cf": len(cf),
         }
     out["_rows"] = (expert, cf)
-    out["_expert_scores"] = {name: scores_for(name, expert) for name in metrics}
+    out["_expert_scores"] = expert_scores
     return out
 
 
@@ -178,6 +185,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-hodosh", action="store_true", help="skip Hodosh's unigram BLEU / ROUGE")
     p.add_argument("--kappa", action="store_true",
                    help="also print Cohen's κ of binarised metrics vs binarised expert scores (table mode)")
+    p.add_argument("--metrics", default=None,
+                   help="comma-separated subset of metrics to compute (default: all available)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
@@ -191,7 +200,12 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")  # loader notes (known Flickr8k quirks) are listed in corpus.notes
         corpus = load_flickr8k(args.data)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
-    result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache)
+    only = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    try:
+        result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
+                              only=only)
+    except ValueError as exc:
+        p.error(str(exc))
     st = pool_statistics(corpus)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
