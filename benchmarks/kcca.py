@@ -3,10 +3,11 @@
 Measures, on synthetic PSD kernels with a planted shared latent variable (RBF kernels, see
 ``kcca/synthetic.py``):
 
-* ``ours_fit_s`` – one exact KCCA fit (κ = 0.1) on ``N = 6000`` precomputed training kernels;
-* ``ours_sweep_s`` – the full Hodosh model-selection sweep: one decomposition re-solved for the four κ,
-  dev features, and the dev evaluation of 46 n × 4 κ × 2 tasks on a 1000-image dev pool (the fit
-  included); ``ours_sweep_breakdown`` splits it;
+* ``ours_fit_s`` – one exact KCCA fit (κ = 0.1, float64) on ``N = 6000`` precomputed training kernels;
+* ``ours_sweep_s`` – the full Hodosh model-selection sweep: that fit, the core re-solved for the other
+  three κ, dev features, and the dev evaluation of 46 n × 4 κ × 2 tasks on a 1000-image dev pool;
+  ``ours_sweep_breakdown`` splits it.  The same for ``dtype="float32"`` (``ours_float32_*``) and for the
+  low-rank solver at rank 1500 (``ours_lowrank_r1500_*``);
 * the same fit with pyrcca, cca-zoo and mvlearn when importable (optional ``bench`` extra);
   ``max_abs_corr_diff`` – largest difference of the top-10 training canonical correlations between ours
   and any library whose formulation matches (see ``notes``);
@@ -131,7 +132,26 @@ def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes:
 data_gamma = [1.0, 1.0]
 
 
-def bench_exact(n_train: int, n_dev: int, seed: int = 0) -> dict:
+def _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, **kw) -> dict:
+    """Fit once (timed alone), re-solve for the other κ, dev features, 46 n × 4 κ × 2 tasks evaluation."""
+    t0 = time.perf_counter()
+    first = KCCA(reg=PAPER_KAPPAS[0], **kw).fit(Kx, Ky)
+    t_fit = time.perf_counter() - t0
+    models = {PAPER_KAPPAS[0]: first, **{k: first.with_reg(k) for k in PAPER_KAPPAS[1:]}}
+    t1 = time.perf_counter()
+    Fx, Fy = first.features_x(Kx_dev), first.features_y(Ky_dev)
+    t2 = time.perf_counter()
+    table = sweep_dev(models, Fx, Fy, pool, log_spaced_ns(6000, 46, 10))
+    t3 = time.perf_counter()
+    return {"model": first, "fit_s": t_fit, "sweep_s": t3 - t0,
+            "breakdown": {"fit_first_kappa_s": round(t_fit, 3), "resolve_3_kappas_s": round(t1 - t0 - t_fit, 3),
+                          "dev_features_s": round(t2 - t1, 3), "dev_eval_s": round(t3 - t2, 3),
+                          "settings_evaluated": int(sum(len(v) for v in table.ns_by_kappa.values())) * 2,
+                          "n_components": int(first.n_components_)},
+            "best_dev_R@10": {t: table.best(t, "R@10")["dev_value"] for t in ("annotation", "search")}}
+
+
+def bench_exact(n_train: int, n_dev: int, seed: int = 0, variants=("float64",), lowrank_rank=None) -> dict:
     d = make_two_view(n_train + n_dev, seed=seed, n_gamma=n_train)
     data_gamma[:] = [d.gamma_x, d.gamma_y]
     tr, dv = slice(0, n_train), slice(n_train, n_train + n_dev)
@@ -139,28 +159,13 @@ def bench_exact(n_train: int, n_dev: int, seed: int = 0) -> dict:
     Ky = d.ky(d.Y[tr], d.Y[tr])
     Kx_dev, Ky_dev = d.kx(d.X[dv], d.X[tr]), d.ky(d.Y[dv], d.Y[tr])
     pool = toy_pool(n_dev)
-    t = time.perf_counter()
-    m = KCCA(reg=0.1).fit(Kx, Ky)
-    fit_s = time.perf_counter() - t
-    # full sweep: fit + 3 more κ + dev features + 46 n × 4 κ × 2 tasks evaluation
-    t0 = time.perf_counter()
-    models = fit_models(Kx, Ky, PAPER_KAPPAS)
-    t1 = time.perf_counter()
-    m0 = models[PAPER_KAPPAS[0]]
-    Fx, Fy = m0.features_x(Kx_dev), m0.features_y(Ky_dev)
-    t2 = time.perf_counter()
-    ns = log_spaced_ns(6000, 46, 10)
-    table = sweep_dev(models, Fx, Fy, pool, ns)
-    t3 = time.perf_counter()
-    return {
-        "model": m, "Kx": Kx, "Ky": Ky, "data": (d.X[tr], d.Y[tr]),
-        "ours_fit_s": fit_s, "ours_sweep_s": t3 - t0,
-        "ours_sweep_breakdown": {"fit_4_kappas_s": t1 - t0, "dev_features_s": t2 - t1,
-                                 "dev_eval_s": t3 - t2,
-                                 "settings_evaluated": int(sum(len(v) for v in table.ns_by_kappa.values())) * 2},
-        "n_components": int(m.n_components_),
-        "best_dev_R@10": {t: table.best(t, "R@10") for t in ("annotation", "search")},
-    }
+    out = {"Kx": Kx, "Ky": Ky, "data": (d.X[tr], d.Y[tr]), "runs": {}}
+    for v in variants:
+        out["runs"][v] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, dtype=v)
+    if lowrank_rank:
+        out["runs"][f"lowrank_r{lowrank_rank}"] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, solver="lowrank",
+                                                         max_rank=lowrank_rank, eta=1e-8)
+    return out
 
 
 def bench_lowrank(n_items: int, max_rank: int, eta: float, n_new: int = 1000, seed: int = 0) -> dict:
@@ -190,7 +195,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--lowrank-items", type=int, default=None, help="default 30000 (quick: 5000)")
     ap.add_argument("--max-rank", type=int, default=1000, help="low-rank pivots per view")
     ap.add_argument("--eta", type=float, default=1e-4, help="low-rank residual-trace tolerance")
-    ap.add_argument("--skip-lowrank", action="store_true")
+    ap.add_argument("--skip-lowrank", action="store_true", help="skip the 30,000-item low-rank run")
+    ap.add_argument("--float64-only", action="store_true", help="skip the float32 exact variant")
+    ap.add_argument("--sweep-lowrank-rank", type=int, default=1500,
+                    help="also time the sweep with the low-rank solver at this rank (0: skip)")
     ap.add_argument("--_lowrank_child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -203,25 +211,35 @@ def main(argv=None) -> dict:
     n_dev = 300 if args.quick else 1000
     lr_items = args.lowrank_items or (5000 if args.quick else 30000)
     notes: list[str] = []
-    ex = bench_exact(n, n_dev)
-    others = bench_others(ex["Kx"], ex["Ky"], ex["data"], 0.1, ex["model"].train_correlations_, notes)
+    variants = ("float64",) if args.float64_only else ("float64", "float32")
+    ex = bench_exact(n, n_dev, variants=variants, lowrank_rank=None if args.quick else args.sweep_lowrank_rank)
+    main_run = ex["runs"]["float64"]
+    others = bench_others(ex["Kx"], ex["Ky"], ex["data"], 0.1, main_run["model"].train_correlations_, notes)
     result = {
         "n_train": n, "n_dev": n_dev,
-        "ours_fit_s": round(ex["ours_fit_s"], 3),
-        "ours_sweep_s": round(ex["ours_sweep_s"], 3),
-        "ours_sweep_breakdown": {k: (round(v, 3) if isinstance(v, float) else v)
-                                 for k, v in ex["ours_sweep_breakdown"].items()},
+        "ours_fit_s": round(main_run["fit_s"], 3),
+        "ours_sweep_s": round(main_run["sweep_s"], 3),
+        "ours_sweep_breakdown": main_run["breakdown"],
         "pyrcca_fit_s": others["pyrcca_fit_s"], "cca_zoo_fit_s": others["cca_zoo_fit_s"],
         "mvlearn_fit_s": others["mvlearn_fit_s"],
         "max_abs_corr_diff": others["max_abs_corr_diff"], "corr_diffs": others["corr_diffs"],
-        "ratios_ours_over": {k: (round(ex["ours_fit_s"] / v, 3) if v else None)
+        "ratios_ours_over": {k: (round(main_run["fit_s"] / v, 3) if v else None)
                              for k, v in (("pyrcca", others["pyrcca_fit_s"]),
                                           ("cca_zoo", others["cca_zoo_fit_s"]),
                                           ("mvlearn", others["mvlearn_fit_s"]))},
-        "n_components": ex["n_components"],
-        "top_correlations": [round(float(c), 6) for c in ex["model"].correlations_[:5]],
+        "top_correlations": [round(float(c), 6) for c in main_run["model"].correlations_[:5]],
         "lowrank_30000_s": None, "lowrank_30000_peak_rss_mb": None,
     }
+    for v, r in ex["runs"].items():
+        if v == "float64":
+            continue
+        result[f"ours_{v}_fit_s"] = round(r["fit_s"], 3)
+        result[f"ours_{v}_sweep_s"] = round(r["sweep_s"], 3)
+        result[f"ours_{v}_sweep_breakdown"] = r["breakdown"]
+        if v == "float32":
+            result["float32_vs_float64_max_corr_diff"] = float(np.abs(
+                r["model"].correlations_[:TOP] - main_run["model"].correlations_[:TOP]).max())
+    result["best_dev_R@10"] = {v: r["best_dev_R@10"] for v, r in ex["runs"].items()}
     del ex
     if not args.skip_lowrank:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--_lowrank_child", str(lr_items),

@@ -84,6 +84,10 @@ def test_generalised_eigenproblem_holds():
     # normalisation α^T (K² + κK) α = I and ρ = α^T Kx Ky β
     np.testing.assert_allclose(a.T @ (Kxc @ Kxc + kappa * Kxc) @ a, np.eye(5), atol=1e-8)
     np.testing.assert_allclose(np.diag(a.T @ Kxc @ Kyc @ b), rho, atol=1e-8)
+    # train_correlations_ (computed without forming the variates) = Pearson r of the variates
+    u, v = m.train_projections_x_, m.train_projections_y_
+    r = [np.corrcoef(u[:, k], v[:, k])[0, 1] for k in range(10)]
+    np.testing.assert_allclose(m.train_correlations_[:10], r, atol=1e-10)
     # issue's form: (Kx + κI)^{-1} Ky (Ky + κI)^{-1} Kx α = ρ² α on the range of Kx
     n = Kx.shape[0]
     Mx = np.linalg.solve(Kxc + kappa * np.eye(n), Kyc @ np.linalg.solve(Kyc + kappa * np.eye(n), Kxc @ a))
@@ -282,3 +286,18 @@ def test_incomplete_cholesky_exact_at_full_rank_and_tolerance():
     G2, _ = incomplete_cholesky(KernelSource.from_gram(K), eta=1e-3)
     resid = np.trace(K - G2 @ G2.T)
     assert resid <= 1e-3 * np.trace(K) + 1e-9 and G2.shape[1] < 150
+
+
+def test_float32_precision_agrees_with_float64():
+    d = make_two_view(300, seed=8)
+    tr, te = slice(0, 220), slice(220, 300)
+    Kx, Ky = d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr])
+    a = KCCA(reg=0.5).fit(Kx, Ky)
+    b = KCCA(reg=0.5, dtype="float32").fit(Kx, Ky)
+    assert b._vx.U.dtype == np.float32
+    np.testing.assert_allclose(b.correlations_[:10], a.correlations_[:10], atol=1e-4)
+    Sa = a.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10)
+    Sb = b.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10)
+    np.testing.assert_allclose(Sa, Sb, atol=1e-3)
+    with pytest.raises(ValueError, match="dtype"):
+        KCCA(dtype="float16").fit(Kx, Ky)
