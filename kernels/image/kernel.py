@@ -133,6 +133,7 @@ class ImageKernel:
         self.backend = backend
         self.levels = N_LEVELS
         self.codebooks_: dict[str, np.ndarray] | None = None
+        self._digests: dict[str, str] | None = None
         self.corpus_ = None
         self.train_ids_: tuple[str, ...] = ()
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
@@ -150,7 +151,9 @@ class ImageKernel:
                 "max_codebook_samples": self.max_codebook_samples, "version": 1}
 
     def _codebook_digests(self) -> dict:
-        return {f: _digest(self.codebooks_[f]) for f in self.features}
+        if self._digests is None:
+            self._digests = {f: _digest(self.codebooks_[f]) for f in self.features}
+        return self._digests
 
     def _words_key(self, image_id: str) -> dict:
         return {**self._base_key(), "stage": "words", "image": image_id,
@@ -158,7 +161,7 @@ class ImageKernel:
 
     def _gram_key(self, feature: str, rows, cols) -> dict:
         return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
-                "levels": self.levels, "codebook": _digest(self.codebooks_[feature]),
+                "levels": self.levels, "codebook": self._codebook_digests()[feature],
                 "rows": list(rows), "cols": None if cols is None else list(cols), "version": 1}
 
     def _check_fitted(self) -> None:
@@ -178,7 +181,10 @@ class ImageKernel:
 
     def _map(self, fn, items, desc: str):
         """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in
-        order, with a progress bar."""
+        order, with a progress bar.  Parallelism is over images, so BLAS/OpenMP are held to one thread
+        per worker (no oversubscription)."""
+        from threadpoolctl import threadpool_limits
+
         bar = None
         if self.show_progress and len(items) > 1:
             from tqdm.auto import tqdm
@@ -186,17 +192,21 @@ class ImageKernel:
             bar = tqdm(total=len(items), desc=desc, unit="img", leave=False)
         out = []
         try:
-            if self.n_jobs == 1 or len(items) <= 1:
-                for it in items:
-                    out.append(fn(it))
-                    if bar is not None:
-                        bar.update(1)
-            else:
-                with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
-                    for r in pool.map(fn, items):
+            with threadpool_limits(limits=1):
+                if self.n_jobs == 1 or len(items) <= 1:
+                    results = map(fn, items)
+                    pool = None
+                else:
+                    pool = ThreadPoolExecutor(max_workers=self.n_jobs)
+                    results = pool.map(fn, items)
+                try:
+                    for r in results:
                         out.append(r)
                         if bar is not None:
                             bar.update(1)
+                finally:
+                    if pool is not None:
+                        pool.shutdown(cancel_futures=True)
         finally:
             if bar is not None:
                 bar.close()
@@ -247,6 +257,7 @@ class ImageKernel:
                 self.cache.misses += self.cache.enabled
                 self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
         self.codebooks_ = {f: books[f] for f in self.features}
+        self._digests = None
         self._ensure_words(train_ids)
         return self
 
