@@ -133,6 +133,14 @@ def _lemmatizer():
     return lru_cache(maxsize=200_000)(lambda w, p: lem.lemmatize(w, p))
 
 
+def _clean(tok: str) -> str:
+    """Lowercase; clitics lose their apostrophe (``'s`` -> ``s``, ``n't`` -> ``not``: stop words)."""
+    t = tok.lower()
+    if t == "n't":
+        return "not"
+    return t.lstrip("'") if t.startswith("'") and len(t) > 1 else t
+
+
 def _is_word(tok: str) -> bool:
     return any(ch.isalnum() for ch in tok)
 
@@ -200,7 +208,7 @@ class Preprocessor:
             return self
         counts: Counter[str] = Counter()
         for c in captions:
-            counts.update(t.lower() for t in self._raw_lemmas(c))
+            counts.update(_clean(t) for t in self._raw_lemmas(c))
         for tok, n in counts.items():
             if "-" not in tok or n < self.min_compound_count or tok in self.token_map:
                 continue
@@ -248,7 +256,7 @@ class Preprocessor:
         return out, out_tags
 
     def _finish(self, lemmas: list[str], tags: list[str] | None) -> ProcessedCaption:
-        lemmas = [t.lower() for t in lemmas]
+        lemmas = [_clean(t) for t in lemmas]
         if self.compounds:
             lemmas, tags = self._merge(lemmas, tags)
         keep = [i for i, t in enumerate(lemmas) if _is_word(t) and t not in self.stopwords]

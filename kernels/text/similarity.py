@@ -9,8 +9,9 @@ identity for words outside the similarity's vocabulary.  Implemented here:
 
 * **distributional** ``sigma_D`` (Eq. 24): positive PMI of sentence-level co-occurrence,
   ``sigma_D(w, w') = max(0, log P(w, w') / (P(w) P(w')))`` with ``P(w)`` the fraction of sentences
-  containing ``w`` and ``P(w, w')`` the fraction containing both (``P(w, w) = P(w)``).  Vocabulary: words
-  seen >= 5 times.  ``D_ic`` uses the training captions; ``D_ext`` an external corpus (the paper's BNC
+  containing ``w`` and ``P(w, w')`` the fraction containing both; a word is not its own context
+  (``sigma_D(w, w) := 0`` in the vectors, otherwise the self-dimension dominates every cosine).
+  Vocabulary (targets and context dimensions): words seen >= 5 times.  ``D_ic`` uses the training captions; ``D_ext`` an external corpus (the paper's BNC
   is not available: a user plain-text file, one sentence per line, or NLTK's Brown corpus).
   Entries of kappa_D below 0.01 are set to 0.  ``D_ext+ic`` is the average of the two kernels
   (Eq. 26); for a word pair covered by only one of them that one is used.
@@ -98,7 +99,8 @@ def cosine_kernel(X: np.ndarray, threshold: float) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ distributional
 def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int) -> np.ndarray:
-    """Sentence-level PPMI matrix (Eq. 24) among word ids ``0..n_words-1`` (other ids ignored)."""
+    """Sentence-level PPMI matrix (Eq. 24) among word ids ``0..n_words-1`` (other ids ignored);
+    zero diagonal."""
     rows, cols = [], []
     for k, s in enumerate(sentences):
         u = np.unique(np.asarray(s, dtype=np.int64))
@@ -113,7 +115,9 @@ def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int) -> np.ndarray
     with np.errstate(divide="ignore", invalid="ignore"):
         pmi = np.log((co / max(N, 1)) / np.outer(p, p))
     pmi[~np.isfinite(pmi)] = 0.0
-    return np.maximum(pmi, 0.0)
+    pmi = np.maximum(pmi, 0.0)
+    np.fill_diagonal(pmi, 0.0)      # a word is not its own context
+    return pmi
 
 
 def distributional_kernel(sentences: Sequence[Sequence[str]], targets: Sequence[str], min_count: int = MIN_COUNT,
@@ -254,35 +258,52 @@ def alignment_kernel(processed, item_of, min_count: int = MIN_COUNT, threshold: 
 
 
 # ------------------------------------------------------------------------------------ Lin / WordNet
-def lin_kernel(processed, min_count: int = MIN_COUNT):
-    """kappa_Lin (Eqs. 22-23) over the noun vocabulary; returns (covered words, kernel, sigma)."""
+def _ancestors(ss, cache: dict):
+    if ss not in cache:
+        anc = {ss}
+        for path in ss.hypernym_paths():
+            anc.update(path)
+        cache[ss] = anc
+    return cache[ss]
+
+
+def wordnet_information_content(processed):
+    """Noun synset frequencies from the training captions (Resnik 1995): each noun-tagged token's count
+    is split equally among its WordNet noun senses and added to every ancestor (once per sense).
+
+    Returns ``(freq, total, ic)``: synset -> frequency, the root total, and ``ic(synset) = -log p``.
+    """
     nltk_resource("corpora/wordnet", "wordnet")
     from nltk.corpus import wordnet as wn
 
-    nouns, _, _, _ = pos_vocabularies(processed, min_count)
-    # IC from the training captions' noun tokens (Resnik: count split among senses, propagated up)
     counts = Counter(w for p in processed for w, t in zip(p.tokens, p.tags) if is_noun_tag(t))
     freq: Counter = Counter()
-    closure_cache: dict = {}
-
-    def ancestors(ss):
-        if ss not in closure_cache:
-            anc = {ss}
-            for path in ss.hypernym_paths():
-                anc.update(path)
-            closure_cache[ss] = anc
-        return closure_cache[ss]
-
+    cache: dict = {}
     for w, c in counts.items():
         senses = wn.synsets(w.replace(" ", "_"), pos="n")
         if not senses:
             continue
         share = c / len(senses)
         for s in senses:
-            for a in ancestors(s):
+            for a in _ancestors(s, cache):
                 freq[a] += share
     roots = [s for s in freq if not s.hypernyms() and not s.instance_hypernyms()]
     total = sum(freq[r] for r in roots) or 1.0
+
+    def ic(s):
+        return float(-np.log(max(freq.get(s, 0.0), 1e-300) / total))
+
+    return freq, total, ic
+
+
+def lin_kernel(processed, min_count: int = MIN_COUNT):
+    """kappa_Lin (Eqs. 22-23) over the noun vocabulary; returns (covered words, kernel, sigma_Lin)."""
+    nltk_resource("corpora/wordnet", "wordnet")
+    from nltk.corpus import wordnet as wn
+
+    nouns, _, _, _ = pos_vocabularies(processed, min_count)
+    freq, total, ic = wordnet_information_content(processed)
+    cache: dict = {}
     words, first = [], []
     for w in nouns:
         senses = wn.synsets(w.replace(" ", "_"), pos="n")
@@ -291,12 +312,12 @@ def lin_kernel(processed, min_count: int = MIN_COUNT):
             first.append(senses[0])
     if not words:
         return [], np.zeros((0, 0)), np.zeros((0, 0))
-    ic = lambda s: -np.log(max(freq.get(s, 0.0), 1e-300) / total)  # noqa: E731
     ic_first = np.array([ic(s) for s in first])
-    # LCS IC = max over common ancestors: visit ancestors by decreasing IC, fill unassigned pairs
+    # IC of the least common subsumer = max IC over common ancestors: visit ancestors by decreasing
+    # IC and fill the still-unassigned pairs of their members.
     members: dict = {}
     for k, s in enumerate(first):
-        for a in ancestors(s):
+        for a in _ancestors(s, cache):
             members.setdefault(a, []).append(k)
     n = len(words)
     lcs = np.full((n, n), -1.0)

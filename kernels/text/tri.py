@@ -195,42 +195,45 @@ def row_tables(Kw, ta):
 
 
 def soft_tri_block(RT, PT, tb, ws: SoftTRIWorkspace, max_len: int = 3):
-    """Unnormalised soft TRI kernel (Eqs. 17-21, max length 3) for all pairs of a block.
+    """Unnormalised soft TRI kernel (Eqs. 17-21) for all pairs of a block.
 
     Parameters
     ----------
     RT, PT : tensors (n, V, A) from :func:`row_tables` for ``A`` row captions of length ``n``
-        (rows of the *weighted* word kernel ``lambda_m^2 omega kappa omega``).
+        (columns of the *weighted* word kernel ``lambda_m^2 omega kappa omega``, and their inclusive
+        prefix sums over the row positions ``i``).
     tb : int64 tensor (B, m)
         Column captions (all of length ``m``), word ids indexing ``V``.
 
     Returns
     -------
     tensor (B, A): K_S(column caption b, row caption a).
+
+    Layout: ``M[i, b, j, a] = W[tb[b, j], ta[a, i]]`` filled by one row gather from ``RT`` viewed as
+    ``(n V, A)``; ``C`` (gathered from ``PT``) then gets its prefix sum over ``j``.
     """
     torch = _torch()
-    n, _, A = RT.shape
+    n, Vp, A = RT.shape
     B, m = tb.shape
-    M = ws.view(ws.M, n, m, B, A)
-    C = ws.view(ws.C, n, m, B, A)
-    for i in range(n):
-        for j in range(m):
-            torch.index_select(RT[i], 0, tb[:, j], out=M[i, j])
-            torch.index_select(PT[i], 0, tb[:, j], out=C[i, j])
+    M = ws.view(ws.M, n, B, m, A)
+    C = ws.view(ws.C, n, B, m, A)
+    idx = (torch.arange(n, dtype=torch.int64)[:, None, None] * Vp + tb[None, :, :]).reshape(-1)
+    torch.index_select(RT.view(n * Vp, A), 0, idx, out=M.view(n * B * m, A))
+    torch.index_select(PT.view(n * Vp, A), 0, idx, out=C.view(n * B * m, A))
     for j in range(1, m):
-        C[:, j] += C[:, j - 1]
-    out = C[n - 1, m - 1].clone()
+        C[:, :, j] += C[:, :, j - 1]
+    out = C[n - 1, :, m - 1].clone()
     if n == 1 or m == 1 or max_len == 1:
         return out
-    X = ws.view(ws.X, n - 1, m - 1, B, A)
+    X = ws.view(ws.X, n - 1, B, m - 1, A)
     if max_len >= 3:
-        torch.sub(C[1:, 1:], C[1:, m - 1:m], out=X)
-        X += (1.0 + out) - C[n - 1, 1:]
-        X *= C[:-1, :-1]
+        torch.sub(C[1:, :, 1:], C[1:, :, m - 1:m], out=X)
+        X += (1.0 + out)[:, None, :] - C[n - 1, :, 1:]
+        X *= C[:-1, :, :-1]
     else:
-        X.copy_(C[:-1, :-1])
-    X *= M[1:, 1:]
-    out += X.view(-1, B * A).sum(0).view(B, A)
+        X.copy_(C[:-1, :, :-1])
+    X *= M[1:, :, 1:]
+    out += X.sum(0).sum(1)
     return out
 
 

@@ -1,0 +1,99 @@
+"""Caption preprocessing (Hodosh et al. 2013, Sec. 4.1.1) and the nearest-neighbour baseline (Sec. 3.1)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corpora.base import Caption, Corpus
+from kernels.text import NearestNeighbour, Preprocessor, TextKernel
+
+
+def cap(text, lemma=None, pos=None, k=0, im="a.jpg"):
+    return Caption(f"{im}#{k}", im, k, text, lemma=lemma, pos=pos)
+
+
+def test_stopwords_lemmas_and_compounds(nltk_data_dir):
+    pre = Preprocessor()
+    assert len(pre.stopwords) == 179 and "be" in pre.stopwords and "s" in pre.stopwords
+    train = [cap("A boy in a t-shirt .", "A boy in a t-shirt ."),
+             cap("A man wears a tee shirt", "A man wear a tee shirt"),
+             cap("Kids on a merry-go-round", "kid on a merry-go-round"),
+             cap("Kids on a merry-go-round", "kid on a merry-go-round"),
+             cap("a snow-covered hill", "a snow-covered hill"), cap("a snow-covered hill", "a snow-covered hill"),
+             cap("a snowcovered hill", "a snowcovered hill")]
+    pre.fit(train)
+    out = [p.tokens for p in pre.transform(train)]
+    assert out[0] == ("boy", "t-shirt")
+    assert out[1] == ("man", "wear", "t-shirt")                       # table: 'tee shirt' -> t-shirt
+    q = [cap("x", "The girl be ride a merry go round in a T shirt near a snow covered hill"),
+         cap("x", "The tshirt 's snowcovered")]
+    got = [p.tokens for p in pre.transform(q)]
+    assert got[0] == ("girl", "ride", "merry-go-round", "t-shirt", "near", "snow-covered", "hill")
+    assert got[1] == ("t-shirt", "snow-covered")                      # closed form -> hyphenated
+    # the hyphen rule never fires for rare forms or stop-word edges
+    assert ("in", "line") not in pre.phrase_map
+
+
+def test_nltk_lemmatiser_and_tagger_when_no_corpus_lemmas(nltk_data_dir):
+    pre = Preprocessor()
+    out = pre.transform([cap("Two dogs are running through the fields.")], tags=True)[0]
+    assert out.tokens == ("two", "dog", "run", "field")
+    assert out.tags[1].startswith("NN") and out.tags[2].startswith("VB")
+    # corpus lemmas + corpus POS are used as given (teaching set style)
+    c = cap("A dog sits .", "A dog sit .", ("DT", "NN", "VBZ", "."))
+    out = pre.transform([c], tags=True)[0]
+    assert out.tokens == ("dog", "sit") and out.tags == ("NN", "VBZ")
+
+
+def _corpus(n=12):
+    words = ["dog", "run", "grass", "man", "ride", "bike", "red", "ball", "water", "swim"]
+    rng = np.random.default_rng(0)
+    caps = {}
+    ids = [f"im{i}.jpg" for i in range(n)]
+    for i, im in enumerate(ids):
+        caps[im] = tuple(cap(" ".join(rng.choice(words, 4)), None, None, k, im) for k in range(5))
+        caps[im] = tuple(Caption(c.id, c.image_id, c.index, c.text, lemma=c.text) for c in caps[im])
+    return Corpus("toy", tuple(ids), caps, {"train": tuple(ids[:8]), "test": tuple(ids[8:])})
+
+
+def test_nn_baseline_f1_and_score_matrices():
+    from evaluation import ScoreMatrices, evaluate_pool
+    from corpora.protocol import hodosh_pool
+
+    corpus = _corpus()
+    train = corpus.split("train")
+    pool = hodosh_pool(corpus, "test")
+    rng = np.random.default_rng(1)
+    G = rng.random((len(pool.image_ids), len(train)))
+    nn = NearestNeighbour("NN5_F1_idf").fit(corpus, train)
+    S = nn.affinity(G, pool.captions)
+    assert S.shape == (pool.n_images, pool.n_captions) and S.dtype == np.float32
+    # brute force Eq. 2: F1 of idf-weighted bags, NN(i) = argmax_j G[i, j], five captions merged
+    tk = nn.tk
+    for i in range(pool.n_images):
+        j = int(np.argmax(G[i]))
+        d = [w for c in corpus.captions_of(train[j]) for w in c.lemma.split()]
+        for k, c in enumerate(pool.captions):
+            s = c.lemma.split()
+            w = lambda x: tk.idf_values[tk.vocab.index[x]] if x in tk.vocab else tk.idf_unseen  # noqa: E731
+            ov = sum(w(x) * min(s.count(x), d.count(x)) for x in set(s))
+            ms, md = sum(w(x) for x in s), sum(w(x) for x in d)
+            P, R = (ov / ms if ms else 0), (ov / md if md else 0)
+            ref = 2 * P * R / (P + R) if P + R > 0 else 0.0
+            assert abs(S[i, k] - ref) < 1e-5
+    sm = nn.scores(G, pool)
+    assert isinstance(sm, ScoreMatrices)
+    res = evaluate_pool(sm, pool)
+    assert set(res) == {"annotation", "search"}
+    for variant in ("NN5_F1", "NN5_BoW5", "NN5_TRI"):
+        S2 = NearestNeighbour(variant).fit(corpus, train).affinity(G, pool.captions)
+        assert S2.shape == S.shape and np.isfinite(S2).all()
+    # NN5_BoW5 equals the BoW5 query kernel at the nearest neighbour
+    bow = TextKernel.from_name("BoW5", show_progress=False).fit(corpus, train)
+    Q = bow.gram_queries(pool.captions)
+    S3 = NearestNeighbour("NN5_BoW5").fit(corpus, train).affinity(G, pool.captions)
+    np.testing.assert_allclose(S3, Q[:, np.argmax(G, axis=1)].T, rtol=1e-6)
+    with pytest.raises(ValueError, match="shape"):
+        nn.affinity(G[:, :3], pool.captions)
+    with pytest.raises(ValueError, match="variant"):
+        NearestNeighbour("NN1")
