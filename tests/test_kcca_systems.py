@@ -70,3 +70,10 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
                        text_kernels=text_kernels, pools=pools, diag_factors=(1.0, 5.0))
     np.testing.assert_array_equal(again.test_matrices.annotation, run.test_matrices.annotation)
     assert again.timings["decompose"] < 0.5
+    # a cheaper (p, d) search with one κ still ends with the full (n, κ) selection of the chosen pair
+    quick = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels, text_kernels=text_kernels,
+                       pools=pools, diag_factors=(1.0, 5.0), pd_kappas=(1.0,))
+    assert all(g["kappas"] == [1.0] for g in quick.grid)
+    kappas_used = {c["kappa"] for cs in quick.config["selection"]["chosen"].values() for c in cs}
+    assert kappas_used <= {0.1, 0.5, 1.0, 5.0} and len(quick.config["selection"]["n_components"]) == 4
+    assert quick.test_matrices.shape == (n_test, n_test)
