@@ -203,7 +203,8 @@ def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) 
     their attributes, a relation between mentioned objects, maybe the background and a verb."""
     n = len(scene.objects)
     weights = np.array([2.0 if o.size == "big" else 1.0 for o in scene.objects])
-    order = list(rng.choice(n, size=n, replace=False, p=weights / weights.sum()))
+    # weighted order without replacement (Efraimidis–Spirakis keys u^(1/w)), big objects first more often
+    order = [int(i) for i in np.argsort(-(rng.random(n) ** (1.0 / weights)))]
     if n == 1:
         k = 1
     elif n == 2:
@@ -326,7 +327,8 @@ class Realiser:
             w[frames.index("front_bg")] = 0.0
         if f.medium is not None:
             w[frames.index("fragment")] = 0.0
-        frame = frames[int(rng.choice(len(frames), p=w / w.sum()))]
+        frame = frames[min(len(frames) - 1, int(np.searchsorted(np.cumsum(w), rng.random() * w.sum(),
+                                                                 side="right")))]
         # a verb states the medium ("floats" -> water): used exactly when the facts state a medium
         verb_medium = f.medium
         if frame == "verb" and verb_medium is None:

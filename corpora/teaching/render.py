@@ -49,41 +49,46 @@ def _grid(H: int, W: int) -> tuple[np.ndarray, np.ndarray]:
     return yy, xx
 
 
+def _smooth_field(H: int, W: int, cell: float, rng: np.random.Generator) -> np.ndarray:
+    """Low-frequency noise (std ≈ 1): white noise on a coarse grid of ``cell`` px, upsampled cubically."""
+    h, w = max(2, int(np.ceil(H / cell)) + 1), max(2, int(np.ceil(W / cell)) + 1)
+    coarse = rng.standard_normal((h, w), dtype=np.float32)
+    return cv2.resize(coarse, (W, H), interpolation=cv2.INTER_CUBIC)
+
+
 def render_background(bg: str, H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     """A textured background, float32 (H, W, 3) in 0..255."""
-    base = np.array(BACKGROUND_RGB[bg], np.float32) * rng.uniform(0.94, 1.06)
+    base = np.array(BACKGROUND_RGB[bg], np.float32) * np.float32(rng.uniform(0.94, 1.06))
     s = H / 120.0
     yy, xx = _grid(H, W)
-    if bg == "grass":
-        n = rng.standard_normal((H, W)).astype(np.float32)
+    if bg == "grass":  # vertical blades: noise blurred along y only, plus darker / lighter patches
+        n = rng.standard_normal((H, W), dtype=np.float32)
         k = max(3, int(round(9 * s)) | 1)
         blades = cv2.GaussianBlur(n, (1, k), sigmaX=0.6, sigmaY=2.5 * s) * 2.6
-        patch = cv2.GaussianBlur(rng.standard_normal((H, W)).astype(np.float32), (0, 0), 10 * s) * 6
-        v = 1.0 + 0.22 * blades + 0.06 * patch
+        v = 1.0 + 0.22 * blades + 0.05 * _smooth_field(H, W, 24 * s, rng)
         img = base[None, None, :] * v[..., None]
         img[..., 1] += 10 * blades
-    elif bg == "sand":
-        grain = rng.standard_normal((H, W)).astype(np.float32)
+    elif bg == "sand":  # fine isotropic grain + faint wavy ripples
+        grain = rng.standard_normal((H, W), dtype=np.float32)
         phase = rng.uniform(0, 2 * np.pi)
         ripple = np.sin(2 * np.pi * (yy + 4 * np.sin(xx / (17 * s))) / (11 * s) + phase)
         v = 1.0 + 0.07 * grain + 0.035 * ripple
         img = base[None, None, :] * v[..., None]
-    elif bg == "water":
+    elif bg == "water":  # horizontal waves with a slow wobble, light noise, glints on the crests
         phase = rng.uniform(0, 2 * np.pi)
         wob = np.sin(2 * np.pi * xx / (37 * s) + rng.uniform(0, 6.3)) * 1.2
         waves = np.sin(2 * np.pi * yy / (6.5 * s) + wob + phase)
-        n = cv2.GaussianBlur(rng.standard_normal((H, W)).astype(np.float32), (0, 0), 1.0)
+        n = cv2.GaussianBlur(rng.standard_normal((H, W), dtype=np.float32), (0, 0), 1.0)
         v = 1.0 + 0.16 * waves + 0.05 * n
         img = base[None, None, :] * v[..., None]
-        img += (np.clip(waves, 0.85, 1.0) - 0.85)[..., None] * 250  # glints on wave crests
-    elif bg == "snow":
-        low = cv2.GaussianBlur(rng.standard_normal((H, W)).astype(np.float32), (0, 0), 14 * s) * 14
-        img = base[None, None, :] * (1.0 + 0.05 * low)[..., None]
-        speck = rng.random((H, W)) < 0.012
+        img += (np.clip(waves, 0.85, 1.0) - 0.85)[..., None] * 250
+    elif bg == "snow":  # smooth shading + sparse blue-grey speckles
+        img = base[None, None, :] * (1.0 + 0.025 * _smooth_field(H, W, 32 * s, rng))[..., None]
+        speck = rng.random((H, W), dtype=np.float32) < 0.012
         img[speck] = (196, 206, 224)
     else:  # pragma: no cover - validated by Scene
         raise ValueError(f"unknown background {bg!r}")
-    return img.astype(np.float32)
+    return img.astype(np.float32, copy=False)
 
 
 # ------------------------------------------------------------------------------------- silhouettes
