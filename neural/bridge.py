@@ -1,0 +1,535 @@
+"""BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
+
+No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP :class:`Backbone`.
+
+1. **Template captions** (Sec. 3.2).  For each image a caption of it is needed: on the teaching set the
+   generator's own description (``corpus.describe(image_id)``, a stand-in for a captioner's output); on
+   real data a captions file the user supplies (``{image_id: caption}``, e.g. from BLIP); otherwise the
+   **fallback**: the training caption nearest to the image under the backbone (``cos(v, c)`` over the
+   training captions; at fit time the image's own captions are excluded so the template is not its
+   ground truth).  Its noun chunks (NLTK ``RegexpParser`` NP grammar, :mod:`neural.text_units`) give one
+   *replica* per chunk with the chunk replaced by ``US = 3`` mask slots.
+2. **Mapping module ψ** (:class:`MappingModule`): the template's (frozen) token embeddings plus the
+   text positional embeddings, with a learnable ``[MASK]`` vector in the slots, go through 2 transformer
+   layers, each = self-attention over the template + cross-attention to the image's grid features (ViT
+   patch tokens after ``ln_post``, linearly projected to the text width) + MLP.  A final LayerNorm +
+   linear map outputs vectors in the token-embedding space; those at the slots are the pseudo-tokens.
+3. **Pseudo-caption**: the template's token embeddings with the pseudo-tokens inserted go through the
+   FROZEN text encoder (:func:`encode_text_from_embeddings`; pooling at the end-of-text token, found from
+   the token ids — the slots carry the id of ``*``, so ``argmax`` pooling still finds EOT).
+4. **Losses** (Sec. 3.3), ``L = λ1 L1 + λ2 L2 + λ3 L3`` with λ1 = λ3 = 0.01, λ2 = 1, backbone frozen:
+
+   * ``L1`` — symmetric InfoNCE between pseudo-caption embeddings ``p_i`` and the global image embeddings
+     ``v_i`` of the batch;
+   * ``L2`` — symmetric InfoNCE between ``p_i`` and the embedding of a ground-truth caption of image i;
+   * ``L3`` — a 2-layer MLP ``h`` on ``p_i`` contrasted (InfoNCE) with the embeddings of the prompt
+     ``"a photo of a <noun chunk>"`` of the masked chunk (leading article dropped from the chunk;
+     identical chunks in a batch count as positives of each other).
+
+   The temperature is the backbone's own (``1 / exp(logit_scale)``, at least 0.01).
+5. **Score** (Eq. 4)::
+
+       BRIDGE(I, T) = ½ [ CLIP-S(I, T) + w · max(cos(t*, t), 0) ],   w = 2.5
+
+   with ``t*`` the mean of the L2-normalised pseudo-caption embeddings over all noun chunks of the
+   image's template, CLIP-S = ``w · max(cos(v, c), 0)`` on "A photo depicts"-prefixed candidates (as
+   :mod:`neural.clipscore`), and ``t`` the candidate's embedding without the prompt (pseudo-captions are
+   plain captions).  BRIDGE is reference-free: ``references`` are ignored.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from neural.lclip import _bar, _pool_text, _project, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
+from neural.text_units import MaskTemplate, mask_templates
+
+__all__ = [
+    "BridgeConfig", "MappingModule", "BRIDGE", "encode_text_from_embeddings", "image_global_and_grid",
+    "TemplateBatch", "build_template_tokens", "chunk_prompt",
+]
+
+SLOT_WORD = "*"
+
+
+# ============================================================================ frozen-encoder plumbing
+def encode_text_from_embeddings(model: nn.Module, x: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Text features (projected, un-normalised) of a CLIP text tower fed with token *embeddings*
+    ``x`` (B, L, width) instead of token ids; ``tokens`` (B, L) only locate the pooling position.
+
+    Works on open_clip ``CLIP`` / ``CustomTextCLIP`` text towers and on the L-CLIPScore student.  ``L``
+    may be shorter than the context length: the causal mask makes the EOT output independent of later
+    positions, so trailing padding can be cut.
+    """
+    if hasattr(model, "encode_text_from_embeddings"):
+        return model.encode_text_from_embeddings(x, tokens)
+    _, pos, transformer, ln_final, proj, mask, pool, eos = text_tower_parts(model)
+    L = x.shape[1]
+    cast = transformer.get_cast_dtype() if hasattr(transformer, "get_cast_dtype") else x.dtype
+    h = x.to(cast) + pos[:L].to(cast)
+    h = transformer(h, attn_mask=None if mask is None else mask[:L, :L])
+    h = ln_final(h)
+    return _project(_pool_text(h, tokens, pool, eos), proj)
+
+
+def _token_embedding(model: nn.Module) -> nn.Module:
+    return text_tower_parts(model)[0]
+
+
+def image_global_and_grid(model: nn.Module, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(global embedding (B, D), grid features (B, P, width_v))`` of a ViT image tower in one pass:
+    grid = patch tokens after the final LayerNorm (``ln_post``), global = the pooled, projected output."""
+    if hasattr(model, "image_tokens"):
+        return model.image_tokens(pixels)
+    vis = model.visual
+    if not (hasattr(vis, "_embeds") and hasattr(vis, "_pool")):
+        raise NotImplementedError(f"BRIDGE needs a ViT image tower with patch tokens; got {type(vis).__name__}")
+    x = vis._embeds(pixels)
+    x = vis.transformer(x)
+    if getattr(vis, "final_ln_after_pool", False) or getattr(vis, "attn_pool", None) is not None:
+        raise NotImplementedError("BRIDGE: towers with attentional pooling / final LN after pooling are not supported")
+    x = vis.ln_post(x)
+    pooled = x[:, 1:].mean(dim=1) if vis.pool_type == "avg" else x[:, 0]
+    if vis.proj is not None:
+        pooled = pooled @ vis.proj
+    return pooled, x[:, 1:]
+
+
+def chunk_prompt(chunk: str) -> str:
+    """``"a photo of a <noun chunk>"`` with the chunk's own leading article dropped."""
+    words = chunk.strip().split()
+    while words and words[0].lower() in {"a", "an", "the"}:
+        words = words[1:]
+    return "a photo of a " + (" ".join(words) if words else chunk.strip())
+
+
+@dataclass
+class TemplateBatch:
+    """Token ids of template replicas with slot positions: ``tokens`` (R, L), ``slots`` (R, L) bool,
+    ``owner`` (R,) index of the image, ``chunks`` the masked noun chunk of each replica."""
+
+    tokens: torch.Tensor
+    slots: torch.Tensor
+    owner: np.ndarray
+    chunks: list[str]
+
+
+def _slot_id(tokenizer) -> int:
+    a = tokenizer([SLOT_WORD + " " + SLOT_WORD + " " + SLOT_WORD])[0].tolist()
+    b = set(tokenizer([""])[0].tolist())
+    cands = [t for t in a if t not in b]
+    if not cands:
+        raise ValueError("tokenizer: cannot find a token id for the slot placeholder '*'")
+    return max(set(cands), key=cands.count)
+
+
+def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]], n_pseudo: int = 3,
+                          max_per_image: int | None = None) -> TemplateBatch:
+    """Tokenise every template replica with ``*`` in the slots and locate the slots.
+
+    A replica whose slots were cut by truncation is dropped; an image left without any replica gets one
+    with the whole (truncated) caption masked.
+    """
+    slot = _slot_id(tokenizer)
+    texts, owner, chunks = [], [], []
+    for i, tpls in enumerate(templates):
+        tpls = list(tpls)[:max_per_image] if max_per_image else list(tpls)
+        for t in tpls:
+            texts.append(MaskTemplate(t.prefix.replace(SLOT_WORD, " "), t.suffix.replace(SLOT_WORD, " "),
+                                      t.chunk, n_pseudo).render(SLOT_WORD))
+            owner.append(i)
+            chunks.append(t.chunk)
+    tokens = tokenizer(texts) if texts else torch.zeros((0, 1), dtype=torch.long)
+    slots = tokens == slot
+    ok = (slots.sum(1) == n_pseudo).numpy()
+    owner_a = np.asarray(owner, dtype=np.int64)
+    keep = ok.copy()
+    for i in range(len(templates)):
+        if not np.any(ok & (owner_a == i)):
+            raise ValueError(f"template captions[{i}]: no replica keeps its {n_pseudo} slots within the "
+                             "context length (caption too long or empty)")
+    idx = np.flatnonzero(keep)
+    return TemplateBatch(tokens[idx], slots[idx], owner_a[idx], [chunks[k] for k in idx])
+
+
+# ============================================================================ ψ
+class _MapLayer(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.self_attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln_2 = nn.LayerNorm(width)
+        self.cross_attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln_3 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x, grid, pad_mask):
+        h = self.ln_1(x)
+        x = x + self.self_attn(h, h, h, key_padding_mask=pad_mask, need_weights=False)[0]
+        h = self.ln_2(x)
+        x = x + self.cross_attn(h, grid, grid, need_weights=False)[0]
+        return x + self.mlp(self.ln_3(x))
+
+
+class MappingModule(nn.Module):
+    """ψ: template token embeddings (slots = learnable ``[MASK]``) + grid features → pseudo-tokens.
+
+    Parameters
+    ----------
+    text_width : int
+        Width of the text tower's token embeddings (output space of ψ).
+    vision_width : int
+        Width of the grid features (projected linearly to ``text_width``).
+    layers : int
+        Transformer layers (2 in BRIDGE).
+    heads : int
+    """
+
+    def __init__(self, text_width: int, vision_width: int, layers: int = 2, heads: int = 4):
+        super().__init__()
+        self.mask_token = nn.Parameter(torch.randn(text_width) * 0.02)
+        self.grid_proj = nn.Linear(vision_width, text_width)
+        self.grid_ln = nn.LayerNorm(text_width)
+        self.layers = nn.ModuleList(_MapLayer(text_width, heads) for _ in range(layers))
+        self.ln_out = nn.LayerNorm(text_width)
+        self.out = nn.Linear(text_width, text_width)
+
+    def forward(self, tok_emb: torch.Tensor, pos: torch.Tensor, slots: torch.Tensor, pad: torch.Tensor,
+                grid: torch.Tensor) -> torch.Tensor:
+        """``tok_emb`` (B, L, W) frozen token embeddings, ``pos`` (L, W) positional embeddings, ``slots``
+        (B, L) bool, ``pad`` (B, L) bool (True = padding), ``grid`` (B, P, W_v).  Returns the token
+        embeddings of the pseudo-caption (B, L, W): the template's own outside the slots, ψ's output
+        inside."""
+        x = torch.where(slots[..., None], self.mask_token.to(tok_emb.dtype), tok_emb) + pos
+        g = self.grid_ln(self.grid_proj(grid))
+        for layer in self.layers:
+            x = layer(x, g, pad)
+        pseudo = self.out(self.ln_out(x))
+        return torch.where(slots[..., None], pseudo, tok_emb)
+
+
+# ============================================================================ training + scoring
+@dataclass
+class BridgeConfig:
+    """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (a few seconds on 2 CPU
+    cores); for a real backbone use more steps (thousands) and ``heads = text_width // 64``.  The
+    learning rate is our choice (the paper's training schedule is not reproducible here)."""
+
+    n_pseudo: int = 3
+    layers: int = 2
+    heads: int = 4
+    steps: int = 60
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    lambda1: float = 0.01
+    lambda2: float = 1.0
+    lambda3: float = 0.01
+    w: float = 2.5
+    max_templates_per_image: int = 8
+    max_images: int = 2000
+    seed: int = 0
+
+
+def _soft_info_nce(a: torch.Tensor, b: torch.Tensor, same: torch.Tensor, temperature) -> torch.Tensor:
+    """Symmetric InfoNCE with several positives per row (``same[i, j]`` True when j is a positive of i)."""
+    logits = a @ b.t() / temperature
+    tgt = same.float() / same.float().sum(1, keepdim=True)
+    tgt_t = same.t().float() / same.t().float().sum(1, keepdim=True)
+    return 0.5 * (-(tgt * logits.log_softmax(1)).sum(1).mean() - (tgt_t * logits.t().log_softmax(1)).sum(1).mean())
+
+
+class BRIDGE:
+    """BRIDGE scorer on a frozen CLIP :class:`Backbone` (see the module docstring).
+
+    Scikit-learn style: ``BRIDGE(backbone, config).fit(corpus)`` trains ψ (and the L3 MLP) on the
+    training split; ``score`` / ``score_matrix`` evaluate captions.  The backbone is stored as ``clip``
+    (not ``backbone``), so :func:`neural.base.affinity_for_pool` hands ``score_matrix`` raw images (the
+    grid features are needed).
+    """
+
+    def __init__(self, backbone, config: BridgeConfig | None = None, name: str = "BRIDGE"):
+        self.clip = backbone
+        self.config = config or BridgeConfig()
+        self.name = name
+        self.psi: MappingModule | None = None
+        self.mlp: nn.Module | None = None
+        self.bank_texts: list[str] = []
+        self.bank_emb: np.ndarray | None = None
+        self.bank_tags: list = []
+        self.log: list = []
+        self._init_modules()
+
+    # ------------------------------------------------------------------ modules
+    def _init_modules(self) -> None:
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        m = self.clip.model
+        tok = _token_embedding(m)
+        tw = tok.weight.shape[1] if hasattr(tok, "weight") else tok.up.weight.shape[0]
+        with torch.no_grad():
+            px = torch.zeros(1, 3, self.clip.image_size, self.clip.image_size, device=self.clip.device,
+                             dtype=self.clip.dtype)
+            g, grid = image_global_and_grid(m, px)
+        self.text_width, self.vision_width, self.embed_dim = tw, grid.shape[-1], g.shape[-1]
+        heads = cfg.heads if tw % cfg.heads == 0 else 1
+        self.psi = MappingModule(tw, grid.shape[-1], cfg.layers, heads).to(self.clip.device)
+        D = g.shape[-1]
+        self.mlp = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, D)).to(self.clip.device)
+
+    def trainable_modules(self) -> nn.ModuleDict:
+        return nn.ModuleDict({"psi": self.psi, "mlp": self.mlp})
+
+    def cache_identity(self) -> dict:
+        return {"scorer": "BRIDGE", "config": asdict(self.config), "backbone": self.clip.cache_identity(),
+                "psi": getattr(self, "_psi_id", "untrained")}
+
+    @property
+    def _temperature(self) -> float:
+        ls = getattr(self.clip.model, "logit_scale", None)
+        t = 0.07 if ls is None else float(1.0 / torch.exp(ls.detach().float()).item())
+        return max(t, 0.01)
+
+    # ------------------------------------------------------------------ features
+    @torch.no_grad()
+    def _image_features(self, images, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+        from neural.base import is_embedding_matrix
+
+        if is_embedding_matrix(images):
+            raise ValueError("BRIDGE needs the images themselves (grid features), not embeddings")
+        gs, grids = [], []
+        m = self.clip.model.eval()
+        for s in range(0, len(images), batch_size):
+            px = self.clip.preprocess_images(list(images[s:s + batch_size])).to(self.clip.device, self.clip.dtype)
+            g, grid = image_global_and_grid(m, px)
+            gs.append(F.normalize(g.float(), dim=-1))
+            grids.append(grid.float())
+        return torch.cat(gs), torch.cat(grids)
+
+    def _pseudo(self, tb: TemplateBatch, grid: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """Normalised pseudo-caption embeddings of replicas ``rows`` (grid indexed by their owners)."""
+        m = self.clip.model
+        tokens = tb.tokens[rows].to(self.clip.device)
+        slots = tb.slots[rows].to(self.clip.device)
+        L = int(tokens.argmax(dim=1).max().item()) + 1  # cut trailing padding (exact under a causal mask)
+        tokens, slots = tokens[:, :L], slots[:, :L]
+        emb = _token_embedding(m)(tokens).detach()
+        pos = text_tower_parts(m)[1][:L].detach()
+        eot = tokens.argmax(dim=1, keepdim=True)
+        pad = torch.arange(L, device=tokens.device)[None, :] > eot
+        x = self.psi(emb.float(), pos.float(), slots, pad, grid[torch.as_tensor(tb.owner[rows])])
+        return F.normalize(encode_text_from_embeddings(m, x.to(emb.dtype), tokens).float(), dim=-1)
+
+    def templates_for(self, captions: Sequence[str], tags: Sequence | None = None) -> list[list[MaskTemplate]]:
+        tags = tags if tags is not None else [None] * len(captions)
+        return [mask_templates(c, t, self.config.n_pseudo) for c, t in zip(captions, tags)]
+
+    # ------------------------------------------------------------------ template captions
+    def nearest_captions(self, image_emb: np.ndarray, exclude: Sequence[set[int]] | None = None) -> list[int]:
+        """Index into the caption bank of the caption nearest to each image (the template fallback)."""
+        if self.bank_emb is None:
+            raise RuntimeError("BRIDGE: no caption bank (call fit first, or pass template_captions)")
+        S = np.asarray(image_emb, np.float32) @ self.bank_emb.T
+        if exclude is not None:
+            for i, ex in enumerate(exclude):
+                if ex:
+                    S[i, list(ex)] = -np.inf
+        return S.argmax(1).tolist()
+
+    @staticmethod
+    def corpus_templates(corpus, image_ids: Sequence[str], captions_file: Mapping[str, str] | None = None):
+        """Template captions and their POS tags for ``image_ids``: from ``captions_file`` when given, else
+        from ``corpus.describe`` (teaching set), else ``None`` (use the nearest-caption fallback)."""
+        if captions_file is not None:
+            missing = [i for i in image_ids if i not in captions_file]
+            if missing:
+                raise KeyError(f"template captions file has no caption for {len(missing)} image(s), "
+                               f"e.g. {missing[:3]}")
+            return [captions_file[i] for i in image_ids], None
+        if hasattr(corpus, "describe"):
+            caps = [corpus.describe(i)[0] for i in image_ids]
+            return [c.text for c in caps], [c.pos for c in caps]
+        return None, None
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, corpus, split: str = "train", *, captions_file: Mapping[str, str] | None = None,
+            cache=None, show_progress: bool = True, num_threads: int | None = None) -> "BRIDGE":
+        """Train ψ and the L3 MLP on ``corpus``' ``split`` (backbone frozen).
+
+        ``captions_file``: ``{image_id: caption}`` template captions (e.g. a captioner's output).
+        The trained weights are cached in ``cache`` (namespace ``"bridge"``) under the backbone identity,
+        corpus fingerprint, split, config and template source.
+        """
+        from corpora.cache import NO_CACHE
+        from neural.tiny_clip import deterministic
+
+        cfg = self.config
+        cache = cache if cache is not None else NO_CACHE
+        ids = list(corpus.split(split))[: cfg.max_images]
+        caps = [c for i in ids for c in corpus.captions_of(i)]
+        if not caps:
+            raise ValueError(f"BRIDGE.fit: split {split!r} of {corpus.name!r} has no captions")
+        self.bank_texts = [c.text for c in caps]
+        self.bank_tags = [c.pos for c in caps]
+        self.bank_emb = self.clip.encode_texts(self.bank_texts).numpy()
+        source = "captions_file" if captions_file is not None else ("describe" if hasattr(corpus, "describe")
+                                                                    else "nearest-train-caption")
+        key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
+               "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
+               "template_source": source,
+               "captions_file": None if captions_file is None else sorted((k, captions_file[k]) for k in ids)}
+
+        def run() -> dict[str, np.ndarray]:
+            with deterministic(num_threads):
+                return self._train(corpus, ids, caps, captions_file, show_progress)
+
+        arrays = cache.get_or_compute("bridge", key, run)
+        load_state_arrays(self.trainable_modules(), {k: v for k, v in arrays.items() if k != "losses"})
+        self.log = arrays["losses"].tolist() if "losses" in arrays else []
+        from neural.checkpoints import state_dict_sha256
+
+        self._psi_id = state_dict_sha256(self.trainable_modules().state_dict())[:16]
+        self.trainable_modules().eval()
+        return self
+
+    def _train(self, corpus, ids, caps, captions_file, show_progress) -> dict[str, np.ndarray]:
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        images = [corpus.load_image(i) for i in ids]
+        v, grid = self._image_features(images)
+        texts, tags = self.corpus_templates(corpus, ids, captions_file)
+        if texts is None:  # fallback: nearest training caption that is not one of the image's own
+            own = {}
+            for k, c in enumerate(caps):
+                own.setdefault(c.image_id, set()).add(k)
+            nn_idx = self.nearest_captions(v.numpy(), [own.get(i, set()) for i in ids])
+            texts = [self.bank_texts[k] for k in nn_idx]
+            tags = [self.bank_tags[k] for k in nn_idx]
+        tb = build_template_tokens(self.clip.tokenizer, self.templates_for(texts, tags), cfg.n_pseudo,
+                                   cfg.max_templates_per_image)
+        # ground-truth caption embeddings per image, chunk-prompt embeddings per replica
+        gt_rows = {}
+        for k, c in enumerate(caps):
+            gt_rows.setdefault(c.image_id, []).append(k)
+        gt_emb = torch.from_numpy(self.bank_emb).to(self.clip.device)
+        uniq = sorted(set(tb.chunks))
+        prompt_emb = self.clip.encode_texts([chunk_prompt(c) for c in uniq]).to(self.clip.device)
+        chunk_idx = np.array([uniq.index(c) for c in tb.chunks])
+        rows_of = [np.flatnonzero(tb.owner == i) for i in range(len(ids))]
+        params = list(self.trainable_modules().parameters())
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        temp = self._temperature
+        self.trainable_modules().train()
+        losses = []
+        bar = _bar(cfg.steps, "BRIDGE ψ", show_progress)
+        B = min(cfg.batch_size, len(ids))
+        for step in range(cfg.steps):
+            img = rng.choice(len(ids), size=B, replace=False)
+            rows = np.array([rows_of[i][rng.integers(len(rows_of[i]))] for i in img])
+            gts = np.array([gt_rows[ids[i]][rng.integers(len(gt_rows[ids[i]]))] for i in img])
+            p = self._pseudo(tb, grid, rows)
+            l1 = _soft_info_nce(p, v[img], torch.eye(B, dtype=torch.bool), temp)
+            l2 = _soft_info_nce(p, gt_emb[gts], torch.eye(B, dtype=torch.bool), temp)
+            ci = chunk_idx[rows]
+            same = torch.from_numpy(ci[:, None] == ci[None, :])
+            l3 = _soft_info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[ci], same, temp)
+            loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append([float(loss.detach()), float(l1.detach()), float(l2.detach()), float(l3.detach())])
+            _tick(bar, None, "bridge", step, loss)
+        if bar is not None:
+            bar.close()
+        self.trainable_modules().eval()
+        out = state_dict_arrays(self.trainable_modules())
+        out["losses"] = np.asarray(losses, np.float32)
+        return out
+
+    def loss_on(self, corpus, image_ids: Sequence[str]) -> float:
+        """The training objective on ``image_ids`` (every replica, GT = each image's first caption)."""
+        cfg = self.config
+        with torch.no_grad():
+            images = [corpus.load_image(i) for i in image_ids]
+            v, grid = self._image_features(images)
+            texts, tags = self.corpus_templates(corpus, image_ids)
+            if texts is None:
+                texts, tags = [corpus.captions_of(i)[0].text for i in image_ids], None
+            tb = build_template_tokens(self.clip.tokenizer, self.templates_for(texts, tags), cfg.n_pseudo, 1)
+            rows = np.arange(len(tb.owner))
+            p = self._pseudo(tb, grid, rows)
+            gt = self.clip.encode_texts([corpus.captions_of(i)[0].text for i in image_ids]).to(p.device)
+            eye = torch.eye(len(rows), dtype=torch.bool)
+            pe = self.clip.encode_texts([chunk_prompt(c) for c in tb.chunks]).to(p.device)
+            same = torch.tensor([[a == b for b in tb.chunks] for a in tb.chunks])
+            t = self._temperature
+            return float(cfg.lambda1 * _soft_info_nce(p, v[tb.owner], eye, t)
+                         + cfg.lambda2 * _soft_info_nce(p, gt, eye, t)
+                         + cfg.lambda3 * _soft_info_nce(F.normalize(self.mlp(p), dim=-1), pe, same, t))
+
+    # ------------------------------------------------------------------ scoring
+    @torch.no_grad()
+    def pseudo_embeddings(self, images, template_captions: Sequence[str] | None = None,
+                          template_tags: Sequence | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(v, t*)``: normalised global image embeddings and ``t*`` = mean of the normalised
+        pseudo-caption embeddings over every noun chunk of each image's template (Eq. 4)."""
+        self.trainable_modules().eval()
+        v, grid = self._image_features(images)
+        if template_captions is None:
+            nn_idx = self.nearest_captions(v.numpy())
+            template_captions = [self.bank_texts[k] for k in nn_idx]
+            template_tags = [self.bank_tags[k] for k in nn_idx]
+        if len(template_captions) != v.shape[0]:
+            raise ValueError(f"template_captions: {len(template_captions)} captions for {v.shape[0]} images")
+        tb = build_template_tokens(self.clip.tokenizer, self.templates_for(template_captions, template_tags),
+                                   self.config.n_pseudo)
+        ps = []
+        for s in range(0, len(tb.owner), 256):
+            ps.append(self._pseudo(tb, grid, np.arange(s, min(s + 256, len(tb.owner)))).cpu())
+        p = torch.cat(ps).numpy()
+        t_star = np.zeros((v.shape[0], p.shape[1]), np.float32)
+        np.add.at(t_star, tb.owner, p)
+        t_star /= np.bincount(tb.owner, minlength=v.shape[0])[:, None]
+        return v.cpu().numpy(), t_star
+
+    def score_matrix(self, images, captions: Sequence[str], template_captions: Sequence[str] | None = None,
+                     template_tags: Sequence | None = None) -> np.ndarray:
+        """``(n_images, n_captions)`` float32 BRIDGE scores (Eq. 4).  ``template_captions[i]``: a caption
+        of image i to build its templates from (default: nearest training caption)."""
+        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
+
+        v, t_star = self.pseudo_embeddings(images, template_captions, template_tags)
+        c_prompt = self.clip.encode_texts(with_prompt(list(captions), PROMPT)).numpy()
+        c_plain = self.clip.encode_texts(list(captions)).numpy()
+        clips = clip_s(v @ c_prompt.T, self.config.w)
+        pseudo = clip_s(l2_normalize(t_star) @ c_plain.T, self.config.w)
+        return (0.5 * (clips + pseudo)).astype(np.float32)
+
+    def score(self, images, candidates: Sequence[str], references=None,
+              template_captions: Sequence[str] | None = None, template_tags: Sequence | None = None) -> np.ndarray:
+        """Per-instance BRIDGE(I_i, T_i) (reference-free: ``references`` is ignored)."""
+        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
+
+        v, t_star = self.pseudo_embeddings(images, template_captions, template_tags)
+        if v.shape[0] != len(candidates):
+            raise ValueError(f"BRIDGE.score: {v.shape[0]} images but {len(candidates)} candidates")
+        c_prompt = self.clip.encode_texts(with_prompt(list(candidates), PROMPT)).numpy()
+        c_plain = self.clip.encode_texts(list(candidates)).numpy()
+        a = clip_s(np.einsum("nd,nd->n", v, c_prompt), self.config.w)
+        b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star), c_plain), self.config.w)
+        return (0.5 * (a + b)).astype(np.float32)
+
+    def affinity(self, corpus, pool, captions_file: Mapping[str, str] | None = None) -> np.ndarray:
+        """Score matrix over a :class:`~corpora.base.RankingPool` with the corpus' template captions
+        (``describe`` on the teaching set, ``captions_file`` on real data, else the fallback)."""
+        texts, tags = self.corpus_templates(corpus, pool.image_ids, captions_file)
+        images = [corpus.load_image(i) for i in pool.image_ids]
+        return self.score_matrix(images, [c.text for c in pool.captions], texts, tags)

@@ -1,0 +1,127 @@
+"""BRIDGE: template tokens and slots, text forward from embeddings, ψ shapes, training lowers the loss,
+score matrix for the evaluator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neural.bridge import (
+    BRIDGE,
+    BridgeConfig,
+    MappingModule,
+    build_template_tokens,
+    chunk_prompt,
+    encode_text_from_embeddings,
+    image_global_and_grid,
+)
+from neural.text_units import mask_templates
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    from neural.backbone import backbone_from_model, create_architecture
+
+    torch.manual_seed(0)
+    m, p, t = create_architecture("itr-tiny-clip")
+    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
+                               show_progress=False)
+
+
+def test_text_forward_from_embeddings_matches_encode_text(backbone):
+    m = backbone.model
+    tok = backbone.tokenize(["a red circle left of a blue square", "two dogs on the grass"])
+    with torch.no_grad():
+        ref = m.encode_text(tok)
+        out = encode_text_from_embeddings(m, m.token_embedding(tok), tok)
+        L = int(tok.argmax(1).max()) + 1  # trailing padding cut: exact under the causal mask
+        cut = encode_text_from_embeddings(m, m.token_embedding(tok[:, :L]), tok[:, :L])
+    assert torch.allclose(out, ref, atol=1e-5) and torch.allclose(cut, ref, atol=1e-5)
+
+
+def test_grid_features_and_global_embedding(backbone):
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        g, grid = image_global_and_grid(backbone.model, x)
+        assert torch.allclose(g, backbone.model.encode_image(x), atol=1e-5)
+    assert tuple(grid.shape) == (2, 64, 192)  # 8x8 patches of the 64 px tiny ViT, width 192
+
+
+def test_template_tokens_locate_three_slots(backbone):
+    text = "A green diamond sits above a big orange box."
+    tags = ("DT", "JJ", "NN", "VBZ", "IN", "DT", "JJ", "JJ", "NN", ".")
+    tb = build_template_tokens(backbone.tokenizer, [mask_templates(text, tags)])
+    assert tb.tokens.shape == (2, backbone.context_length)
+    assert tb.slots.sum(1).tolist() == [3, 3]
+    assert tb.chunks == ["A green diamond", "a big orange box"]
+    # slots sit where the chunk was: right after <start> for the first replica
+    assert tb.slots[0, 1:4].all() and not tb.slots[0, 0]
+    assert chunk_prompt("a big orange box") == "a photo of a big orange box"
+    # a replica cut by truncation is dropped; an image left with none is an error naming it
+    long = " ".join(["word"] * 60) + " a dog"
+    with pytest.raises(ValueError, match=r"template captions\[0\]"):
+        build_template_tokens(backbone.tokenizer, [mask_templates(long, ["VB"] * 60 + ["DT", "NN"])])
+
+
+def test_mapping_module_shapes_and_only_slots_change():
+    psi = MappingModule(text_width=16, vision_width=24, layers=2, heads=4)
+    emb = torch.randn(3, 7, 16)
+    slots = torch.zeros(3, 7, dtype=torch.bool)
+    slots[:, 2:5] = True
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[:, 6] = True
+    out = psi(emb, torch.zeros(7, 16), slots, pad, torch.randn(3, 10, 24))
+    assert out.shape == (3, 7, 16)
+    assert torch.equal(out[~slots], emb[~slots]) and not torch.allclose(out[slots], emb[slots])
+    assert len(psi.layers) == 2
+
+
+def test_training_lowers_loss_and_score_matrix_feeds_evaluator(backbone, small_teaching_set, tmp_cache):
+    from corpora.protocol import hodosh_pool
+    from evaluation import evaluate_pool
+
+    ts = small_teaching_set
+    probe = list(ts.split("train"))[:24]
+    br = BRIDGE(backbone, BridgeConfig(steps=25, batch_size=16, seed=0))
+    before = br.loss_on(ts, probe)
+    br.fit(ts, cache=tmp_cache, show_progress=False)
+    after = br.loss_on(ts, probe)
+    assert after < before
+    assert len(br.log) == 25 and np.mean([r[0] for r in br.log[-5:]]) < np.mean([r[0] for r in br.log[:5]])
+    # cached refit restores the same ψ
+    br2 = BRIDGE(backbone, BridgeConfig(steps=25, batch_size=16, seed=0)).fit(ts, cache=tmp_cache,
+                                                                               show_progress=False)
+    assert br2.cache_identity() == br.cache_identity()
+
+    pool = hodosh_pool(ts, "test")
+    S = br.affinity(ts, pool)
+    assert S.shape == (pool.n_images, pool.n_captions) and S.dtype == np.float32
+    assert np.all(S >= 0) and np.all(S <= 2.5)
+    evaluate_pool(S, pool)
+    # Eq. 4 by hand for one pair: ½ [CLIP-S + 2.5 max(cos(t*, t), 0)]
+    from neural.base import with_prompt
+
+    img = [ts.load_image(pool.image_ids[0])]
+    tmpl = [ts.describe(pool.image_ids[0])[0]]
+    cap = pool.captions[0].text
+    v, t_star = br.pseudo_embeddings(img, [tmpl[0].text], [tmpl[0].pos])
+    c1 = backbone.encode_texts(with_prompt([cap])).numpy()[0]
+    c2 = backbone.encode_texts([cap]).numpy()[0]
+    ts_n = t_star[0] / np.linalg.norm(t_star[0])
+    expect = 0.5 * (2.5 * max(float(v[0] @ c1), 0) + 2.5 * max(float(ts_n @ c2), 0))
+    got = br.score(img, [cap], template_captions=[tmpl[0].text], template_tags=[tmpl[0].pos])
+    assert got[0] == pytest.approx(expect, abs=1e-4)
+    assert S[0, 0] == pytest.approx(expect, abs=1e-4)
+    # fallback templates (nearest training caption) work from pixels alone
+    S_fb = br.score_matrix([ts.load_image(i) for i in pool.image_ids[:3]], [c.text for c in pool.captions[:4]])
+    assert S_fb.shape == (3, 4) and np.isfinite(S_fb).all()
+    with pytest.raises(ValueError, match="grid features"):
+        br.score_matrix(np.zeros((2, 128), np.float32), ["a"])
