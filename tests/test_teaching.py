@@ -245,14 +245,18 @@ def test_paraphrase(ts):
     for im in ts.image_ids[:20]:
         for c in ts.captions[im][:2]:
             p = ts.paraphrase(c.id, seed=1)
-            assert p.id == f"{im}#p1" and p.image_id == im
+            assert p.id == f"{c.id}p1" and p.image_id == im and p.index == c.index
             assert ts.facts_of(p.id) == ts.facts[c.id]
             assert len(p.lemma.split()) == len(p.pos)
             changed += p.text != c.text
             assert ts.judge_relevance([im], [p.id])[0, 0]
     assert changed >= 38
-    assert ts.paraphrase(ts.captions[ts.image_ids[0]][0].id, 2).text == \
-        ts.paraphrase(ts.captions[ts.image_ids[0]][0].id, 2).text
+    first = ts.captions[ts.image_ids[0]]
+    assert ts.paraphrase(first[0].id, 2).text == ts.paraphrase(first[0].id, 2).text
+    assert ts.paraphrase(first[0].id, 2).id != ts.paraphrase(first[1].id, 2).id
+    d, _ = ts.describe(ts.image_ids[0])
+    pd = ts.paraphrase(d.id, 0)
+    assert pd.id == f"{d.id}p0" and relevant(ts.facts_of(pd.id), ts.scenes[ts.image_ids[0]])
 
 
 def test_describe_units(ts):

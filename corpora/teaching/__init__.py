@@ -13,13 +13,14 @@ the simulated annotators and judgments).
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from corpora.base import (
-    Caption, CaptionId, Corpus, CrowdJudgment, ExpertJudgment, ImageId, caption_id, split_caption_id,
+    Caption, CaptionId, Corpus, CrowdJudgment, ExpertJudgment, ImageId, caption_id,
 )
 from corpora.teaching.facts import (
     CaptionFacts, FactArrays, Mention, SceneArrays, facts_holding, grade, grade_from_counts,
@@ -194,21 +195,27 @@ class TeachingSet(Corpus):
 
     def paraphrase(self, caption_id_: CaptionId, seed: int) -> Caption:
         """The same facts in new words (another simulated annotator's synonyms, frame and order) —
-        PAC-S's "generated text".  Id ``"<image>#p<seed>"``; the text differs from the original
-        whenever the facts allow more than one wording (they always do in practice)."""
+        PAC-S's "generated text".
+
+        The id is ``"<caption id>p<seed>"``, e.g. ``"teach_00007.png#3p1"`` (``"<image>#<k>p<seed>"``:
+        unique per caption and seed; any caption with known facts can be paraphrased, including
+        :meth:`describe` captions).  The text differs from the original whenever the facts allow more
+        than one wording (up to 40 draws are tried)."""
         facts = self.facts_of(caption_id_)
-        image_id, k = split_caption_id(caption_id_) if "#" in caption_id_ and caption_id_.rsplit(
-            "#", 1)[1].isdigit() else (caption_id_.rsplit("#", 1)[0], 0)
-        original = self.caption(caption_id_).text if self.has_caption(caption_id_) else None
+        image_id = caption_id_.rsplit("#", 1)[0]
         i = self._idx(image_id)
+        k = self.caption(caption_id_).index if self.has_caption(caption_id_) else 0
+        original = self.caption(caption_id_).text if self.has_caption(caption_id_) else None
+        tag = zlib.crc32(caption_id_.encode("utf-8"))
         text = lemma = pos = None
         for attempt in range(40):
-            rng = _rng(self.seed, _S_PARA, i, k, seed, attempt)
+            rng = _rng(self.seed, _S_PARA, i, tag, seed, attempt)
             toks = Realiser(make_style(rng), rng).realise(facts)
             text, lemma, pos = join_tokens(toks)
             if text != original:
                 break
-        cap = Caption(id=f"{image_id}#p{seed}", image_id=image_id, index=k, text=text, lemma=lemma, pos=pos)
+        cap = Caption(id=f"{caption_id_}p{seed}", image_id=image_id, index=k, text=text, lemma=lemma,
+                      pos=pos)
         self._register(cap, facts)
         return cap
 
