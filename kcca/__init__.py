@@ -10,10 +10,14 @@ from kcca.selection import (
     PAPER_KAPPAS, SelectionResult, SweepTable, choose_power_and_diag, fit_models, scale_diagonal,
     select_and_ensemble, sweep_dev,
 )
-from kcca.solver import KCCA, KernelSource, cosine_affinity, cosine_sweep, incomplete_cholesky, log_spaced_ns
+from kcca.solver import (
+    KCCA, KernelSource, KernelView, cosine_affinity, cosine_sweep, decompose, incomplete_cholesky, log_spaced_ns,
+)
+from kcca.systems import PAPER_TABLE_ORDER, SYSTEMS, SystemRun, canonical_name, get_system, run_system
 
 __all__ = [
     "KCCA", "KernelSource", "incomplete_cholesky", "cosine_affinity", "cosine_sweep", "log_spaced_ns",
     "PAPER_KAPPAS", "SelectionResult", "SweepTable", "select_and_ensemble", "sweep_dev", "fit_models",
-    "choose_power_and_diag", "scale_diagonal",
+    "choose_power_and_diag", "scale_diagonal", "KernelView", "decompose",
+    "SYSTEMS", "PAPER_TABLE_ORDER", "SystemRun", "canonical_name", "get_system", "run_system",
 ]
