@@ -1,0 +1,386 @@
+"""PAC-S and RefPAC-S (Sarto et al., CVPR 2023, "Positive-Augmented Contrastive Learning for Image and
+Video Captioning Evaluation"), and the positive-augmented contrastive fine-tuning that produces the
+PAC-S backbone.
+
+Score (Eq. 1, reference implementation ``aimagelab/pacscore``, ``evaluation/pac_score/pac_score.py``):
+
+.. math:: \\text{PAC-S}(c, v) = w \\cdot \\max(\\cos(c, v), 0), \\quad w = 2.0,
+
+with the same ``"A photo depicts"`` prompt and truncating tokenisation as CLIPScore.  RefPAC-S (Eq. 4) is
+the harmonic mean of PAC-S and ``max_r cos(c, r)`` — as in the reference code (``RefPACScore``), the
+reference term is neither scaled nor clipped.
+
+Fine-tuning (Sec. 3.2).  For a batch of N tuples :math:`(v_i, t_i, v'_i, t'_i)` — a real image, its real
+caption, a *generated* image of the same content and a *generated* caption of the same content — the
+symmetric InfoNCE of Eq. 2 is
+
+.. math::
+
+    L_{V,T} = -\\frac1N \\sum_i \\log \\frac{\\exp(\\cos(v_i, t_i)/\\tau)}{\\sum_j \\exp(\\cos(v_i, t_j)/\\tau)}
+              -\\frac1N \\sum_i \\log \\frac{\\exp(\\cos(t_i, v_i)/\\tau)}{\\sum_j \\exp(\\cos(t_i, v_j)/\\tau)}
+
+(the *sum* of the two directions, as written in the paper — open_clip's ``ClipLoss`` averages them),
+and the positive-augmented objective (Eq. 3) is
+
+.. math:: L = L_{V,T} + \\lambda_v L_{V',T} + \\lambda_t L_{V,T'}, \\quad \\lambda_v = 0.05,\\ \\lambda_t = 0.1,
+
+:math:`L_{V',T}` contrasting generated images with the real captions and :math:`L_{V,T'}` real images with
+the generated captions.  :math:`1/\\tau = \\exp(\\text{logit\\_scale})` is learnable and starts from the
+backbone's value.  Only the final visual and textual projections (``visual.proj``,
+``text_projection``) and the temperature are trained (configurable); AdamW, lr 1e-4; early stopping on
+the validation loss with a configurable patience, the best epoch's weights are kept.
+
+On the teaching set the generator supplies the positives: :math:`v'` = ``corpus.rerender(image_id,
+seed)`` (the same scene with new layout noise) and :math:`t'` = ``corpus.paraphrase(caption_id, seed)``
+(the same facts in other words) — :func:`teaching_tuples`.  On real data the user supplies them
+(:func:`load_tuples`: a JSON file listing real image, real caption, generated image, generated caption).
+
+When only the projections and the temperature train, the frozen towers' pre-projection features are
+computed once and every step is a few small matrix products (identical maths, much faster).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from neural.backbone import Backbone, _progress, backbone_from_model
+from neural.base import PROMPT
+from neural.checkpoints import state_dict_sha256
+from neural.clipscore import CLIPScore
+
+#: Sarto et al. 2023, Eq. 1: w = 2.0.
+PACS_W = 2.0
+
+
+class PACScore(CLIPScore):
+    """PAC-S (Eq. 1): ``2.0 · max(cos(c, v), 0)`` on a PAC-S (fine-tuned) backbone; with
+    ``reference_based=True`` RefPAC-S (Eq. 4).  Same prompt, tokenisation and preprocessing as
+    :class:`~neural.clipscore.CLIPScore`."""
+
+    base_name = "PAC-S"
+
+    def __init__(self, backbone, *, w: float = PACS_W, prompt: str | None = PROMPT, **kwargs):
+        super().__init__(backbone, w=w, prompt=prompt, **kwargs)
+
+
+class RefPACScore(PACScore):
+    """RefPAC-S (Eq. 4): harmonic mean of PAC-S and ``max_r cos(c, r)`` (unscaled, unclipped)."""
+
+    def __init__(self, backbone, **kwargs):
+        kwargs.setdefault("reference_based", True)
+        super().__init__(backbone, **kwargs)
+
+
+# ---------------------------------------------------------------------------- training data
+@dataclass
+class PositiveTuples:
+    """Tuples ``(v, t, v', t')``: real image, real caption, generated image, generated caption.
+
+    ``images`` / ``gen_images`` are ``(H, W, 3)`` uint8 arrays (or PIL images); ``identity`` is a
+    JSON-serialisable description used in cache keys (``None`` disables caching of the fine-tuned
+    weights)."""
+
+    images: Sequence
+    texts: list[str]
+    gen_images: Sequence
+    gen_texts: list[str]
+    identity: dict | None = None
+
+    def __post_init__(self):
+        n = len(self.texts)
+        for nm in ("images", "gen_images", "gen_texts"):
+            if len(getattr(self, nm)) != n:
+                raise ValueError(f"PositiveTuples: {nm} has {len(getattr(self, nm))} items, texts has {n}")
+        if n < 2:
+            raise ValueError("PositiveTuples: need at least 2 tuples for a contrastive loss")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def teaching_tuples(corpus, split: str = "train", *, seed: int = 0, captions_per_image: int = 1,
+                    max_images: int | None = None) -> PositiveTuples:
+    """Positive-augmented tuples from the teaching set: for each image of ``split`` (first
+    ``max_images``), ``captions_per_image`` of its captions (chosen with ``seed``), with
+    ``v' = corpus.rerender(image_id, seed + k)`` and ``t' = corpus.paraphrase(caption_id, seed)``."""
+    if not hasattr(corpus, "rerender") or not hasattr(corpus, "paraphrase"):
+        raise TypeError(f"corpus {corpus.name!r} cannot generate positives (no rerender/paraphrase); "
+                        "supply generated images and captions with load_tuples()")
+    ids = list(corpus.split(split))[: max_images or None]
+    rng = np.random.default_rng(seed)
+    images, texts, gimages, gtexts, cids = [], [], [], [], []
+    for i in ids:
+        caps = corpus.captions_of(i)
+        pick = rng.choice(len(caps), size=min(captions_per_image, len(caps)), replace=False)
+        for k, j in enumerate(sorted(pick)):
+            c = caps[int(j)]
+            images.append(corpus.load_image(i))
+            texts.append(c.text)
+            gimages.append(corpus.rerender(i, seed + k))
+            gtexts.append(corpus.paraphrase(c.id, seed).text)
+            cids.append(c.id)
+    ident = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "seed": seed,
+             "caption_ids": cids, "generator": "teaching rerender/paraphrase"}
+    return PositiveTuples(images, texts, gimages, gtexts, identity=ident)
+
+
+def load_tuples(path: str | Path, image_root: str | Path | None = None) -> PositiveTuples:
+    """Read user-supplied positive tuples (real data) from a JSON file: a list of objects
+    ``{"image": path, "caption": str, "generated_image": path, "generated_caption": str}``; relative
+    paths are resolved against ``image_root`` (default: the JSON file's folder).  Errors name the file
+    and the entry."""
+    from corpora.images import read_image  # the datasets layer's safe image reader
+
+    p = Path(path)
+    try:
+        entries = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p}: cannot read positive tuples ({exc})") from exc
+    if not isinstance(entries, list):
+        raise ValueError(f"{p}: expected a JSON list of tuples")
+    root = Path(image_root) if image_root else p.parent
+    out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
+    for k, e in enumerate(entries):
+        try:
+            out["images"].append(read_image(root / e["image"]))
+            out["texts"].append(str(e["caption"]))
+            out["gen_images"].append(read_image(root / e["generated_image"]))
+            out["gen_texts"].append(str(e["generated_caption"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{p}: entry {k} lacks image / caption / generated_image / generated_caption "
+                             f"({exc})") from exc
+    from neural.checkpoints import file_sha256
+
+    return PositiveTuples(**out, identity={"file": str(p), "sha256": file_sha256(p)})
+
+
+# ---------------------------------------------------------------------------- the loss
+def info_nce(a: torch.Tensor, b: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+    """:math:`L_{A,B}` of Eq. 2: the sum of the a→b and b→a cross-entropies of ``exp(logit_scale) ·
+    cos`` logits, each averaged over the batch (inputs L2-normalised)."""
+    logits = logit_scale.exp() * a @ b.T
+    target = torch.arange(a.shape[0], device=a.device)
+    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
+
+
+def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor, t_gen: torch.Tensor,
+              logit_scale: torch.Tensor, lambda_v: float = 0.05, lambda_t: float = 0.1
+              ) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. 3: ``L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'}`` on normalised embeddings; also returns the parts."""
+    l_vt = info_nce(v, t, logit_scale)
+    l_gv = info_nce(v_gen, t, logit_scale)
+    l_gt = info_nce(v, t_gen, logit_scale)
+    total = l_vt + lambda_v * l_gv + lambda_t * l_gt
+    return total, {"L_VT": float(l_vt.detach()), "L_V'T": float(l_gv.detach()), "L_VT'": float(l_gt.detach())}
+
+
+# ---------------------------------------------------------------------------- fine-tuning
+@dataclass(frozen=True)
+class PACSFinetuneConfig:
+    """Hyper-parameters of :func:`finetune_pacs` (Sarto et al. 2023, Sec. 3.2 / 4.1)."""
+
+    lambda_v: float = 0.05
+    lambda_t: float = 0.1
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    batch_size: int = 128
+    max_epochs: int = 20
+    patience: int = 3
+    trainable: tuple[str, ...] = ("visual.proj", "text_projection", "logit_scale")
+    seed: int = 0
+    max_logit_scale: float = 100.0
+
+
+_PROJ_NAMES = {"visual.proj", "text_projection", "logit_scale"}
+
+
+class _Encoders:
+    """Encodes tuples either fully (any trainable set) or through cached pre-projection features."""
+
+    def __init__(self, backbone: Backbone, model: torch.nn.Module, fast: bool):
+        self.bb, self.model, self.fast = backbone, model, fast
+        self.dev = backbone.device
+
+    def prepare_images(self, images) -> torch.Tensor:
+        x = torch.cat([self.bb.preprocess_images(images[s:s + 64]) for s in range(0, len(images), 64)])
+        if not self.fast:
+            return x
+        m = self.model
+        proj = m.visual.proj
+        m.visual.proj = None
+        try:
+            with torch.no_grad():
+                return torch.cat([m.encode_image(x[s:s + 256].to(self.dev)).float().cpu()
+                                  for s in range(0, len(x), 256)])
+        finally:
+            m.visual.proj = proj
+
+    def prepare_texts(self, texts) -> torch.Tensor:
+        tok = self.bb.tokenize(texts)
+        if not self.fast:
+            return tok
+        m = self.model
+        proj = m.text_projection
+        m.text_projection = None
+        try:
+            with torch.no_grad():
+                return torch.cat([m.encode_text(tok[s:s + 512].to(self.dev)).float().cpu()
+                                  for s in range(0, len(tok), 512)])
+        finally:
+            m.text_projection = proj
+
+    def image(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.dev)
+        f = x @ self.model.visual.proj.float() if self.fast else self.model.encode_image(x).float()
+        return F.normalize(f, dim=-1)
+
+    def text(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.dev)
+        f = x @ self.model.text_projection.float() if self.fast else self.model.encode_text(x).float()
+        return F.normalize(f, dim=-1)
+
+
+def _epoch_loss(enc, data, idx_batches, cfg, opt=None) -> float:
+    tot, n = 0.0, 0
+    for idx in idx_batches:
+        if len(idx) < 2:
+            continue
+        v = enc.image(data["v"][idx])
+        t = enc.text(data["t"][idx])
+        vg = enc.image(data["vg"][idx])
+        tg = enc.text(data["tg"][idx])
+        loss, _ = pacs_loss(v, t, vg, tg, enc.model.logit_scale, cfg.lambda_v, cfg.lambda_t)
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                enc.model.logit_scale.clamp_(0, math.log(cfg.max_logit_scale))
+        tot += float(loss.detach()) * len(idx)
+        n += len(idx)
+    return tot / max(n, 1)
+
+
+def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples,
+                  config: PACSFinetuneConfig | None = None, *, cache=None, show_progress: bool = True,
+                  **overrides) -> Backbone:
+    """Positive-augmented contrastive fine-tuning (Eq. 2–3) of a copy of ``backbone``.
+
+    Parameters
+    ----------
+    backbone : Backbone
+        Starting CLIP (not modified).  Its ``logit_scale`` initialises the temperature.
+    train, val : PositiveTuples
+        Training and validation tuples ``(v, t, v', t')``.
+    config : PACSFinetuneConfig
+        λ_v, λ_t, AdamW lr / weight decay, batch size, epochs, early-stopping patience, and the names of
+        the trainable parameters (default: the two final projections and the temperature).  Keyword
+        ``overrides`` replace single fields.
+    cache : DiskCache, optional
+        Stores the fine-tuned trainable parameters (key: backbone weights, tuple identities, config).
+
+    Returns
+    -------
+    Backbone
+        The fine-tuned backbone (``name`` gets a ``+PAC-S`` suffix, new ``weights_id``);
+        ``.training`` holds the per-epoch history (``"history"``: initial and per-epoch train / val
+        losses), the best epoch and whether the cache was hit.
+    """
+    from corpora.cache import NO_CACHE
+
+    cfg = config or PACSFinetuneConfig()
+    if overrides:
+        cfg = PACSFinetuneConfig(**{**asdict(cfg), **overrides})
+    model = copy.deepcopy(backbone.model).float()
+    names = dict(model.named_parameters())
+    unknown = [n for n in cfg.trainable if n not in names]
+    if unknown:
+        raise ValueError(f"trainable parameter(s) {unknown} not in the model (e.g. {list(names)[:4]} …)")
+    for n, p in names.items():
+        p.requires_grad_(n in cfg.trainable)
+    fast = set(cfg.trainable) <= _PROJ_NAMES and isinstance(getattr(model, "text_projection", None),
+                                                            torch.nn.Parameter) \
+        and isinstance(getattr(model.visual, "proj", None), torch.nn.Parameter)
+    cache = cache if cache is not None else NO_CACHE
+    key = None
+    if train.identity is not None and val.identity is not None:
+        key = {"what": "pacs-finetune", "backbone": backbone.cache_identity(), "train": train.identity,
+               "val": val.identity, "config": asdict(cfg)}
+    info: dict = {"cache_hit": True}
+
+    def compute():
+        t0 = time.perf_counter()
+        enc = _Encoders(backbone, model, fast)
+        model.eval()  # no dropout; frozen towers behave as at scoring time
+        data = {}
+        for split, tup in (("train", train), ("val", val)):
+            data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
+                           "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(tup.gen_texts)}
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        B = cfg.batch_size
+        val_batches = [torch.arange(s, min(s + B, len(val))) for s in range(0, len(val), B)]
+        with torch.no_grad():
+            v0 = _epoch_loss(enc, data["val"], val_batches, cfg)
+            tr0 = _epoch_loss(enc, data["train"], [torch.arange(s, min(s + B, len(train)))
+                                                   for s in range(0, len(train), B)], cfg)
+        history = [{"epoch": 0, "train_loss": tr0, "val_loss": v0}]
+        best, best_epoch, bad = v0, 0, 0
+        best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        bar = _progress(range(1, cfg.max_epochs + 1), cfg.max_epochs, "PAC-S fine-tuning", show_progress)
+        for epoch in bar:
+            perm = torch.randperm(len(train), generator=gen)
+            batches = [perm[s:s + B] for s in range(0, len(train), B)]
+            tr = _epoch_loss(enc, data["train"], batches, cfg, opt)
+            with torch.no_grad():
+                vl = _epoch_loss(enc, data["val"], val_batches, cfg)
+            history.append({"epoch": epoch, "train_loss": tr, "val_loss": vl})
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(val=f"{vl:.4f}")
+            if vl < best - 1e-7:
+                best, best_epoch, bad = vl, epoch, 0
+                best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+            else:
+                bad += 1
+                if bad >= cfg.patience:
+                    break
+        info.update(cache_hit=False, history=history, best_epoch=best_epoch, best_val_loss=best,
+                    seconds=time.perf_counter() - t0, fast_path=fast)
+        arrays = {"param::" + n: v.cpu().numpy() for n, v in best_state.items()}
+        arrays["history"] = np.array([[h["epoch"], h["train_loss"], h["val_loss"]] for h in history],
+                                     np.float64)
+        arrays["best_epoch"] = np.array(best_epoch)
+        return arrays
+
+    arrays = cache.get_or_compute("pacs_finetune", key, compute) if key is not None else compute()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "param::" + n in arrays:
+                p.copy_(torch.from_numpy(np.array(arrays["param::" + n])))
+            p.requires_grad_(False)
+    if "history" not in info:
+        h = arrays["history"]
+        info["history"] = [{"epoch": int(e), "train_loss": float(a), "val_loss": float(b)} for e, a, b in h]
+        info["best_epoch"] = int(arrays["best_epoch"])
+    info["config"] = asdict(cfg)
+    out = backbone_from_model(model, backbone.preprocess, backbone.tokenizer,
+                              name=f"{backbone.name}+PAC-S", arch=backbone.arch,
+                              source=f"{backbone.source}; PAC-S positive-augmented fine-tuning",
+                              device=backbone.device, precision=backbone.precision,
+                              show_progress=backbone.show_progress)
+    out.training = info  # type: ignore[attr-defined]
+    return out
+
+
+__all__ = ["PACS_W", "PACScore", "RefPACScore", "PositiveTuples", "teaching_tuples", "load_tuples",
+           "info_nce", "pacs_loss", "PACSFinetuneConfig", "finetune_pacs"]
