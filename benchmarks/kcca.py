@@ -86,13 +86,13 @@ def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes:
         from mvlearn.embed import KMCCA
 
         t = time.perf_counter()
-        mv = KMCCA(n_components=TOP, kernel="precomputed", regs=kappa / (1 + kappa), sval_thresh=0,
+        mv = KMCCA(n_components=TOP, kernel="precomputed", regs=kappa / (1 + kappa), sval_thresh=1e-12,
                    diag_mode="A", center=True)
         mv.fit([Kx, Ky])
         out["mvlearn_fit_s"] = time.perf_counter() - t
         Zx, Zy = mv.transform([Kx, Ky])
         diffs["mvlearn"] = float(np.abs(np.sort(np.abs(_corr_cols(Zx, Zy)))[::-1][:TOP] - ours_train_corr[:TOP]).max())
-        notes.append("mvlearn: KMCCA(kernel='precomputed', regs=κ/(1+κ), diag_mode='A', sval_thresh=0) — "
+        notes.append("mvlearn: KMCCA(kernel='precomputed', regs=κ/(1+κ), diag_mode='A', sval_thresh=1e-12) — "
                      "(1−r)K²+rK ∝ K²+κK")
     except ImportError as exc:
         notes.append(f"mvlearn not importable ({exc.__class__.__name__}: {exc}); optional 'bench' extra")
@@ -107,8 +107,8 @@ def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes:
 
         X, Y = data
         t = time.perf_counter()
-        cca = rcca.CCA(kernelcca=True, ktype="gaussian", gausigma=float(np.sqrt(0.5 / data_gamma[0])),
-                       reg=kappa, numCC=TOP, verbose=False)
+        cca = rcca.CCA(kernelcca=True, ktype="gaussian", reg=kappa, numCC=TOP, verbose=False)
+        cca.gausigma = float(np.sqrt(0.5 / data_gamma[0]))  # exp(-d²/2σ²) = exp(-γ d²); not an __init__ arg
         cca.train([X, Y])
         out["pyrcca_fit_s"] = time.perf_counter() - t
         Xc, Yc = X - X.mean(0), Y - Y.mean(0)

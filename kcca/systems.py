@@ -178,13 +178,14 @@ def _image_rows(entry: dict, split: str, ids, power: int) -> np.ndarray:
     the training Gram)."""
     from kernels.image import combine_kernels
 
-    ck = (split, int(power))
+    rows_key = "train" if split == "train" else (split, tuple(ids))   # keyed by the ids, not the name
+    ck = (rows_key, int(power))
     if ck not in entry["combined"]:
-        if split not in entry["feature_grams"]:
+        if rows_key not in entry["feature_grams"]:
             cols = None if split == "train" else list(entry["train_ids"])
             rows = list(entry["train_ids"]) if split == "train" else list(ids)
-            entry["feature_grams"][split] = entry["kernel"].feature_grams(rows, cols)
-        entry["combined"][ck] = combine_kernels(entry["feature_grams"][split], int(power))
+            entry["feature_grams"][rows_key] = entry["kernel"].feature_grams(rows, cols)
+        entry["combined"][ck] = combine_kernels(entry["feature_grams"][rows_key], int(power))
     return entry["combined"][ck]
 
 
@@ -211,9 +212,10 @@ def _text_train(entry: dict, d: float) -> np.ndarray:
 
 
 def _text_queries(entry: dict, split: str, captions) -> np.ndarray:
-    if split not in entry["queries"]:
-        entry["queries"][split] = entry["kernel"].gram_queries(list(captions))
-    return entry["queries"][split]
+    key = (split, tuple(c.id for c in captions))
+    if key not in entry["queries"]:
+        entry["queries"][key] = entry["kernel"].gram_queries(list(captions))
+    return entry["queries"][key]
 
 
 def _default_pools(corpus, seed, skip_missing_images):
