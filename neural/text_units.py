@@ -236,9 +236,14 @@ def _segment_sentence(tokens: Sequence[Token], sent: Sequence[int], merge_initia
     merged: list[tuple[str, list[int]]] = []
     carry: list[int] = []
     for lab, idx in segs:
-        if lab == "O" and all(tokens[i].tag in _PUNCT_TAGS for i in idx) and merged:
-            merged[-1][1].extend(idx)
-            continue
+        if lab == "O" and merged:  # leading punctuation of a loose run closes the previous segment
+            n_p = 0
+            while n_p < len(idx) and tokens[idx[n_p]].tag in _PUNCT_TAGS:
+                n_p += 1
+            merged[-1][1].extend(idx[:n_p])
+            idx = idx[n_p:]
+            if not idx:
+                continue
         if lab == "O" and not _has_content(tokens, idx):
             carry.extend(idx)
             continue

@@ -1,0 +1,368 @@
+"""SPECS (Chen et al.): specificity-aware fine-tuning of a long-context CLIP, and its score.
+
+* **Long captions** (:func:`stretch_positional_embedding`, :func:`stretch_backbone`): the text context is
+  lengthened by *knowledge-preserving stretching* of the positional embeddings, as Long-CLIP does: the
+  first ``keep`` positions are kept as they are and positions ``keep … L−1`` are linearly interpolated
+  onto ``keep … L'−1`` (ratio ``(L' − keep) / (L − keep)``; the last few new positions, which fall past
+  ``L − 1``, are linearly extrapolated from the last two old ones — exactly Long-CLIP's 77 → 248 with
+  ``keep = 20``, ratio 4).  The paper's setting is 77 → 248, keep 20; for a backbone with a shorter
+  context (the tiny CLIP has 32 positions) the default stretches *proportionally*:
+  ``L' = round(248 · L / 77)``, ``keep = round(20 · L / 77)`` (32 → 103, keep 8).  Both are configurable.
+* **Fine-tuning** (:func:`train_specs`, Eqs. 3–4).  For an image I with detail units u_1 … u_K
+  (cumulative captions c_k) and a negative unit u⁻ (a unit of another image), with cosine similarity s::
+
+      L = α L_con + β L_pos + γ L_neg                                   α = 1, β = 8, γ = 0.8
+      L_pos = mean max(0, ε_pos − (s(I, c_{k+1}) − s(I, c_k)))          (positive unit must raise s)
+      L_neg = mean max(0, ε_neg − (s(I, c_{k+1}) − s(I, c_{k+1} ⊕ u⁻))) (negative unit must lower s)
+      ε_• = clamp(stop_grad(batch mean of the corresponding gain), ε_min, ε_max)
+
+  ``L_con`` is CLIP's symmetric InfoNCE between the images and their full captions c_K with the model's
+  own (trainable) temperature.  One step k is drawn per image and step.  AdamW, lr 1e-5 and weight
+  decay 1e-2 as in the paper; every parameter is trained.  The tiny CLIP needs a larger lr
+  (:meth:`SPECSConfig.for_tiny`: 1e-4) to move in a few dozen steps.
+* **Score** (Eq. 5, :class:`SPECSScore`): ``SPECS(I, T) = w · max(cos(v, t), 0)`` with ``w = 1`` (the
+  plain cosine clipped at 0, range [0, 1]) and no prompt prefix — long captions are scored as written,
+  tokenised to the stretched context.
+* :func:`specificity_on_corpus` computes SR_pos / SR_neg (:mod:`neural.specificity`) of any scorer on a
+  corpus: the teaching set's own detail units (``describe``) and false units (``negative_unit``), or on
+  real data the detail units of each image's longest caption (:func:`neural.text_units.detail_units`)
+  with a unit of another (seeded) image as the negative.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from neural.lclip import _bar, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
+
+__all__ = [
+    "stretch_positional_embedding", "long_context_for", "stretch_backbone", "SPECSConfig", "train_specs",
+    "SPECSScore", "specs_losses", "specificity_data", "specificity_on_corpus",
+]
+
+PAPER_CONTEXT, PAPER_LONG_CONTEXT, PAPER_KEEP = 77, 248, 20
+
+
+# ============================================================================ long context
+def stretch_positional_embedding(pos: torch.Tensor, new_len: int, keep: int = PAPER_KEEP) -> torch.Tensor:
+    """Long-CLIP's knowledge-preserving stretch of a ``(L, W)`` positional embedding to ``(new_len, W)``.
+
+    New position ``p < keep`` copies old position ``p``; for ``p ≥ keep`` the source coordinate is
+    ``u = keep + (p − keep) · (L − keep) / (new_len − keep)`` and the embedding is
+    ``(1 − f) · pos[⌊u⌋] + f · pos[⌊u⌋ + 1]`` (``f = u − ⌊u⌋``), extrapolating from the last two old
+    positions when ``⌊u⌋ ≥ L − 1``.  With L = 77, new_len = 248, keep = 20 this is Long-CLIP's
+    interpolation (ratio 4) exactly.
+    """
+    L, W = pos.shape
+    if new_len < L:
+        raise ValueError(f"new_len={new_len} is shorter than the current context {L}")
+    if not 0 < keep < L:
+        raise ValueError(f"keep={keep} must be in 1..{L - 1}")
+    p = pos.detach().float()
+    out = torch.empty(new_len, W, dtype=torch.float32)
+    out[:keep] = p[:keep]
+    ratio = (L - keep) / (new_len - keep)
+    q = torch.arange(keep, new_len, dtype=torch.float64)
+    u = keep + (q - keep) * ratio
+    lo = torch.clamp(torch.floor(u).long(), max=L - 2)
+    f = (u - lo.double()).float()[:, None]
+    out[keep:] = (1 - f) * p[lo] + f * p[lo + 1]
+    return out.to(pos.dtype)
+
+
+def long_context_for(context_length: int, new_len: int | None = None, keep: int | None = None) -> tuple[int, int]:
+    """``(new_len, keep)``: the paper's 248 / 20 for a 77-token CLIP; proportional otherwise."""
+    if new_len is None:
+        new_len = PAPER_LONG_CONTEXT if context_length == PAPER_CONTEXT else \
+            int(round(PAPER_LONG_CONTEXT * context_length / PAPER_CONTEXT))
+    if keep is None:
+        keep = PAPER_KEEP if context_length == PAPER_CONTEXT else \
+            max(1, int(round(PAPER_KEEP * context_length / PAPER_CONTEXT)))
+    return int(new_len), int(keep)
+
+
+def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = None, *, name: str | None = None):
+    """A copy of ``backbone`` whose text tower accepts ``new_len`` tokens (positional embedding stretched,
+    causal mask rebuilt, tokenizer context raised).  ``new_len == context_length`` returns a plain copy."""
+    from neural.backbone import backbone_from_model
+
+    model = copy.deepcopy(backbone.model).float().cpu()
+    L = backbone.context_length
+    new_len, keep = long_context_for(L, new_len, keep)
+    holder = model.text if hasattr(model, "text") and not hasattr(model, "token_embedding") else model
+    if new_len != L:
+        pos = text_tower_parts(model)[1]
+        holder.positional_embedding = nn.Parameter(stretch_positional_embedding(pos, new_len, keep))
+        if getattr(holder, "attn_mask", None) is not None:
+            mask = torch.full((new_len, new_len), float("-inf")).triu_(1)
+            holder.attn_mask = mask
+        holder.context_length = new_len
+        if hasattr(holder, "num_pos"):
+            holder.num_pos = new_len
+        if holder is not model:
+            model.context_length = new_len
+    tok = copy.copy(backbone.tokenizer)
+    if not hasattr(tok, "context_length"):
+        raise TypeError("stretch_backbone: the tokenizer has no context_length attribute")
+    tok.context_length = new_len
+    bb = backbone_from_model(model, backbone.preprocess, tok,
+                             name=name or f"{backbone.name} [context {L}->{new_len}, keep {keep}]",
+                             arch=backbone.arch, source=f"{backbone.source}; positional embeddings stretched",
+                             device=backbone.device, precision=backbone.precision,
+                             show_progress=backbone.show_progress)
+    bb.stretch = {"from": L, "to": new_len, "keep": keep}  # type: ignore[attr-defined]
+    return bb
+
+
+# ============================================================================ data
+def _join(a: str, b: str) -> str:
+    from neural.specificity import _join as j
+
+    return j(a, b)
+
+
+def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:
+    """Detail units and per-step negative units of each image.
+
+    Teaching set: ``describe(image_id)`` units and ``negative_unit(image_id, seed + k)`` for step k.
+    Other corpora: the detail units of each image's longest caption; the negative of step k is a detail
+    unit of another image's longest caption (seeded draw).
+    """
+    units_all, negs_all = [], []
+    if hasattr(corpus, "describe") and hasattr(corpus, "negative_unit"):
+        for i in image_ids:
+            _, units = corpus.describe(i)
+            units_all.append(list(units))
+            negs_all.append([corpus.negative_unit(i, seed + k) for k in range(len(units))])
+        return units_all, negs_all
+    from neural.text_units import detail_units
+
+    rng = np.random.default_rng(seed)
+    longest = {}
+    for i in image_ids:
+        caps = corpus.captions_of(i)
+        if not caps:
+            raise ValueError(f"image {i!r} has no captions")
+        c = max(caps, key=lambda c: len(c.text))
+        longest[i] = [u.text for u in detail_units(c.text)]
+    ids = list(image_ids)
+    for n, i in enumerate(ids):
+        units_all.append(longest[i])
+        negs = []
+        for _ in longest[i]:
+            j = int(rng.integers(len(ids) - 1)) if len(ids) > 1 else 0
+            j = j + 1 if j >= n and len(ids) > 1 else j
+            other = longest[ids[j]]
+            negs.append(other[int(rng.integers(len(other)))])
+        negs_all.append(negs)
+    return units_all, negs_all
+
+
+# ============================================================================ losses
+def specs_losses(s_prev: torch.Tensor, s_next: torch.Tensor, s_neg: torch.Tensor, eps_min: float = 0.0,
+                 eps_max: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eqs. 3–4 hinge terms with the dynamic margin.
+
+    ``s_prev = s(I, c_k)``, ``s_next = s(I, c_{k+1})``, ``s_neg = s(I, c_{k+1} ⊕ u⁻)`` (batch vectors).
+    Returns ``(L_pos, L_neg, ε_pos, ε_neg)``.
+    """
+    gain_pos = s_next - s_prev
+    gain_neg = s_next - s_neg
+    eps_pos = gain_pos.detach().mean().clamp(eps_min, eps_max)
+    eps_neg = gain_neg.detach().mean().clamp(eps_min, eps_max)
+    return F.relu(eps_pos - gain_pos).mean(), F.relu(eps_neg - gain_neg).mean(), eps_pos, eps_neg
+
+
+@dataclass
+class SPECSConfig:
+    """SPECS recipe (paper: α = 1, β = 8, γ = 0.8, AdamW lr 1e-5, wd 1e-2, context 248 / keep 20)."""
+
+    alpha: float = 1.0
+    beta: float = 8.0
+    gamma: float = 0.8
+    lr: float = 1e-5
+    weight_decay: float = 1e-2
+    steps: int = 40
+    batch_size: int = 32
+    eps_min: float = 0.0
+    eps_max: float = 0.1
+    context_length: int | None = None
+    keep: int | None = None
+    max_images: int = 2000
+    seed: int = 0
+
+    @classmethod
+    def for_tiny(cls, **kw) -> "SPECSConfig":
+        """The tiny CLIP: lr 1e-4 (1e-5 barely moves a freshly trained small model in 40 steps)."""
+        return replace(cls(lr=1e-4), **kw)
+
+
+def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Normalised text features, computing only up to the longest end-of-text position (exact under the
+    causal mask)."""
+    from neural.bridge import encode_text_from_embeddings
+
+    L = int(tokens.argmax(dim=1).max().item()) + 1
+    t = tokens[:, :L]
+    emb = text_tower_parts(model)[0](t)
+    return F.normalize(encode_text_from_embeddings(model, emb, t).float(), dim=-1)
+
+
+def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | None = None, *, cache=None,
+                show_progress: bool = True, num_threads: int | None = None, log: list | None = None):
+    """Stretch the text context and fine-tune ``backbone`` with the SPECS objective on ``corpus``' split.
+
+    Returns the fine-tuned long-context :class:`Backbone` (``.specs_training`` holds the loss curve).
+    The weights are cached (namespace ``"specs"``) under the backbone identity, corpus fingerprint,
+    split and config.
+    """
+    from corpora.cache import NO_CACHE
+    from neural.tiny_clip import deterministic
+
+    cfg = config or SPECSConfig()
+    cache = cache if cache is not None else NO_CACHE
+    long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep)
+    ids = list(corpus.split(split))[: cfg.max_images]
+    key = {"what": "specs", "backbone": backbone.cache_identity(), "corpus": corpus.name,
+           "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
+           "stretch": long_bb.stretch}
+    model = long_bb.model
+
+    def run() -> dict[str, np.ndarray]:
+        with deterministic(num_threads):
+            return _train(model, long_bb, corpus, ids, cfg, show_progress)
+
+    arrays = cache.get_or_compute("specs", key, run)
+    losses = arrays.pop("losses", np.zeros((0, 6), np.float32))
+    load_state_arrays(model, arrays)
+    model.eval()
+    from neural.backbone import backbone_from_model
+
+    out = backbone_from_model(model, long_bb.preprocess, long_bb.tokenizer,
+                              name=f"SPECS({backbone.name}, ctx {long_bb.context_length})", arch=backbone.arch,
+                              source=f"SPECS fine-tuned here from {backbone.name} on {corpus.name}/{split}",
+                              device=backbone.device, show_progress=backbone.show_progress)
+    out.stretch = long_bb.stretch  # type: ignore[attr-defined]
+    out.specs_training = {"losses": losses.tolist(), "config": asdict(cfg)}  # type: ignore[attr-defined]
+    if log is not None:
+        log.extend({"step": k, "loss": float(r[0]), "L_con": float(r[1]), "L_pos": float(r[2]),
+                    "L_neg": float(r[3]), "eps_pos": float(r[4]), "eps_neg": float(r[5])}
+                   for k, r in enumerate(losses))
+    return out
+
+
+def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    units, negs = specificity_data(corpus, ids, cfg.seed)
+    cum = []
+    for us in units:
+        c, row = "", []
+        for u in us:
+            c = _join(c, u)
+            row.append(c)
+        cum.append(row)
+    multi = [i for i, r in enumerate(cum) if len(r) >= 2]
+    if len(multi) < 2:
+        raise ValueError("SPECS: need at least two images with two or more detail units")
+    X = bb.preprocess_images([corpus.load_image(ids[i]) for i in multi])
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                            weight_decay=cfg.weight_decay)
+    B = min(cfg.batch_size, len(multi))
+    rows = []
+    bar = _bar(cfg.steps, "SPECS fine-tuning", show_progress)
+    for step in range(cfg.steps):
+        pick = rng.choice(len(multi), size=B, replace=False)
+        texts_full, prev, nxt, neg = [], [], [], []
+        for j in pick:
+            i = multi[j]
+            k = int(rng.integers(len(cum[i]) - 1))
+            texts_full.append(cum[i][-1])
+            prev.append(cum[i][k])
+            nxt.append(cum[i][k + 1])
+            neg.append(_join(cum[i][k + 1], negs[i][k + 1]))
+        tokens = bb.tokenize(texts_full + prev + nxt + neg)
+        t = _encode_trimmed(model, tokens)
+        t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
+        v = F.normalize(model.encode_image(X[torch.from_numpy(pick)]).float(), dim=-1)
+        scale = model.logit_scale.exp().clamp(max=100.0)
+        logits = scale * v @ t_full.t()
+        tgt = torch.arange(B)
+        l_con = 0.5 * (F.cross_entropy(logits, tgt) + F.cross_entropy(logits.t(), tgt))
+        s_prev = (v * t_prev).sum(-1)
+        s_next = (v * t_next).sum(-1)
+        s_neg = (v * t_neg).sum(-1)
+        l_pos, l_neg, e_pos, e_neg = specs_losses(s_prev, s_next, s_neg, cfg.eps_min, cfg.eps_max)
+        loss = cfg.alpha * l_con + cfg.beta * l_pos + cfg.gamma * l_neg
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        rows.append([float(loss.detach()), float(l_con.detach()), float(l_pos.detach()), float(l_neg.detach()),
+                     float(e_pos), float(e_neg)])
+        _tick(bar, None, "specs", step, loss)
+    if bar is not None:
+        bar.close()
+    model.eval()
+    out = state_dict_arrays(model)
+    out["losses"] = np.asarray(rows, np.float32)
+    return out
+
+
+# ============================================================================ the score
+class SPECSScore:
+    """SPECS (Eq. 5): ``w · max(cos(v, t), 0)`` on the fine-tuned long-context backbone, ``w = 1``, no
+    prompt.  ``score_matrix`` gives the ``(n_images, n_captions)`` affinities for the evaluator."""
+
+    def __init__(self, backbone, w: float = 1.0, prompt: str | None = "", name: str = "SPECS"):
+        self.backbone = backbone
+        self.w = float(w)
+        self.prompt = prompt or ""
+        self.name = name
+
+    def cache_identity(self) -> dict:
+        return {"scorer": "SPECS", "w": self.w, "prompt": self.prompt, "backbone": self.backbone.cache_identity()}
+
+    def _texts(self, texts: Sequence[str]) -> np.ndarray:
+        from neural.base import with_prompt
+
+        return self.backbone.encode_texts(with_prompt(list(texts), self.prompt or None)).numpy()
+
+    def score(self, images, candidates: Sequence[str], references=None) -> np.ndarray:
+        """Per-instance SPECS (reference-free: ``references`` is ignored)."""
+        from neural.base import clip_s, image_embeddings
+
+        v = image_embeddings(self.backbone, images)
+        if v.shape[0] != len(candidates):
+            raise ValueError(f"SPECS.score: {v.shape[0]} images but {len(candidates)} candidates")
+        return clip_s(np.einsum("nd,nd->n", v, self._texts(candidates)), self.w)
+
+    def score_matrix(self, images, captions: Sequence[str]) -> np.ndarray:
+        from neural.base import clip_s, image_embeddings
+
+        return clip_s(image_embeddings(self.backbone, images) @ self._texts(captions).T, self.w)
+
+
+def _raw_cosine_fn(scorer):
+    """Pair scores for the specificity rate: the scorer's own ``score_matrix``."""
+    from neural.specificity import pairwise_score_fn
+
+    return pairwise_score_fn(scorer)
+
+
+def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "test", max_images: int = 100,
+                          seed: int = 0) -> dict[str, dict[str, float]]:
+    """SR_pos / SR_neg (SPECS Eqs. 1–2) of every scorer (anything with ``score_matrix(images, texts)``) on
+    the first ``max_images`` images of ``split``: ``{name: {"SR_pos", "SR_neg", ...}}``."""
+    from neural.specificity import specificity_rate
+
+    ids = list(corpus.split(split))[:max_images]
+    units, negs = specificity_data(corpus, ids, seed)
+    images = [corpus.load_image(i) for i in ids]
+    return {name: specificity_rate(_raw_cosine_fn(sc), images, units, negs) for name, sc in scorers.items()}

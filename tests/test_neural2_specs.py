@@ -1,0 +1,134 @@
+"""SPECS: Long-CLIP positional stretching, hinge losses with the dynamic margin, fine-tuning, score
+matrix for the evaluator, specificity of CLIP-S vs SPECS on the teaching set."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neural.specs import (
+    SPECSConfig,
+    SPECSScore,
+    long_context_for,
+    specificity_data,
+    specificity_on_corpus,
+    specs_losses,
+    stretch_backbone,
+    stretch_positional_embedding,
+    train_specs,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    from neural.backbone import backbone_from_model, create_architecture
+
+    torch.manual_seed(0)
+    m, p, t = create_architecture("itr-tiny-clip")
+    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
+                               show_progress=False)
+
+
+def test_stretch_matches_long_clip_77_to_248():
+    pos = torch.randn(77, 6)
+    new = stretch_positional_embedding(pos, 248, 20)
+    assert new.shape == (248, 6)
+    assert torch.equal(new[:20], pos[:20])
+    # Long-CLIP: new[20 + 4i + j] = ((4 - j) pos[20 + i] + j pos[21 + i]) / 4, extrapolated after 76
+    i, j = 10, 3
+    assert torch.allclose(new[20 + 4 * i + j], ((4 - j) * pos[20 + i] + j * pos[21 + i]) / 4, atol=1e-6)
+    assert torch.allclose(new[20 + 4 * 56], pos[76], atol=1e-6)
+    assert torch.allclose(new[247], pos[76] + 3 * (pos[76] - pos[75]) / 4, atol=1e-5)
+    assert long_context_for(77) == (248, 20)
+    assert long_context_for(32) == (103, 8)  # proportional for the tiny CLIP
+    with pytest.raises(ValueError):
+        stretch_positional_embedding(pos, 50)
+
+
+def test_stretched_backbone_reads_long_captions(backbone):
+    lb = stretch_backbone(backbone)
+    assert lb.context_length == 103 and lb.tokenize(["a"]).shape == (1, 103)
+    assert backbone.context_length == 32  # original untouched
+    words = " ".join(["a red circle left of a blue square"] * 6)  # ~50 tokens
+    longer = words + " on the grass"
+    short_a, short_b = backbone.encode_texts([words, longer])
+    assert torch.allclose(short_a, short_b)  # both truncated at 32 tokens: the ending is invisible
+    long_a, long_b = lb.encode_texts([words, longer])
+    assert not torch.allclose(long_a, long_b)  # the stretched context sees it
+
+
+def test_specs_losses_hand_computed():
+    s_prev = torch.tensor([0.20, 0.30, 0.10])
+    s_next = torch.tensor([0.25, 0.28, 0.20])
+    s_neg = torch.tensor([0.20, 0.30, 0.05])
+    # gains_pos = [.05, -.02, .10] mean .0433 ; gains_neg = [.05, -.02, .15] mean .06
+    l_pos, l_neg, e_pos, e_neg = specs_losses(s_prev, s_next, s_neg, 0.0, 0.1)
+    assert float(e_pos) == pytest.approx(0.13 / 3, abs=1e-6) and float(e_neg) == pytest.approx(0.06, abs=1e-6)
+    exp_pos = (max(0, 0.13 / 3 - 0.05) + max(0, 0.13 / 3 + 0.02) + max(0, 0.13 / 3 - 0.10)) / 3
+    exp_neg = (max(0, 0.06 - 0.05) + max(0, 0.06 + 0.02) + max(0, 0.06 - 0.15)) / 3
+    assert float(l_pos) == pytest.approx(exp_pos, abs=1e-6) and float(l_neg) == pytest.approx(exp_neg, abs=1e-6)
+    # clamping: the margin never exceeds eps_max nor drops below eps_min
+    _, _, e_pos, _ = specs_losses(s_prev, s_next + 1.0, s_neg, 0.0, 0.1)
+    assert float(e_pos) == pytest.approx(0.1)
+    _, _, e_pos, _ = specs_losses(s_prev, s_next - 1.0, s_neg, 0.01, 0.1)
+    assert float(e_pos) == pytest.approx(0.01)
+
+
+def test_specificity_data_teaching_and_generic(small_teaching_set):
+    ts = small_teaching_set
+    ids = list(ts.split("test"))[:5]
+    units, negs = specificity_data(ts, ids)
+    assert all(len(u) == len(n) and len(u) >= 1 for u, n in zip(units, negs))
+    assert " ".join(units[0]) == ts.describe(ids[0])[0].text
+
+    class Plain:  # a corpus without describe(): detail units of the longest caption
+        def __init__(self, corpus):
+            self.c = corpus
+
+        def captions_of(self, i):
+            return self.c.captions_of(i)
+
+    units2, negs2 = specificity_data(Plain(ts), ids, seed=1)
+    for i, u in zip(ids, units2):
+        longest = max(ts.captions_of(i), key=lambda c: len(c.text)).text
+        assert " ".join(u) == longest
+    for k, ns in enumerate(negs2):  # negatives are units of OTHER images' captions
+        others = {x for j, u in enumerate(units2) if j != k for x in u}
+        assert len(ns) == len(units2[k]) and all(n in others for n in ns)
+
+
+def test_fine_tuning_and_score_matrix(backbone, small_teaching_set, tmp_cache):
+    from corpora.protocol import hodosh_pool
+    from evaluation import evaluate_pool
+    from neural.base import affinity_for_pool
+
+    ts = small_teaching_set
+    log: list = []
+    cfg = SPECSConfig.for_tiny(steps=8, batch_size=12)
+    sb = train_specs(backbone, ts, config=cfg, cache=tmp_cache, show_progress=False, log=log)
+    assert len(log) == 8 and all(np.isfinite(e["loss"]) for e in log)
+    assert all(0.0 <= e["eps_pos"] <= 0.1 for e in log)
+    assert sb.context_length == 103
+    changed = [k for k, v in sb.model.state_dict().items()
+               if k in backbone.model.state_dict() and v.shape == backbone.model.state_dict()[k].shape
+               and not torch.equal(v, backbone.model.state_dict()[k])]
+    assert "visual.proj" in changed and "text_projection" in changed
+    scorer = SPECSScore(sb)
+    pool = hodosh_pool(ts, "test")
+    S = affinity_for_pool(scorer, ts, pool)
+    assert S.shape == (pool.n_images, pool.n_captions) and S.dtype == np.float32
+    assert np.all(S >= 0) and np.all(S <= 1)
+    evaluate_pool(S, pool)
+    ims = [ts.load_image(i) for i in pool.image_ids[:2]]
+    np.testing.assert_allclose(scorer.score(ims, [c.text for c in pool.captions[:2]]),
+                               np.diag(scorer.score_matrix(ims, [c.text for c in pool.captions[:2]])), atol=1e-5)
+    sr = specificity_on_corpus({"SPECS": scorer}, ts, max_images=6)
+    assert set(sr) == {"SPECS"} and 0.0 <= sr["SPECS"]["SR_pos"] <= 1 and 0.0 <= sr["SPECS"]["SR_neg"] <= 1
