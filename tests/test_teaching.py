@@ -315,3 +315,57 @@ def test_judgments(ts):
     rel = np.array([relevant(ts.facts[j.caption_id], ts.scenes[j.image_id]) for j in ts.crowd])
     fy = np.array([j.fraction_yes for j in ts.crowd])
     assert fy[rel].mean() > 0.8 and fy[~rel].mean() < 0.2
+
+
+# ------------------------------------------------------------------------------------ rendering
+def test_colours_separated_in_cielab():
+    import cv2
+
+    from corpora.teaching.render import RGB
+
+    names = list(RGB)
+    lab = cv2.cvtColor(np.array([[RGB[n] for n in names]], np.uint8), cv2.COLOR_RGB2LAB)[0].astype(float)
+    lab[:, 0] *= 100 / 255
+    lab[:, 1:] -= 128
+    d = np.sqrt(((lab[:, None] - lab[None]) ** 2).sum(-1)) + np.eye(len(names)) * 1e3
+    assert d.min() >= 30, d.min()
+
+
+def test_background_textures_differ_in_statistics():
+    """Grass = vertical streaks (more horizontal gradient energy), water = horizontal waves (more vertical
+    gradient energy), sand = fine isotropic grain, snow = smooth: the texture kernel has more than
+    colour to go on."""
+    import cv2
+
+    from corpora.teaching.render import render_background
+
+    stats = {}
+    for bg in ("grass", "sand", "water", "snow"):
+        img = render_background(bg, 120, 160, np.random.default_rng(0)).mean(-1)
+        gx = cv2.Sobel(img, cv2.CV_32F, 1, 0)
+        gy = cv2.Sobel(img, cv2.CV_32F, 0, 1)
+        stats[bg] = (float((gx ** 2).mean()), float((gy ** 2).mean()))
+    ratio = {bg: gx / gy for bg, (gx, gy) in stats.items()}
+    energy = {bg: gx + gy for bg, (gx, gy) in stats.items()}
+    assert ratio["grass"] > 2.0 and ratio["water"] < 0.5 and 0.6 < ratio["sand"] < 1.6
+    assert energy["snow"] < energy["sand"] < energy["water"]
+
+
+def test_shapes_have_distinct_contours():
+    """SIFT sees contours: the outlines of any two shapes (same centre and radius) overlap little."""
+    import cv2
+
+    from corpora.teaching.render import silhouette
+    from corpora.teaching.scene import SHAPES
+
+    k = np.ones((3, 3), np.uint8)
+    edges = {}
+    for s in SHAPES:
+        m = (silhouette(s, 40, 40, 30, 0.0, False, 80, 80) > 127).astype(np.uint8)
+        assert m.sum() > 300
+        edges[s] = cv2.dilate(m - cv2.erode(m, k), k).astype(bool)
+    for a in SHAPES:
+        for b in SHAPES:
+            if a < b:
+                iou = (edges[a] & edges[b]).sum() / (edges[a] | edges[b]).sum()
+                assert iou < 0.5, (a, b, iou)
