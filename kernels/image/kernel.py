@@ -267,9 +267,12 @@ class ImageKernel:
 
     def _ensure_words(self, ids: Sequence[str]) -> None:
         todo = []
-        for image_id in dict.fromkeys(ids):
-            if image_id in self._words:
-                continue
+        unseen = [i for i in dict.fromkeys(ids) if i not in self._words]
+        if self.show_progress and self.cache.enabled and len(unseen) > 200:
+            from tqdm.auto import tqdm
+
+            unseen = tqdm(unseen, desc="cached image features", unit="img", leave=False)
+        for image_id in unseen:
             hit = self.cache.load("image_words", self._words_key(image_id))
             if hit is not None:
                 self._words[image_id] = {f: (self._compact(hit[f]), tuple(int(x) for x in hit[f + "_shape"]))
