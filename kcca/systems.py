@@ -36,6 +36,7 @@ from kcca.selection import (
 from kcca.solver import decompose, log_spaced_ns
 
 __all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "get_system", "list_systems",
+           "system_names",
            "SystemRun", "run_system", "dev_score"]
 
 
@@ -123,7 +124,12 @@ def get_system(name: str) -> SystemConfig:
 
 
 def list_systems() -> list[str]:
+    """The 30 systems of Tables 11/12 in the paper's order (canonical names)."""
     return list(PAPER_TABLE_ORDER)
+
+
+#: Alias used by the experiment pipeline.
+system_names = list_systems
 
 
 @dataclass
