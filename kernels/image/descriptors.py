@@ -17,11 +17,12 @@ Colour (:func:`lab_descriptors`)
 Texture (:func:`mr8_responses`, :func:`make_rfs_filters`)
     Varma & Zisserman (2005) MR8: the grey image is normalised to zero mean and unit variance, filtered
     with the 38 filters of the RFS bank (edge = first and bar = second Gaussian derivative filters at
-    3 scales (σx, σy) ∈ {(3, 1), (6, 2), (12, 4)} and 6 orientations, plus an isotropic Gaussian and a
-    Laplacian of Gaussian with σ = 10; support 49 × 49), the maximum over the 6 orientations is kept for
-    each (type, scale) → 6 + 2 = 8 responses (edges: maximum *absolute* response, see
-    :func:`mr8_from_rfs`), and the response vector ``F`` at each pixel is contrast
-    normalised following Weber's law, ``F ← F · log(1 + L/0.03) / L`` with ``L = ||F||₂``.
+    3 scales (σx, σy) ∈ {(1, 3), (2, 6), (4, 12)} — σ across, 3σ along the orientation — and
+    6 orientations, plus an isotropic Gaussian and a Laplacian of Gaussian with σ = 10; support
+    49 × 49), the maximum over the 6 orientations is kept for each (type, scale) → 6 + 2 = 8 responses
+    (edges: maximum *absolute* response, see :func:`mr8_from_rfs`), and the response vector ``F`` at
+    each pixel is contrast normalised following Weber's law, ``F ← F · log(1 + L/0.03) / L`` with
+    ``L = ||F||₂``.  Only the sampled pixels are evaluated (:func:`rfs_responses_at`).
 
 SIFT (:func:`dense_sift`)
     OpenCV ``SIFT_create().compute`` on the grey working image at a regular grid of upright keypoints
