@@ -225,10 +225,15 @@ class TeachingSet(Corpus):
         return describe_units(self.scenes[image_id], _rng(self.seed, _S_DESC, i, seed))
 
     def describe(self, image_id: ImageId, seed: int = 0) -> tuple[Caption, list[str]]:
-        """A long caption stating every object with all its attributes, the background and a relation
-        from the first object to each other one, plus its ordered detail units (SPECS): each unit adds
-        new visual information and ``" ".join(units) == caption.text`` (no final full stop).
-        Id ``"<image>#d<seed>"``."""
+        """A long caption stating every object with all its attributes and a place, the background and
+        a relation from the first object to each other one, plus its ordered detail units (SPECS)::
+
+            ["A big red circle", "with stripes", "on the left", "on the grass",
+             "left of a small blue square", "with dots", "on the right"]
+
+        Each unit adds new visual information (:meth:`describe_facts` gives the facts of every
+        cumulative caption, strictly growing) and ``" ".join(units) == caption.text`` (no final full
+        stop).  Id ``"<image>#d<seed>"``; ``seed`` varies the wording and the choice of relations."""
         units, _, prefixes = self._describe(image_id, seed)
         facts = prefixes[-1]
         toks = [t for u in units for t in u]
