@@ -301,3 +301,13 @@ def test_float32_precision_agrees_with_float64():
     np.testing.assert_allclose(Sa, Sb, atol=1e-3)
     with pytest.raises(ValueError, match="dtype"):
         KCCA(dtype="float16").fit(Kx, Ky)
+
+
+def test_exact_solver_on_data_with_kernel_callables():
+    d = make_two_view(160, seed=12)
+    tr, te = slice(0, 120), slice(120, 160)
+    m_data = KCCA(reg=0.5, kernel_x=d.kx, kernel_y=d.ky).fit(d.X[tr], d.Y[tr])
+    m_gram = KCCA(reg=0.5).fit(d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr]))
+    np.testing.assert_allclose(m_data.correlations_, m_gram.correlations_, atol=1e-10)
+    np.testing.assert_allclose(m_data.affinity(d.X[te], d.Y[te], 10),
+                               m_gram.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10), atol=1e-6)
