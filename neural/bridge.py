@@ -344,26 +344,53 @@ class BRIDGE:
         return S.argmax(1).tolist()
 
     @staticmethod
-    def corpus_templates(corpus, image_ids: Sequence[str], captions_file: Mapping[str, str] | None = None):
-        """Template captions and their POS tags for ``image_ids``: from ``captions_file`` when given, else
-        from ``corpus.describe`` (teaching set), else ``None`` (use the nearest-caption fallback)."""
-        if captions_file is not None:
+    def corpus_templates(corpus, image_ids: Sequence[str], captions_file: Mapping[str, str] | None = None,
+                         template_source: str = "auto"):
+        """Template captions and their POS tags for ``image_ids``, or ``(None, None)`` for the
+        nearest-training-caption fallback.
+
+        ``template_source``: ``"captions_file"`` (the user's ``{image_id: caption}``), ``"describe"``
+        (the teaching set's generator description — an *oracle* captioner: it states only true facts),
+        ``"nearest"`` (fallback), or ``"auto"``: captions file if given, else ``describe`` when the corpus
+        has it, else the fallback.
+        """
+        src = BRIDGE.resolve_source(corpus, captions_file, template_source)
+        if src == "captions_file":
             missing = [i for i in image_ids if i not in captions_file]
             if missing:
                 raise KeyError(f"template captions file has no caption for {len(missing)} image(s), "
                                f"e.g. {missing[:3]}")
             return [captions_file[i] for i in image_ids], None
-        if hasattr(corpus, "describe"):
+        if src == "describe":
             caps = [corpus.describe(i)[0] for i in image_ids]
             return [c.text for c in caps], [c.pos for c in caps]
         return None, None
 
+    @staticmethod
+    def resolve_source(corpus, captions_file, template_source: str = "auto") -> str:
+        if template_source not in ("auto", "captions_file", "describe", "nearest"):
+            raise ValueError(f"template_source={template_source!r}: expected auto, captions_file, describe "
+                             "or nearest")
+        if template_source == "auto":
+            if captions_file is not None:
+                return "captions_file"
+            return "describe" if hasattr(corpus, "describe") else "nearest"
+        if template_source == "captions_file" and captions_file is None:
+            raise ValueError("template_source='captions_file' needs captions_file={image_id: caption}")
+        if template_source == "describe" and not hasattr(corpus, "describe"):
+            raise ValueError(f"corpus {getattr(corpus, 'name', corpus)!r} has no describe(): use "
+                             "template_source='nearest' or a captions file")
+        return template_source
+
     # ------------------------------------------------------------------ fit
     def fit(self, corpus, split: str = "train", *, captions_file: Mapping[str, str] | None = None,
-            cache=None, show_progress: bool = True, num_threads: int | None = None) -> "BRIDGE":
+            template_source: str = "auto", cache=None, show_progress: bool = True,
+            num_threads: int | None = None) -> "BRIDGE":
         """Train ψ and the L3 MLP on ``corpus``' ``split`` (backbone frozen).
 
-        ``captions_file``: ``{image_id: caption}`` template captions (e.g. a captioner's output).
+        ``captions_file``: ``{image_id: caption}`` template captions (e.g. a captioner's output);
+        ``template_source``: see :meth:`corpus_templates` (the fallback excludes each training image's
+        own captions).
         The trained weights are cached in ``cache`` (namespace ``"bridge"``) under the backbone identity,
         corpus fingerprint, split, config and template source.
         """
@@ -379,8 +406,8 @@ class BRIDGE:
         self.bank_texts = [c.text for c in caps]
         self.bank_tags = [c.pos for c in caps]
         self.bank_emb = self.clip.encode_texts(self.bank_texts).numpy()
-        source = "captions_file" if captions_file is not None else ("describe" if hasattr(corpus, "describe")
-                                                                    else "nearest-train-caption")
+        source = self.resolve_source(corpus, captions_file, template_source)
+        self.template_source = source
         key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
                "template_source": source,
@@ -388,7 +415,7 @@ class BRIDGE:
 
         def run() -> dict[str, np.ndarray]:
             with deterministic(num_threads):
-                return self._train(corpus, ids, caps, captions_file, show_progress)
+                return self._train(corpus, ids, caps, captions_file, source, show_progress)
 
         arrays = cache.get_or_compute("bridge", key, run)
         load_state_arrays(self.trainable_modules(), {k: v for k, v in arrays.items() if k != "losses"})
@@ -399,13 +426,13 @@ class BRIDGE:
         self.trainable_modules().eval()
         return self
 
-    def _train(self, corpus, ids, caps, captions_file, show_progress) -> dict[str, np.ndarray]:
+    def _train(self, corpus, ids, caps, captions_file, source, show_progress) -> dict[str, np.ndarray]:
         cfg = self.config
         rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
         images = [corpus.load_image(i) for i in ids]
         v, grid = self._image_features(images)
-        texts, tags = self.corpus_templates(corpus, ids, captions_file)
+        texts, tags = self.corpus_templates(corpus, ids, captions_file, source)
         if texts is None:  # fallback: nearest training caption that is not one of the image's own
             own = {}
             for k, c in enumerate(caps):
@@ -527,9 +554,30 @@ class BRIDGE:
         b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star), c_plain), self.config.w)
         return (0.5 * (a + b)).astype(np.float32)
 
-    def affinity(self, corpus, pool, captions_file: Mapping[str, str] | None = None) -> np.ndarray:
+    def affinity(self, corpus, pool, captions_file: Mapping[str, str] | None = None,
+                 template_source: str | None = None) -> np.ndarray:
         """Score matrix over a :class:`~corpora.base.RankingPool` with the corpus' template captions
-        (``describe`` on the teaching set, ``captions_file`` on real data, else the fallback)."""
-        texts, tags = self.corpus_templates(corpus, pool.image_ids, captions_file)
+        (default: the source used in :meth:`fit`)."""
+        src = template_source or getattr(self, "template_source", "auto")
+        texts, tags = self.corpus_templates(corpus, pool.image_ids, captions_file, src)
         images = [corpus.load_image(i) for i in pool.image_ids]
         return self.score_matrix(images, [c.text for c in pool.captions], texts, tags)
+
+    def score_corpus_pairs(self, corpus, image_ids: Sequence[str], candidates: Sequence[str],
+                           captions_file: Mapping[str, str] | None = None,
+                           template_source: str | None = None) -> np.ndarray:
+        """Per-pair BRIDGE scores for corpus images (human-correlation tables)."""
+        src = template_source or getattr(self, "template_source", "auto")
+        uniq = list(dict.fromkeys(image_ids))
+        texts, tags = self.corpus_templates(corpus, uniq, captions_file, src)
+        images = [corpus.load_image(i) for i in uniq]
+        v, t_star = self.pseudo_embeddings(images, texts, tags)
+        row = np.array([uniq.index(i) for i in image_ids]) if len(uniq) < 5000 else \
+            np.array([{u: k for k, u in enumerate(uniq)}[i] for i in image_ids])
+        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
+
+        c_prompt = self.clip.encode_texts(with_prompt(list(candidates), PROMPT)).numpy()
+        c_plain = self.clip.encode_texts(list(candidates)).numpy()
+        a = clip_s(np.einsum("nd,nd->n", v[row], c_prompt), self.config.w)
+        b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star)[row], c_plain), self.config.w)
+        return (0.5 * (a + b)).astype(np.float32)

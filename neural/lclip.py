@@ -56,7 +56,7 @@ import torch.nn.functional as F
 
 __all__ = [
     "MultiplexedCLIP", "SharedBlock", "RepeatAdapter", "LCLIPConfig", "distill_loss",
-    "similarity_regulator", "train_lclip", "LCLIPScore", "count_parameters", "encode_speed",
+    "similarity_regulator", "train_lclip", "train_lclip_on_corpus", "LCLIPScore", "count_parameters", "encode_speed",
     "info_nce", "state_dict_arrays", "load_state_arrays", "text_tower_parts",
 ]
 
@@ -422,7 +422,7 @@ def _preprocessed(backbone, images) -> torch.Tensor:
 
 def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pairs: Sequence[tuple[int, int]],
                 config: LCLIPConfig | None = None, *, cache=None, cache_key: dict | None = None,
-                show_progress: bool = True, log: list | None = None):
+                show_progress: bool = True, log: list | None = None, num_threads: int | None = None):
     """Distil an L-CLIPScore student from ``teacher`` (a :class:`~neural.backbone.Backbone`).
 
     Parameters
@@ -440,6 +440,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         student's weights are cached under namespace ``"lclip_student"``.
     log : list, optional
         Receives ``{"stage", "step", "loss"}`` dicts.
+    num_threads : int, optional
+        torch CPU threads while training (deterministic algorithms are switched on meanwhile).
 
     Returns
     -------
@@ -518,20 +520,43 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         student.eval()
         return state_dict_arrays(student)
 
+    def run_det() -> dict[str, np.ndarray]:
+        from neural.tiny_clip import deterministic
+
+        with deterministic(num_threads):
+            return run()
+
     if cache is not None and cache_key is not None:
         key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
                "config": asdict(cfg), "n_images": len(images), "n_texts": len(texts), "n_pairs": len(pairs)}
-        arrays = cache.get_or_compute("lclip_student", key, run)
+        arrays = cache.get_or_compute("lclip_student", key, run_det)
         if log is not None and not any(e.get("stage") for e in log):
             log.append({"cached": True})
     else:
-        arrays = run()
+        arrays = run_det()
     load_state_arrays(student, arrays)
     student.eval()
     return backbone_from_model(student, teacher.preprocess, teacher.tokenizer,
                                name=f"L-CLIP student of {teacher.name}", arch="lclip-multiplexed",
                                source=f"distilled here from {teacher.name} ({teacher.weights_id})",
                                device=teacher.device, show_progress=teacher.show_progress)
+
+
+def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,
+                          cache=None, show_progress: bool = True, num_threads: int | None = None,
+                          log: list | None = None):
+    """:func:`train_lclip` on a corpus split: its images, all their captions, and the (image, caption)
+    pairs for stage 2.  Only the first ``config.max_images`` images (and their captions, up to
+    ``config.max_texts``) are used; cached under the corpus fingerprint and ids."""
+    cfg = config or LCLIPConfig()
+    ids = list(corpus.split(split))[: cfg.max_images]
+    images = [corpus.load_image(i) for i in ids]
+    caps = [c for i in ids for c in corpus.captions_of(i)][: cfg.max_texts]
+    row = {i: k for k, i in enumerate(ids)}
+    pairs = [(row[c.image_id], j) for j, c in enumerate(caps)]
+    key = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "ids": ids}
+    return train_lclip(teacher, images, [c.text for c in caps], pairs, cfg, cache=cache, cache_key=key,
+                       show_progress=show_progress, log=log, num_threads=num_threads)
 
 
 def _bar(total: int, desc: str, enabled: bool):
