@@ -204,11 +204,16 @@ def _planted_word_kernel(tk, seed=0):
     return WordKernel(list(tk.vocab.words), idx, K)
 
 
-@pytest.mark.parametrize("idf", ["none", "sqrt"])
-def test_soft_tri_items_and_queries_match_bruteforce(idf):
+@pytest.mark.parametrize("idf,backend", [("none", "torch"), ("sqrt", "torch"), ("sqrt", "native")])
+def test_soft_tri_items_and_queries_match_bruteforce(idf, backend):
+    if backend == "native":
+        from kernels.text.native import load_softtri
+
+        if load_softtri() is None:
+            pytest.skip("no C compiler: native soft-TRI backend unavailable")
     corpus = _corpus(n_items=6, seed=4)
     ids = corpus.split("train")
-    tk = TextKernel("TRI", 5, idf=idf, show_progress=False, block_entries=4096, row_block=3)
+    tk = TextKernel("TRI", 5, idf=idf, show_progress=False, block_entries=4096, row_block=3, backend=backend)
     tk.fit(corpus, ids)
     # plant a word kernel (Eqs. 17-21 only need *some* kappa); bypasses similarity training
     tk.sim_parts = ("A",)
@@ -231,6 +236,7 @@ def test_soft_tri_items_and_queries_match_bruteforce(idf):
         for j, it in enumerate(items):
             val = sum(_norm(sent(q, t), sent(q, q), sent(t, t)) for t in it) / math.sqrt(raw[j, j])
             assert abs(Q[qi, j] - val) < 2e-5, (qi, j)
+    assert tk.last_backend == backend
 
 
 # ------------------------------------------------------------------------------------------ TagRank

@@ -134,6 +134,9 @@ class TextKernel:
         Row captions per DP block.
     min_count : int
         Minimum training count of words in the similarity vocabularies (5).
+    backend : {"auto", "native", "torch"}
+        Soft-TRI DP implementation: the compiled C kernel (:mod:`kernels.text.native`, built on first
+        use), the torch one, or native-if-available (both exact, same result up to float rounding).
     """
 
     def __init__(self, kind: str = "TRI", captions_per_item: int = 5, merge: bool = False, idf: str = "none",
@@ -141,7 +144,7 @@ class TextKernel:
                  external_corpus=None, seed: int = 0, cache: DiskCache | None = None,
                  show_progress: bool = True, psd: str = "none", n_threads: int | None = 1,
                  block_entries: int = 1 << 22, row_block: int = 64, min_count: int = 5,
-                 name: str | None = None):
+                 backend: str = "auto", name: str | None = None):
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
         if captions_per_item not in (1, 5):
@@ -150,6 +153,8 @@ class TextKernel:
             raise ValueError(f"idf={idf!r}: expected one of {_bow.IDF_MODES}")
         if merge and kind != "BoW":
             raise ValueError(f"merge=True is only defined for kind='BoW' (got kind={kind!r})")
+        if backend not in ("auto", "native", "torch"):
+            raise ValueError(f"backend={backend!r}: expected 'auto', 'native' or 'torch'")
         if psd not in ("none", "clip"):
             raise ValueError(f"psd={psd!r}: expected 'none' or 'clip'")
         if not 1 <= int(max_len) <= 3:
@@ -165,6 +170,7 @@ class TextKernel:
         self.show_progress, self.psd, self.n_threads = show_progress, psd, n_threads
         self.block_entries = int(block_entries)
         self.row_block = int(row_block)
+        self.backend = backend
         self.min_count = int(min_count)
         self.name = name or self._default_name()
         self._fitted = False
@@ -322,7 +328,11 @@ class TextKernel:
         else:
             Kraw = _tri.sparse_gram(self.F_items).astype(np.float64)
         item_self = np.diag(Kraw).copy()
-        K = normalise_items(Kraw, item_self).astype(np.float32)
+        r = np.where(item_self > 0, 1.0 / np.sqrt(np.maximum(item_self, 1e-300)), 0.0)
+        Kraw *= r[:, None]
+        Kraw *= r[None, :]
+        K = Kraw.astype(np.float32)
+        del Kraw
         self.last_gram_seconds = time.perf_counter() - t0
         return {"K": K, "item_self": item_self}
 
@@ -370,10 +380,15 @@ class TextKernel:
         import torch
 
         if getattr(self, "_W", None) is None:
-            kappa = self.word_kernel.dense(self.V)
+            wk = self.word_kernel
             w = self.omega.astype(np.float64)
+            lam2 = self.lambda_m ** 2
             W = np.zeros((self.V + 1, self.V + 1), dtype=np.float32)
-            W[:self.V, :self.V] = (self.lambda_m ** 2) * (w[:, None] * kappa * w[None, :])
+            d = np.arange(self.V)
+            W[d, d] = lam2 * w * w                       # identity outside the similarity vocabulary
+            if len(wk.idx):
+                wi = w[wk.idx]
+                W[np.ix_(wk.idx, wk.idx)] = (lam2 * (wi[:, None] * wk.K * wi[None, :])).astype(np.float32)
             self._W = torch.from_numpy(W)
         return self._W
 
@@ -518,9 +533,28 @@ class TextKernel:
             res = res + res.T
         return res
 
+    def _native(self, fn, *args):
+        if self.backend == "torch":
+            return None
+        from kernels.text import native
+
+        res = fn(*args)
+        if res is None and self.backend == "native":
+            raise RuntimeError("backend='native': the compiled soft-TRI kernel is unavailable (no C compiler, "
+                               "compilation failed, or a caption longer than 64 content words)")
+        self.last_backend = "native" if res is not None else "torch"
+        return res
+
     def _soft_gram(self) -> np.ndarray:
+        from kernels.text import native
+
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
+            K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
+                             self.item_of, self.n_items, self.max_len, self.n_threads)
+            if K is not None:
+                return K
+            self.last_backend = "torch"
             K = self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
                                  row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
         return K
@@ -530,6 +564,13 @@ class TextKernel:
             scale = self._train_scale()
             qs = self._self_kernels(qdocs)
             qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
+            from kernels.text import native
+
+            Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
+                             self.docs, scale, self.item_of, self.n_items, self.max_len, self.n_threads)
+            if Q is not None:
+                return Q
+            self.last_backend = "torch"
             return self._soft_cross(qdocs, qscale, self.docs, scale, self.item_of, self.n_items, symmetric=False,
                                     desc="soft TRI queries")
 

@@ -1,0 +1,143 @@
+"""Optional compiled backend for the soft TRI dynamic programme (``_softtri.c``).
+
+The C source is compiled on first use with the system C compiler (``$CC``, else ``gcc``/``cc``;
+``-O3 -shared -fPIC``, with ``-fopenmp`` when available) into
+``<cache dir>/native/softtri-<source hash>.so`` (atomic rename) and loaded with :mod:`ctypes`.
+It computes *exactly* the same DP as the torch implementation in :mod:`kernels.text.tri` (float32
+word-kernel values, float64 accumulation) but fused per caption pair, without intermediate arrays.
+When no compiler is available, compilation fails, ``ITR_NO_NATIVE=1`` is set, or a caption has more
+than 64 content words, :class:`~kernels.text.kernel.TextKernel` uses the torch path.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+SOURCE = Path(__file__).with_name("_softtri.c")
+
+
+def _compiler() -> str | None:
+    for cand in (os.environ.get("CC"), "gcc", "cc", "clang"):
+        if cand and shutil.which(cand):
+            return cand
+    return None
+
+
+@lru_cache(maxsize=1)
+def load_softtri():
+    """The compiled library (``ctypes.CDLL``) or ``None`` when unavailable."""
+    if os.environ.get("ITR_NO_NATIVE") or not SOURCE.is_file():
+        return None
+    cc = _compiler()
+    if cc is None:
+        log.info("no C compiler found; soft TRI uses the torch backend")
+        return None
+    from corpora.cache import default_cache_dir
+
+    src = SOURCE.read_bytes()
+    tag = hashlib.sha256(src + os.uname().machine.encode()).hexdigest()[:16]
+    out_dir = default_cache_dir() / "native"
+    lib = out_dir / f"softtri-{tag}.so"
+    if not lib.is_file():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ok = False
+        for flags in (["-fopenmp"], []):
+            fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".so.tmp")
+            os.close(fd)
+            cmd = [cc, "-O3", "-shared", "-fPIC", *flags, "-o", tmp, str(SOURCE)]
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                if r.returncode == 0:
+                    os.replace(tmp, lib)
+                    ok = True
+                    break
+                log.info("compiling %s failed: %s", SOURCE, r.stderr.strip()[:500])
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.info("compiling %s failed: %s", SOURCE, exc)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        if not ok:
+            return None
+    try:
+        dll = ctypes.CDLL(str(lib))
+    except OSError as exc:
+        log.warning("cannot load %s (%s); soft TRI uses the torch backend", lib, exc)
+        return None
+    P = ctypes.c_void_p
+    i64 = ctypes.c_int64
+    dll.soft_tri_gram.argtypes = [P, i64, P, P, i64, P, P, i64, ctypes.c_int, P, ctypes.c_int]
+    dll.soft_tri_gram.restype = ctypes.c_int
+    dll.soft_tri_cross.argtypes = [P, i64, P, P, i64, P, P, P, i64, P, P, i64, ctypes.c_int, P, ctypes.c_int]
+    dll.soft_tri_cross.restype = ctypes.c_int
+    return dll
+
+
+def _ptr(a: np.ndarray):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _flat(docs, clip: int):
+    lengths = np.array([len(d) for d in docs], dtype=np.int64)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.ascontiguousarray(np.concatenate([np.asarray(d, np.int64) for d in docs]) if len(docs) else
+                                  np.zeros(0, np.int64)).clip(max=clip)
+    return tokens, offsets
+
+
+def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray, n_items: int, max_len: int,
+                     n_threads: int | None) -> np.ndarray | None:
+    """Unnormalised item Gram (sum over caption cross products of scaled soft-TRI kernels) or ``None``."""
+    dll = load_softtri()
+    if dll is None:
+        return None
+    if len(item_of) and np.any(np.diff(item_of) < 0):
+        raise ValueError("captions must be ordered by item")
+    W = np.ascontiguousarray(W, dtype=np.float32)
+    tokens, offsets = _flat(docs, W.shape[0] - 1)
+    starts = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(np.bincount(item_of, minlength=n_items), out=starts[1:])
+    sc = np.ascontiguousarray(scale, dtype=np.float64)
+    out = np.zeros((n_items, n_items), dtype=np.float64)
+    rc = dll.soft_tri_gram(_ptr(W), W.shape[0], _ptr(tokens), _ptr(offsets), len(docs), _ptr(sc), _ptr(starts),
+                           n_items, int(max_len), _ptr(out), int(n_threads or 0))
+    if rc != 0:
+        return None
+    for s in range(0, n_items, 512):                    # out + out.T without a full temporary
+        e = min(s + 512, n_items)
+        blk = out[s:e, e:].copy()
+        out[s:e, s:e] += out[s:e, s:e].T.copy()
+        out[s:e, e:] += out[e:, s:e].T
+        out[e:, s:e] += blk.T
+    return out
+
+
+def soft_cross_native(W: np.ndarray, qdocs, qscale, docs, scale, item_of, n_items: int, max_len: int,
+                      n_threads: int | None) -> np.ndarray | None:
+    """Queries x items (sum over each item's captions of scaled soft-TRI kernels) or ``None``."""
+    dll = load_softtri()
+    if dll is None:
+        return None
+    W = np.ascontiguousarray(W, dtype=np.float32)
+    qt, qo = _flat(qdocs, W.shape[0] - 1)
+    tokens, offsets = _flat(docs, W.shape[0] - 1)
+    starts = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(np.bincount(item_of, minlength=n_items), out=starts[1:])
+    qs = np.ascontiguousarray(qscale, dtype=np.float64)
+    sc = np.ascontiguousarray(scale, dtype=np.float64)
+    out = np.zeros((len(qdocs), n_items), dtype=np.float64)
+    rc = dll.soft_tri_cross(_ptr(W), W.shape[0], _ptr(qt), _ptr(qo), len(qdocs), _ptr(qs), _ptr(tokens),
+                            _ptr(offsets), len(docs), _ptr(sc), _ptr(starts), n_items, int(max_len), _ptr(out),
+                            int(n_threads or 0))
+    return None if rc != 0 else out
