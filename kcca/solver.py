@@ -12,7 +12,7 @@ pairs, KCCA finds dual directions ``α, β ∈ R^N`` maximising
     ρ = \\max_{α, β} \\frac{α^T K_X K_Y β}
         {\\sqrt{(α^T K_X^2 α + κ\\, α^T K_X α)\\,(β^T K_Y^2 β + κ\\, β^T K_Y β)}} ,
 
-i.e. the generalised eigenproblem (Hardoon et al. 2004, Sec. 3.1 with their regulariser ``κ K``)
+i.e. the regularised kernel-CCA generalised eigenproblem of Hardoon et al. (2004) with the ``κ K`` regulariser
 
 .. math::
 
@@ -120,7 +120,7 @@ def center_gram(K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 def center_rows(K_new: np.ndarray, column_means: np.ndarray, grand_mean: float) -> np.ndarray:
     """Centre kernel rows of new items against the training items with the training statistics:
-    ``k̃_ij = k_ij − k̄_j − mean_j(k_i·) + k̄`` (Schölkopf et al. 1998; Hardoon 2004, Sec. 3.1)."""
+    ``k̃_ij = k_ij − k̄_j − mean_j(k_i·) + k̄`` (Schölkopf et al. 1998; Hardoon et al. 2004)."""
     K_new = np.asarray(K_new, dtype=np.float64)
     return K_new - column_means[None, :] - K_new.mean(axis=1, keepdims=True) + grand_mean
 
@@ -242,8 +242,8 @@ def incomplete_cholesky(
     max_rank: int | None = None,
     dtype=np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, Sec. 4.1 "partial
-    Gram–Schmidt orthogonalisation"; Bach & Jordan 2002, Sec. 5.2).
+    """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, "partial
+    Gram–Schmidt orthogonalisation"; Bach & Jordan 2002).
 
     At step ``j`` the item ``i`` with the largest residual diagonal ``d_i`` becomes pivot ``p_j``; its kernel
     column is pulled from ``source`` and ``G[:, j] = (K[:, i] − G[:, :j] G[i, :j]^T) / \\sqrt{d_i}``;
