@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     out["vocab_words"] = len(counts)
     out["vocab_ge5"] = sum(1 for c in counts.values() if c >= 5)
     if "A" in sem.sim_parts:
-        nouns, verbs, _, _ = pos_vocabularies(sem.processed)
+        nouns, verbs, _, _ = pos_vocabularies(sem.tagged)
         out["noun_lemmas"], out["verb_lemmas"] = len(nouns), len(verbs)
         probes = {}
         for w in ("rider", "swim", "dog", "beach", "climb"):

@@ -46,7 +46,7 @@ def test_alignment_similarity_on_flickr8k_subset(flickr):
 
     sub = flickr.split("train")[:1500]
     tk = TextKernel("TRI", 5, similarity="A", show_progress=False).fit(flickr, sub)
-    nouns, verbs, _, _ = pos_vocabularies(tk.processed)
+    nouns, verbs, _, _ = pos_vocabularies(tk.tagged)
     print(f"\n1,500 images: {len(nouns)} noun and {len(verbs)} verb lemmas (full data, paper: 1,180 / 143)")
     near = {w: tk.nearest_words(w, 5) for w in ("rider", "dog", "beach")}
     for w, nb in near.items():

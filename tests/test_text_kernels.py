@@ -301,3 +301,34 @@ def test_registry_names():
         TextKernel("TRI", merge=True)
     with pytest.raises(RuntimeError, match="fit"):
         TextKernel().gram_train()
+
+
+@pytest.mark.parametrize("max_len", [1, 2, 3])
+def test_soft_backends_agree_for_every_max_len(max_len):
+    from kernels.text.native import load_softtri
+
+    if load_softtri() is None:
+        pytest.skip("no C compiler: native soft-TRI backend unavailable")
+    corpus = _corpus(n_items=5, seed=9)
+    ids = corpus.split("train")
+    out = {}
+    for backend in ("torch", "native"):
+        tk = TextKernel("TRI", 5, max_len=max_len, show_progress=False, backend=backend, row_block=4).fit(corpus, ids)
+        tk.sim_parts = ("A",)
+        tk.word_kernel = _planted_word_kernel(tk, seed=3)
+        out[backend] = (tk._compute_gram()["K"], tk._compute_queries(_queries()))
+        assert tk.last_backend == backend
+    np.testing.assert_allclose(out["torch"][0], out["native"][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["torch"][1], out["native"][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("idf", ["none", "sqrt"])
+def test_soft_tri_with_identity_word_kernel_equals_exact_tri(idf):
+    corpus = _corpus(n_items=6, seed=11)
+    ids = corpus.split("train")
+    exact = TextKernel("TRI", 5, idf=idf, show_progress=False).fit(corpus, ids)
+    soft = TextKernel("TRI", 5, idf=idf, show_progress=False).fit(corpus, ids)
+    soft.sim_parts = ("A",)
+    soft.word_kernel = WordKernel(list(soft.vocab.words), np.zeros(0, np.int64), np.zeros((0, 0)))
+    np.testing.assert_allclose(soft._compute_gram()["K"], exact.gram_train(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(soft._compute_queries(_queries()), exact.gram_queries(_queries()), rtol=1e-5, atol=1e-6)

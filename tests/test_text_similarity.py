@@ -120,7 +120,7 @@ def test_lin_matches_nltk_lin_similarity(teaching_tk, nltk_data_dir):
 
     from kernels.text.similarity import lin_kernel, wordnet_information_content
 
-    proc = teaching_tk.processed
+    proc = teaching_tk.tagged
     words, K, sigma = lin_kernel(proc)
     assert len(words) >= 10 and np.allclose(np.diag(K), 1) and np.all(K >= 0)
     freq, total, _ = wordnet_information_content(proc)

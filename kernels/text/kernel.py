@@ -220,9 +220,9 @@ class TextKernel:
         self.train_captions = caps
         self.item_of = np.repeat(np.arange(len(n_per)), n_per)
         self.n_items = len(n_per)
-        need_tags = any(p in ("A", "Lin") for p in self.sim_parts)
         self.pre = Preprocessor().fit(caps)
-        self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=need_tags)
+        self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=False)
+        self._tagged = None
         self.vocab = Vocabulary(p.tokens for p in self.processed)
         self.V = len(self.vocab)
         if self.V > _tri.MAX_ID - 100_000:
@@ -248,6 +248,16 @@ class TextKernel:
             self._fit_features()
         self._fitted = True
         return self
+
+    @property
+    def tagged(self) -> list[ProcessedCaption]:
+        """The training captions preprocessed *with* POS tags (computed on first use; the alignment and
+        Lin similarities need them, and are cached, so a cache hit never tags)."""
+        if self._tagged is None:
+            self._tagged = self.pre.transform(self.train_captions, tags=True)
+            if [p.tokens for p in self._tagged] != [p.tokens for p in self.processed]:
+                raise AssertionError("tagging changed the token sequence")
+        return self._tagged
 
     def _check(self):
         if not self._fitted:

@@ -386,10 +386,10 @@ def build_word_kernel(tk) -> WordKernel:
             ws, K = distributional_kernel(ext, words, tk.min_count, KAPPA_D_MIN)
             res["D_ext.idx"], res["D_ext.K"] = as_ids(ws), K.astype(np.float32)
         if "A" in needed:
-            ws, K, _ = alignment_kernel(tk.processed, tk.item_of, tk.min_count, KAPPA_A_MIN)
+            ws, K, _ = alignment_kernel(tk.tagged, tk.item_of, tk.min_count, KAPPA_A_MIN)
             res["A.idx"], res["A.K"] = as_ids(ws), K.astype(np.float32)
         if "Lin" in needed:
-            ws, K, _ = lin_kernel(tk.processed, tk.min_count)
+            ws, K, _ = lin_kernel(tk.tagged, tk.min_count)
             res["Lin.idx"], res["Lin.K"] = as_ids(ws), K.astype(np.float32)
         return res
 
