@@ -332,3 +332,24 @@ def test_soft_tri_with_identity_word_kernel_equals_exact_tri(idf):
     soft.word_kernel = WordKernel(list(soft.vocab.words), np.zeros(0, np.int64), np.zeros((0, 0)))
     np.testing.assert_allclose(soft._compute_gram()["K"], exact.gram_train(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(soft._compute_queries(_queries()), exact.gram_queries(_queries()), rtol=1e-5, atol=1e-6)
+
+
+def test_psd_clip_option_on_max_combination():
+    """Eq. 27 (max of word kernels) and the thresholded cosines can make the Gram indefinite;
+    psd='clip' projects it onto the PSD cone, psd='none' (default) leaves it untouched."""
+    corpus = _corpus(n_items=6, seed=12)
+    ids = corpus.split("train")
+    tk = TextKernel("TRI", 5, show_progress=False).fit(corpus, ids)
+    tk.sim_parts = ("A",)
+    rng = np.random.default_rng(0)
+    K = rng.random((tk.V - 2, tk.V - 2))
+    K = np.maximum(K, K.T)                      # an indefinite "max"-style similarity
+    np.fill_diagonal(K, 1.0)
+    tk.word_kernel = WordKernel(list(tk.vocab.words), np.arange(tk.V - 2), K)
+    arr = tk._compute_gram()
+    tk._gram, tk._item_self = arr["K"], arr["item_self"]
+    raw = tk.gram_train()
+    tk.psd = "clip"
+    clipped = tk.gram_train()
+    assert np.linalg.eigvalsh(clipped.astype(np.float64)).min() > -1e-5
+    assert np.abs(clipped - raw).max() <= max(0.0, -np.linalg.eigvalsh(raw.astype(np.float64)).min()) + 1e-5

@@ -62,13 +62,13 @@ static double pair_kernel(const float *W, int64_t Vp, const int64_t *ta, int n, 
     return tot + S + tot * S - RS - CT + X;
 }
 
-/* Item Gram, symmetric: for every caption pair a <= b (captions ordered by item, item_of
+/* Item Gram, symmetric (rows item_lo..item_hi-1): for every caption pair a <= b (captions ordered by item, item_of
  * non-decreasing) add scale[a] scale[b] K(a, b) to out[item_of[a], item_of[b]] (weight 1/2 when
  * a == b).  The caller symmetrises out + out^T.  Rows of `out` are owned by the item of `a`, so the
  * OpenMP loop over items is race-free. */
 int soft_tri_gram(const float *W, int64_t Vp, const int64_t *tokens, const int64_t *offsets, int64_t n_caps,
                   const double *scale, const int64_t *item_start, int64_t n_items, int max_len, double *out,
-                  int n_threads) {
+                  int n_threads, int64_t item_lo, int64_t item_hi) {
     int64_t I;
     int bad = 0;
     for (int64_t a = 0; a < n_caps; a++)
@@ -78,7 +78,7 @@ int soft_tri_gram(const float *W, int64_t Vp, const int64_t *tokens, const int64
     if (n_threads > 0) omp_set_num_threads(n_threads);
 #pragma omp parallel for schedule(dynamic, 4)
 #endif
-    for (I = 0; I < n_items; I++) {
+    for (I = item_lo; I < item_hi; I++) {
         double buf[3 * MAXL];
         double *orow = out + I * n_items;
         for (int64_t a = item_start[I]; a < item_start[I + 1]; a++) {

@@ -561,7 +561,7 @@ class TextKernel:
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
             K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
-                             self.item_of, self.n_items, self.max_len, self.n_threads)
+                             self.item_of, self.n_items, self.max_len, self.n_threads, self.show_progress)
             if K is not None:
                 return K
             self.last_backend = "torch"

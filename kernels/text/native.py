@@ -76,7 +76,7 @@ def load_softtri():
         return None
     P = ctypes.c_void_p
     i64 = ctypes.c_int64
-    dll.soft_tri_gram.argtypes = [P, i64, P, P, i64, P, P, i64, ctypes.c_int, P, ctypes.c_int]
+    dll.soft_tri_gram.argtypes = [P, i64, P, P, i64, P, P, i64, ctypes.c_int, P, ctypes.c_int, i64, i64]
     dll.soft_tri_gram.restype = ctypes.c_int
     dll.soft_tri_cross.argtypes = [P, i64, P, P, i64, P, P, P, i64, P, P, i64, ctypes.c_int, P, ctypes.c_int]
     dll.soft_tri_cross.restype = ctypes.c_int
@@ -97,7 +97,7 @@ def _flat(docs, clip: int):
 
 
 def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray, n_items: int, max_len: int,
-                     n_threads: int | None) -> np.ndarray | None:
+                     n_threads: int | None, show_progress: bool = False) -> np.ndarray | None:
     """Unnormalised item Gram (sum over caption cross products of scaled soft-TRI kernels) or ``None``."""
     dll = load_softtri()
     if dll is None:
@@ -110,10 +110,23 @@ def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray
     np.cumsum(np.bincount(item_of, minlength=n_items), out=starts[1:])
     sc = np.ascontiguousarray(scale, dtype=np.float64)
     out = np.zeros((n_items, n_items), dtype=np.float64)
-    rc = dll.soft_tri_gram(_ptr(W), W.shape[0], _ptr(tokens), _ptr(offsets), len(docs), _ptr(sc), _ptr(starts),
-                           n_items, int(max_len), _ptr(out), int(n_threads or 0))
-    if rc != 0:
+    if np.diff(offsets).max(initial=0) > 64:
         return None
+    from tqdm.auto import tqdm
+
+    # chunks of items with about equal work (the pairs a <= b form a triangle)
+    work = np.cumsum(np.arange(n_items, 0, -1, dtype=np.float64))
+    n_chunks = max(1, min(50, n_items // 20))
+    bounds = np.unique(np.r_[0, np.searchsorted(work, work[-1] * np.arange(1, n_chunks) / n_chunks), n_items])
+    with tqdm(total=float(work[-1]), desc="soft TRI Gram (native)", disable=not show_progress, leave=False,
+              mininterval=1.0) as bar:
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            rc = dll.soft_tri_gram(_ptr(W), W.shape[0], _ptr(tokens), _ptr(offsets), len(docs), _ptr(sc),
+                                   _ptr(starts), n_items, int(max_len), _ptr(out), int(n_threads or 0),
+                                   int(lo), int(hi))
+            if rc != 0:
+                return None
+            bar.update(float(work[hi - 1] - (work[lo - 1] if lo else 0.0)))
     for s in range(0, n_items, 512):                    # out + out.T without a full temporary
         e = min(s + 512, n_items)
         blk = out[s:e, e:].copy()
