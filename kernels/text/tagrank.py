@@ -107,49 +107,75 @@ class TagRank:
         om_a = tot_a / (N * (N - 1))
         return (om_r if om_r > 0 else 1.0), (om_a if om_a > 0 else 1.0)
 
-    def caption_kernel(self, row_vecs, col_vecs, post=None, block: int = 256, show_progress=False):
-        """Yield ``(start, K_block)`` caption-level TagRank blocks (rows ``start:start+b`` x all columns)."""
+    def caption_kernel(self, row_vecs, col_vecs, post=None, block: int = 256, show_progress=False,
+                       symmetric: bool = False):
+        """Yield ``(start, col_start, K_block)``: caption-level TagRank for rows ``start:start+b`` against
+        columns ``col_start:`` (``col_start = start`` when ``symmetric``, else 0), float32."""
+        import torch
         from tqdm.auto import tqdm
 
         post = self._postings(col_vecs) if post is None else post
         Nc = len(col_vecs)
-        l1r_c = np.array([v[1].sum() for v in col_vecs])
-        l1a_c = np.array([v[2].sum() for v in col_vecs])
+        l1r_c = torch.tensor([v[1].sum() for v in col_vecs], dtype=torch.float64)
+        l1a_c = torch.tensor([v[2].sum() for v in col_vecs], dtype=torch.float64)
         row_post = self._postings(row_vecs)
+        cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
         for s in tqdm(range(0, len(row_vecs), block), disable=not show_progress, leave=False, desc="TagRank"):
             e = min(s + block, len(row_vecs))
-            com_r = np.zeros((e - s, Nc))
-            com_a = np.zeros((e - s, Nc))
+            c0 = s if symmetric else 0
+            com_r = np.zeros((e - s, Nc - c0))
+            com_a = np.zeros((e - s, Nc - c0))
             for w, (rc, rr, ra) in row_post.items():
                 lo, hi = np.searchsorted(rc, s), np.searchsorted(rc, e)
                 if hi <= lo or w not in post:
                     continue
                 cc, cr, ca = post[w]
+                k0 = np.searchsorted(cc, c0)
+                if k0 >= len(cc):
+                    continue
+                cc, cr, ca = cc[k0:] - c0, cr[k0:], ca[k0:]
                 ri = rc[lo:hi] - s
-                com_r[np.ix_(ri, cc)] += _f(rr[lo:hi, None], cr[None, :])
-                com_a[np.ix_(ri, cc)] += _f(ra[lo:hi, None], ca[None, :])
-            l1r_r = np.array([v[1].sum() for v in row_vecs[s:e]])
-            l1a_r = np.array([v[2].sum() for v in row_vecs[s:e]])
-            chi_r = np.maximum(l1r_r[:, None] + l1r_c[None, :] - 4 * com_r, 0.0)
-            chi_a = np.maximum(l1a_r[:, None] + l1a_c[None, :] - 4 * com_a, 0.0)
-            yield s, 0.5 * (np.exp(-chi_r / (2 * self.omega_r)) + np.exp(-chi_a / (2 * self.omega_a)))
+                ix = np.ix_(ri, cc)
+                com_r[ix] += _f(rr[lo:hi, None], cr[None, :])
+                com_a[ix] += _f(ra[lo:hi, None], ca[None, :])
+            l1r_r = torch.tensor([v[1].sum() for v in row_vecs[s:e]], dtype=torch.float64)
+            l1a_r = torch.tensor([v[2].sum() for v in row_vecs[s:e]], dtype=torch.float64)
+            # chi2 = |x|_1 + |y|_1 - 4 common  (>= 0 up to rounding), K = (exp(-chi_r/2W) + exp(-chi_a/2W'))/2
+            xr = torch.from_numpy(com_r).mul_(-4.0).add_(l1r_r[:, None]).add_(l1r_c[None, c0:]).clamp_(min=0.0)
+            xa = torch.from_numpy(com_a).mul_(-4.0).add_(l1a_r[:, None]).add_(l1a_c[None, c0:]).clamp_(min=0.0)
+            Kb = xr.mul_(-cr_).exp_().add_(xa.mul_(-ca_).exp_()).mul_(0.5)
+            yield s, c0, Kb.numpy()
+
+    @staticmethod
+    def _item_bounds(item_of, lo, hi):
+        """Start offsets (relative to ``lo``) of the item runs in ``item_of[lo:hi]`` and their item ids."""
+        seg = item_of[lo:hi]
+        starts = np.r_[0, np.nonzero(np.diff(seg))[0] + 1]
+        return starts, seg[starts]
 
     def gram(self, docs, item_of, n_items, show_progress=False) -> np.ndarray:
-        """Unnormalised item Gram: sum of caption kernels over the cross products."""
+        """Unnormalised item Gram: sum of caption kernels over the cross products (pairs a <= b
+        computed once, symmetrised)."""
         vecs = self.train_vecs
-        starts = np.r_[0, np.nonzero(np.diff(item_of))[0] + 1]
         K = np.zeros((n_items, n_items))
         post = self._postings(vecs)
-        for s, Kb in self.caption_kernel(vecs, vecs, post, show_progress=show_progress):
-            cols = np.add.reduceat(Kb, starts, axis=1)
-            np.add.at(K, item_of[s:s + len(Kb)], cols)
-        return K
+        N = len(vecs)
+        for s, c0, Kb in self.caption_kernel(vecs, vecs, post, show_progress=show_progress, symmetric=True):
+            b = len(Kb)
+            Kb = Kb.astype(np.float64)
+            Kb[:, :b] *= 0.5                                   # square part: counted twice below
+            cst, cit = self._item_bounds(item_of, c0, N)
+            cols = np.add.reduceat(Kb, cst, axis=1)
+            rst, rit = self._item_bounds(item_of, s, s + b)
+            R = np.add.reduceat(cols, rst, axis=0)
+            K[np.ix_(rit, cit)] += R
+        return K + K.T
 
     def cross(self, qdocs, docs, item_of, n_items, show_progress=False) -> np.ndarray:
         """Queries (one caption each) x items, unnormalised (sum over the item's captions)."""
         qv = self.vectors(qdocs)
         starts = np.r_[0, np.nonzero(np.diff(item_of))[0] + 1]
         Q = np.zeros((len(qdocs), n_items))
-        for s, Kb in self.caption_kernel(qv, self.train_vecs, show_progress=show_progress):
-            Q[s:s + len(Kb)] = np.add.reduceat(Kb, starts, axis=1)
+        for s, _, Kb in self.caption_kernel(qv, self.train_vecs, show_progress=show_progress):
+            Q[s:s + len(Kb)] = np.add.reduceat(Kb.astype(np.float64), starts, axis=1)
         return Q
