@@ -229,8 +229,7 @@ class TextKernel:
             raise ValueError(f"vocabulary too large ({self.V} words) for subsequence codes")
         self.docs = [np.array(self.vocab.encode(p.tokens), dtype=np.int64) for p in self.processed]
         if self.merge:
-            idf_docs = [np.concatenate([self.docs[k] for k in np.nonzero(self.item_of == i)[0]])
-                        for i in range(self.n_items)]
+            idf_docs = self.item_documents()
         else:
             idf_docs = self.docs
         self.idf_values, self.idf_unseen = _bow.idf_weights(idf_docs, self.V)
@@ -248,6 +247,12 @@ class TextKernel:
             self._fit_features()
         self._fitted = True
         return self
+
+    def item_documents(self) -> list[np.ndarray]:
+        """Each training item's captions merged into one document (word ids), as for BoW5."""
+        starts = np.r_[0, np.cumsum(np.bincount(self.item_of, minlength=self.n_items))]
+        return [np.concatenate(self.docs[starts[i]:starts[i + 1]]) if starts[i + 1] > starts[i]
+                else np.zeros(0, np.int64) for i in range(self.n_items)]
 
     @property
     def tagged(self) -> list[ProcessedCaption]:
@@ -298,9 +303,7 @@ class TextKernel:
 
     def _fit_features(self):
         if self.merge:
-            docs = [np.concatenate([self.docs[k] for k in np.nonzero(self.item_of == i)[0]])
-                    for i in range(self.n_items)]
-            X, self.columns, norms = self._features(docs)
+            X, self.columns, norms = self._features(self.item_documents())
             self.F_items = _bow.row_normalise(X, norms)
         else:
             X, self.columns, norms = self._features(self.docs)

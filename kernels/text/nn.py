@@ -55,7 +55,7 @@ class NearestNeighbour:
         self.tk.fit(corpus, self.train_ids)
         if self.variant.startswith("NN5_F1"):
             tk = self.tk
-            docs = [np.concatenate([tk.docs[k] for k in np.nonzero(tk.item_of == i)[0]]) for i in range(tk.n_items)]
+            docs = tk.item_documents()
             self._item_docs = docs
             self._item_mass = np.array([tk._omega_of(d).sum() if len(d) else 0.0 for d in docs])
             self._levels = self._level_matrix(docs)
