@@ -132,26 +132,30 @@ def features_to_csr(rows, codes, values, n_rows: int, columns: np.ndarray | None
     return X, columns, norms
 
 
-def sparse_gram(X: sp.csr_matrix, Y: sp.csr_matrix | None = None, dense_cols: int = 1024) -> np.ndarray:
-    """Dense ``X @ Y.T`` for sparse feature matrices.
+def sparse_gram(X: sp.csr_matrix, Y: sp.csr_matrix | None = None, dense_cols: int = 1024,
+                row_chunk: int = 1000) -> np.ndarray:
+    """Dense float32 ``X @ Y.T`` for sparse feature matrices.
 
     The ``dense_cols`` columns with the largest document frequency (where most of the sparse product's
-    work lies) are multiplied as dense BLAS blocks; the rest with scipy's sparse product.
+    work lies) are multiplied as dense BLAS blocks; the rest with scipy's sparse product, ``row_chunk``
+    rows at a time (bounded memory).
     """
     sym = Y is None
     Y = X if Y is None else Y
-    X = X.tocsc()
-    Y = Y.tocsc()
-    df = np.diff(X.indptr) + np.diff(Y.indptr)
+    X = X.tocsc().astype(np.float32)
+    Y = X if sym else Y.tocsc().astype(np.float32)
+    df = np.diff(X.indptr) + (0 if sym else np.diff(Y.indptr))
     k = min(dense_cols, X.shape[1])
     top = np.argsort(-df, kind="stable")[:k]
     rest = np.setdiff1d(np.arange(X.shape[1]), top)
-    Xd = X[:, top].toarray().astype(np.float32)
-    Yd = Xd if sym else Y[:, top].toarray().astype(np.float32)
+    Xd = X[:, top].toarray()
+    Yd = Xd if sym else Y[:, top].toarray()
     G = Xd @ Yd.T
+    del Xd, Yd
     Xs = X[:, rest].tocsr()
-    Ys = Xs if sym else Y[:, rest].tocsr()
-    G += (Xs @ Ys.T).toarray().astype(np.float32)
+    YsT = (Xs if sym else Y[:, rest].tocsr()).T.tocsr()
+    for s in range(0, G.shape[0], row_chunk):
+        G[s:s + row_chunk] += (Xs[s:s + row_chunk] @ YsT).toarray()
     return G
 
 
