@@ -354,8 +354,13 @@ def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor
         resize_pos_embed(sd, model)
         resize_text_pos_embed(sd, model)
     except Exception as exc:  # shape too different to interpolate
-        raise WeightsError(f"{source}: positional embeddings do not fit the model ({exc})") from exc
+        raise WeightsError(f"{source}: weights do not match the architecture (positional embeddings: "
+                           f"{exc or type(exc).__name__}) — pass the matching --clip-model") from exc
     own = model.state_dict()
+    # non-persistent buffers (e.g. the text causal ``attn_mask``) appear in TorchScript state dicts
+    for name, _ in model.named_buffers():
+        if name not in own:
+            sd.pop(name, None)
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own))
     bad_shape = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
@@ -383,7 +388,10 @@ def _infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
     except Exception as exc:
         raise WeightsError(f"cannot infer a CLIP architecture from this state dict ({exc}); "
                            "pass --clip-model explicitly") from exc
-    return model.float().eval()
+    model = model.float()
+    # open_clip casts to fp16 before loading (OpenAI layout); reload so fp32 files stay bit-exact
+    model.load_state_dict({k: v for k, v in state_dict.items() if k in model.state_dict()}, strict=False)
+    return model.eval()
 
 
 def _offline() -> bool:

@@ -96,10 +96,10 @@ def _only_tensors(sd: Mapping, path: Path, what: str) -> dict[str, torch.Tensor]
     for k, v in sd.items():
         if not isinstance(k, str):
             raise WeightsError(f"{path}: {what} has a non-string key {k!r}")
+        if k in OPENAI_EXTRA_KEYS:
+            continue
         if isinstance(v, torch.Tensor):
             out[k] = v
-        elif k in OPENAI_EXTRA_KEYS:
-            continue
         else:
             raise WeightsError(f"{path}: {what} entry {k!r} is a {type(v).__name__}, not a tensor")
     return out
@@ -149,7 +149,11 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
         return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
     if is_torchscript_archive(p):
         try:
-            module = torch.jit.load(str(p), map_location="cpu")
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
+                module = torch.jit.load(str(p), map_location="cpu")
         except Exception as exc:
             raise WeightsError(f"{p}: looks like a TorchScript archive but torch.jit.load failed ({exc})") from exc
         sd = {k: v for k, v in module.state_dict().items() if k not in OPENAI_EXTRA_KEYS}

@@ -1,0 +1,151 @@
+"""Weight files: round trips through every supported format, unsafe pickles refused, offline errors,
+architecture mismatches, precision fallback and provenance."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from neural.backbone import CUSTOM_MODEL_CONFIGS, load_backbone
+from neural.checkpoints import (
+    MissingWeightsError,
+    UnsafeCheckpointError,
+    WeightsError,
+    read_state_dict,
+    save_state_dict,
+)
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(123)
+    return load_backbone("itr-tiny-clip", None, device="cpu", show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def probe():
+    rng = np.random.default_rng(5)
+    imgs = [rng.integers(0, 256, (120, 160, 3), dtype=np.uint8) for _ in range(3)]
+    texts = ["a red circle left of a blue square", "a striped star on the grass", "x"]
+    return imgs, texts
+
+
+def _outputs(bb, probe):
+    imgs, texts = probe
+    return bb.encode_images(imgs), bb.encode_texts(texts)
+
+
+@pytest.mark.parametrize("fmt,suffix", [
+    ("state_dict", ".pt"),                 # OpenAI-style plain state dict
+    ("open_clip-checkpoint", ".pt"),       # open_clip training checkpoint ("module." prefixes)
+    ("safetensors", ".safetensors"),       # open_clip_model.safetensors
+    ("pacs", ".pth"),                      # PAC-S release: torch.load(p)['state_dict']
+])
+def test_round_trip_identical_outputs(tiny, probe, tmp_path, fmt, suffix):
+    p = save_state_dict(tiny.model, tmp_path / f"w{suffix}", fmt)
+    sd, got_fmt = read_state_dict(p)
+    assert got_fmt == fmt
+    assert set(sd) == set(tiny.model.state_dict())
+    bb = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False)
+    a_img, a_txt = _outputs(tiny, probe)
+    b_img, b_txt = _outputs(bb, probe)
+    assert torch.equal(a_img, b_img) and torch.equal(a_txt, b_txt)
+    assert len(bb.weights_id) == 16 and bb.name.endswith(p.name)
+
+
+def test_openai_torchscript_archive_and_extra_keys(tiny, probe, tmp_path):
+    # an OpenAI release .pt is a TorchScript archive; read with torch.jit.load (no arbitrary unpickling)
+    p = tmp_path / "ViT-tiny.pt"
+    torch.jit.script(tiny.model).save(str(p))
+    sd, fmt = read_state_dict(p)
+    assert fmt == "torchscript"
+    bb = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False)
+    assert all(torch.equal(x, y) for x, y in zip(_outputs(tiny, probe), _outputs(bb, probe)))
+    # OpenAI state dicts carry non-parameter entries, which are dropped
+    sd = dict(tiny.model.state_dict())
+    sd.update(input_resolution=torch.tensor(64), context_length=torch.tensor(32), vocab_size=torch.tensor(49408))
+    q = save_state_dict(sd, tmp_path / "openai_sd.pt", "state_dict")
+    bb2 = load_backbone("itr-tiny-clip", q, device="cpu", show_progress=False)
+    assert torch.equal(_outputs(tiny, probe)[1], _outputs(bb2, probe)[1])
+
+
+def test_architecture_inferred_from_openai_layout(tiny, probe, tmp_path):
+    p = save_state_dict(tiny.model, tmp_path / "w.pt", "state_dict")
+    bb = load_backbone("auto", p, device="cpu", show_progress=False)
+    x = tiny.preprocess_images(probe[0])
+    with torch.no_grad():
+        assert torch.equal(bb.model.encode_image(x), tiny.model.encode_image(x))
+        tok = tiny.tokenize(probe[1])
+        assert torch.equal(bb.model.encode_text(tok), tiny.model.encode_text(tok))
+
+
+class Payload:
+    """Unpickling this would touch a marker file: proof that nothing was executed."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_pickle_payload_is_refused(tiny, tmp_path):
+    marker = tmp_path / "executed"
+    p = tmp_path / "evil.pt"
+    torch.save({"state_dict": tiny.model.state_dict(), "extra": Payload(marker)}, p)
+    with pytest.raises(UnsafeCheckpointError, match="unpickling"):
+        read_state_dict(p)
+    with pytest.raises(UnsafeCheckpointError, match="safetensors"):
+        load_backbone("itr-tiny-clip", p, device="cpu")
+    assert not marker.exists()
+    # a plain (non-zip) pickle file with a payload is refused as well
+    q = tmp_path / "evil.pkl.pt"
+    q.write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(WeightsError):
+        read_state_dict(q)
+    assert not marker.exists()
+
+
+def test_offline_missing_weights_error_names_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(MissingWeightsError) as e:
+        load_backbone("ViT-B-32", "openai", allow_download=False, cache_dir=str(tmp_path))
+    msg = str(e.value)
+    assert "ViT-B-32/openai" in msg and "--clip-pretrained" in msg
+    monkeypatch.setenv("ITR_OFFLINE", "1")   # the environment switch works the same way
+    with pytest.raises(MissingWeightsError):
+        load_backbone("ViT-B-32", "openai", cache_dir=str(tmp_path))
+    with pytest.raises(MissingWeightsError, match="not found"):
+        load_backbone("ViT-B-32", str(tmp_path / "nope.pt"))
+    with pytest.raises(ValueError, match="known tag"):
+        load_backbone("ViT-B-32", "no-such-tag", allow_download=False)
+
+
+def test_architecture_mismatch_is_explained(tiny, tmp_path, monkeypatch):
+    import copy
+
+    cfg = copy.deepcopy(CUSTOM_MODEL_CONFIGS["itr-tiny-clip"])
+    cfg["text_cfg"]["width"] = 64
+    cfg["text_cfg"]["heads"] = 1
+    monkeypatch.setitem(CUSTOM_MODEL_CONFIGS, "itr-tiny-clip-narrow", cfg)
+    p = save_state_dict(tiny.model, tmp_path / "w.safetensors")
+    with pytest.raises(WeightsError, match="do not match the architecture"):
+        load_backbone("itr-tiny-clip-narrow", p, device="cpu")
+
+
+def test_precision_and_provenance(tiny):
+    with pytest.warns(UserWarning, match="fp16"):
+        bb = load_backbone("itr-tiny-clip", None, device="cpu", precision="fp16", show_progress=False)
+    assert bb.precision == "fp32"
+    prov = tiny.provenance()
+    for k in ("torch", "open_clip", "numpy", "device", "precision", "backbone", "weights_id"):
+        assert k in prov
+    assert prov["precision"] == "fp32" and prov["device"] == "cpu"
+    with pytest.raises(ValueError, match="train_tiny_clip"):
+        load_backbone("tiny", None)
