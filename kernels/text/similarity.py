@@ -88,36 +88,47 @@ class WordKernel:
 
 def cosine_kernel(X: np.ndarray, threshold: float) -> np.ndarray:
     """Cosine of the rows of ``X`` (Eq. 19); entries below ``threshold`` set to 0; diagonal 1."""
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
+    X = X if X.dtype == np.float32 else X.astype(np.float64)
     nrm = np.linalg.norm(X, axis=1)
-    U = X / np.where(nrm > 0, nrm, 1.0)[:, None]
-    K = U @ U.T
+    U = X / np.where(nrm > 0, nrm, 1.0).astype(X.dtype)[:, None]
+    K = (U @ U.T).astype(np.float64)
     K[K < threshold] = 0.0
     np.fill_diagonal(K, 1.0)
     return np.clip(K, 0.0, 1.0)
 
 
 # ------------------------------------------------------------------------------------ distributional
-def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int) -> np.ndarray:
-    """Sentence-level PPMI matrix (Eq. 24) among word ids ``0..n_words-1`` (other ids ignored);
-    zero diagonal."""
-    rows, cols = [], []
+def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int, rows: np.ndarray | None = None) -> np.ndarray:
+    """Sentence-level PPMI (Eq. 24) among word ids ``0..n_words-1`` (other ids ignored).
+
+    Returns the ``(len(rows), n_words)`` block for target ids ``rows`` (default: all), float32, with
+    ``PPMI(w, w) = 0`` (a word is not its own context).  Only the target rows of the co-occurrence
+    matrix are formed, so a large external context vocabulary stays cheap.
+    """
+    r_idx, c_idx = [], []
     for k, s in enumerate(sentences):
         u = np.unique(np.asarray(s, dtype=np.int64))
         u = u[(u >= 0) & (u < n_words)]
-        rows.append(np.full(len(u), k))
-        cols.append(u)
-    N = len(sentences)
-    X = sp.csr_matrix((np.ones(sum(len(r) for r in rows)), (np.concatenate(rows), np.concatenate(cols))),
-                      shape=(N, n_words))
-    co = (X.T @ X).toarray()
-    p = np.diag(co) / max(N, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pmi = np.log((co / max(N, 1)) / np.outer(p, p))
-    pmi[~np.isfinite(pmi)] = 0.0
-    pmi = np.maximum(pmi, 0.0)
-    np.fill_diagonal(pmi, 0.0)      # a word is not its own context
-    return pmi
+        r_idx.append(np.full(len(u), k))
+        c_idx.append(u)
+    N = max(len(sentences), 1)
+    r_idx = np.concatenate(r_idx) if r_idx else np.zeros(0, np.int64)
+    c_idx = np.concatenate(c_idx) if c_idx else np.zeros(0, np.int64)
+    X = sp.csc_matrix((np.ones(len(r_idx), np.float32), (r_idx, c_idx)), shape=(len(sentences), n_words))
+    cnt = np.asarray(X.sum(axis=0)).ravel().astype(np.float64)
+    rows = np.arange(n_words) if rows is None else np.asarray(rows, dtype=np.int64)
+    out = np.zeros((len(rows), n_words), dtype=np.float32)
+    for s0 in range(0, len(rows), 1024):
+        rr = rows[s0:s0 + 1024]
+        co = (X[:, rr].T @ X).toarray().astype(np.float64)          # (|rr|, n_words) sentence counts
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(co * N / (cnt[rr][:, None] * cnt[None, :]))
+        pmi[~np.isfinite(pmi)] = 0.0
+        np.maximum(pmi, 0.0, out=pmi)
+        pmi[np.arange(len(rr)), rr] = 0.0
+        out[s0:s0 + len(rr)] = pmi
+    return out
 
 
 def distributional_kernel(sentences: Sequence[Sequence[str]], targets: Sequence[str], min_count: int = MIN_COUNT,
@@ -129,12 +140,11 @@ def distributional_kernel(sentences: Sequence[Sequence[str]], targets: Sequence[
     cnt = Counter(w for s in sentences for w in s)
     ctx = sorted(w for w, c in cnt.items() if c >= min_count)
     cix = {w: i for i, w in enumerate(ctx)}
-    enc = [[cix[w] for w in s if w in cix] for s in sentences]
-    P = ppmi_vectors(enc, len(ctx))
     covered = [w for w in targets if w in cix]
     if not covered:
         return [], np.zeros((0, 0))
-    vec = P[[cix[w] for w in covered]]
+    enc = [[cix[w] for w in s if w in cix] for s in sentences]
+    vec = ppmi_vectors(enc, len(ctx), np.array([cix[w] for w in covered]))
     return covered, cosine_kernel(vec, threshold)
 
 
