@@ -324,7 +324,8 @@ class BRIDGE:
         pos = text_tower_parts(m)[1][:L].detach()
         eot = tokens.argmax(dim=1, keepdim=True)
         pad = torch.arange(L, device=tokens.device)[None, :] > eot
-        x = self.psi(emb.float(), pos.float(), slots, pad, grid[torch.as_tensor(tb.owner[rows])])
+        x = self.psi(emb.float(), pos.float(), slots, pad,
+                     grid[torch.as_tensor(tb.owner[rows], device=grid.device)])
         return F.normalize(encode_text_from_embeddings(m, x.to(emb.dtype), tokens).float(), dim=-1)
 
     def templates_for(self, captions: Sequence[str], tags: Sequence | None = None) -> list[list[MaskTemplate]]:
@@ -463,10 +464,11 @@ class BRIDGE:
             rows = np.array([rows_of[i][rng.integers(len(rows_of[i]))] for i in img])
             gts = np.array([gt_rows[ids[i]][rng.integers(len(gt_rows[ids[i]]))] for i in img])
             p = self._pseudo(tb, grid, rows)
-            l1 = _soft_info_nce(p, v[img], torch.eye(B, dtype=torch.bool), temp)
-            l2 = _soft_info_nce(p, gt_emb[gts], torch.eye(B, dtype=torch.bool), temp)
+            eye = torch.eye(B, dtype=torch.bool, device=p.device)
+            l1 = _soft_info_nce(p, v[torch.from_numpy(img).to(v.device)], eye, temp)
+            l2 = _soft_info_nce(p, gt_emb[torch.from_numpy(gts).to(gt_emb.device)], eye, temp)
             ci = chunk_idx[rows]
-            same = torch.from_numpy(ci[:, None] == ci[None, :])
+            same = torch.from_numpy(ci[:, None] == ci[None, :]).to(p.device)
             l3 = _soft_info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[ci], same, temp)
             loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
             opt.zero_grad(set_to_none=True)
@@ -494,11 +496,11 @@ class BRIDGE:
             rows = np.arange(len(tb.owner))
             p = self._pseudo(tb, grid, rows)
             gt = self.clip.encode_texts([corpus.captions_of(i)[0].text for i in image_ids]).to(p.device)
-            eye = torch.eye(len(rows), dtype=torch.bool)
+            eye = torch.eye(len(rows), dtype=torch.bool, device=p.device)
             pe = self.clip.encode_texts([chunk_prompt(c) for c in tb.chunks]).to(p.device)
-            same = torch.tensor([[a == b for b in tb.chunks] for a in tb.chunks])
+            same = torch.tensor([[a == b for b in tb.chunks] for a in tb.chunks], device=p.device)
             t = self._temperature
-            return float(cfg.lambda1 * _soft_info_nce(p, v[tb.owner], eye, t)
+            return float(cfg.lambda1 * _soft_info_nce(p, v[torch.from_numpy(tb.owner).to(v.device)], eye, t)
                          + cfg.lambda2 * _soft_info_nce(p, gt, eye, t)
                          + cfg.lambda3 * _soft_info_nce(F.normalize(self.mlp(p), dim=-1), pe, same, t))
 

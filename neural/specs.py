@@ -87,7 +87,8 @@ def long_context_for(context_length: int, new_len: int | None = None, keep: int 
     return int(new_len), int(keep)
 
 
-def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = None, *, name: str | None = None):
+def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = None, *, name: str | None = None,
+                     precision: str | None = None):
     """A copy of ``backbone`` whose text tower accepts ``new_len`` tokens (positional embedding stretched,
     causal mask rebuilt, tokenizer context raised).  ``new_len == context_length`` returns a plain copy."""
     from neural.backbone import backbone_from_model
@@ -114,7 +115,7 @@ def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = No
     bb = backbone_from_model(model, backbone.preprocess, tok,
                              name=name or f"{backbone.name} [context {L}->{new_len}, keep {keep}]",
                              arch=backbone.arch, source=f"{backbone.source}; positional embeddings stretched",
-                             device=backbone.device, precision=backbone.precision,
+                             device=backbone.device, precision=precision or backbone.precision,
                              show_progress=backbone.show_progress)
     bb.stretch = {"from": L, "to": new_len, "keep": keep}  # type: ignore[attr-defined]
     return bb
@@ -227,7 +228,7 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
 
     cfg = config or SPECSConfig()
     cache = cache if cache is not None else NO_CACHE
-    long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep)
+    long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep, precision="fp32")  # train in fp32
     ids = list(corpus.split(split))[: cfg.max_images]
     key = {"what": "specs", "backbone": backbone.cache_identity(), "corpus": corpus.name,
            "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
@@ -247,7 +248,8 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     out = backbone_from_model(model, long_bb.preprocess, long_bb.tokenizer,
                               name=f"SPECS({backbone.name}, ctx {long_bb.context_length})", arch=backbone.arch,
                               source=f"SPECS fine-tuned here from {backbone.name} on {corpus.name}/{split}",
-                              device=backbone.device, show_progress=backbone.show_progress)
+                              device=backbone.device, precision=backbone.precision,
+                              show_progress=backbone.show_progress)
     out.stretch = long_bb.stretch  # type: ignore[attr-defined]
     out.specs_training = {"losses": losses.tolist(), "config": asdict(cfg)}  # type: ignore[attr-defined]
     if log is not None:
@@ -271,7 +273,8 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
     multi = [i for i, r in enumerate(cum) if len(r) >= 2]
     if len(multi) < 2:
         raise ValueError("SPECS: need at least two images with two or more detail units")
-    X = bb.preprocess_images([corpus.load_image(ids[i]) for i in multi])
+    dev = next(model.parameters()).device
+    X = bb.preprocess_images([corpus.load_image(ids[i]) for i in multi]).to(dev)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                             weight_decay=cfg.weight_decay)
@@ -288,13 +291,13 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
             prev.append(cum[i][k])
             nxt.append(cum[i][k + 1])
             neg.append(_join(cum[i][k + 1], negs[i][k + 1]))
-        tokens = bb.tokenize(texts_full + prev + nxt + neg)
+        tokens = bb.tokenize(texts_full + prev + nxt + neg).to(dev)
         t = _encode_trimmed(model, tokens)
         t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
-        v = F.normalize(model.encode_image(X[torch.from_numpy(pick)]).float(), dim=-1)
+        v = F.normalize(model.encode_image(X[torch.from_numpy(pick).to(dev)]).float(), dim=-1)
         scale = model.logit_scale.exp().clamp(max=100.0)
         logits = scale * v @ t_full.t()
-        tgt = torch.arange(B)
+        tgt = torch.arange(B, device=dev)
         l_con = 0.5 * (F.cross_entropy(logits, tgt) + F.cross_entropy(logits.t(), tgt))
         s_prev = (v * t_prev).sum(-1)
         s_next = (v * t_next).sum(-1)

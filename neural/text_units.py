@@ -15,7 +15,8 @@ Two caption analyses used by the scorers of ``neural/``:
   2. a prepositional phrase is not split from its preceding noun phrase;
   3. a segment that starts with a preposition (``IN`` / ``TO``) is not a unit of its own unless it
      contains a verb (so ``"on the grass"`` joins the previous unit, ``"while a woman watches"`` —
-     tagged ``IN`` … ``VBZ`` — stays separate).
+     tagged ``IN`` … ``VBZ`` — stays separate); a sentence-initial one (``"In the snow, …"``) has no
+     previous unit and joins the next one instead.
 
   Rule 2 is the special case of rule 3 for PPs; both are applied.  Loose tokens that are only
   punctuation join the previous unit; other loose tokens without a noun or verb (``"and"``) join the
