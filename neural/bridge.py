@@ -234,7 +234,7 @@ class BridgeConfig:
     lambda3: float = 0.01
     w: float = 2.5
     max_templates_per_image: int = 8
-    max_images: int = 2000
+    max_images: int = 512
     seed: int = 0
 
 

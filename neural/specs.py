@@ -128,19 +128,24 @@ def _join(a: str, b: str) -> str:
     return j(a, b)
 
 
-def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:
+def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
+                     per_step: bool = True) -> tuple[list[list[str]], list[list[str]]]:
     """Detail units and per-step negative units of each image.
 
     Teaching set: ``describe(image_id)`` units and ``negative_unit(image_id, seed + k)`` for step k.
     Other corpora: the detail units of each image's longest caption; the negative of step k is a detail
-    unit of another image's longest caption (seeded draw).
+    unit of another image's longest caption (seeded draw).  ``per_step=False`` draws one negative per
+    image and repeats it for every step (cheaper; used for training).
     """
     units_all, negs_all = [], []
     if hasattr(corpus, "describe") and hasattr(corpus, "negative_unit"):
         for i in image_ids:
             _, units = corpus.describe(i)
             units_all.append(list(units))
-            negs_all.append([corpus.negative_unit(i, seed + k) for k in range(len(units))])
+            if per_step:
+                negs_all.append([corpus.negative_unit(i, seed + k) for k in range(len(units))])
+            else:
+                negs_all.append([corpus.negative_unit(i, seed)] * len(units))
         return units_all, negs_all
     from neural.text_units import detail_units
 
@@ -195,7 +200,7 @@ class SPECSConfig:
     eps_max: float = 0.1
     context_length: int | None = None
     keep: int | None = None
-    max_images: int = 2000
+    max_images: int = 384
     seed: int = 0
 
     @classmethod
@@ -262,7 +267,7 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
 def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
-    units, negs = specificity_data(corpus, ids, cfg.seed)
+    units, negs = specificity_data(corpus, ids, cfg.seed, per_step=False)
     cum = []
     for us in units:
         c, row = "", []
