@@ -369,3 +369,21 @@ def test_shapes_have_distinct_contours():
             if a < b:
                 iou = (edges[a] & edges[b]).sum() / (edges[a] | edges[b]).sum()
                 assert iou < 0.5, (a, b, iou)
+
+
+def test_sky_is_a_nuisance_not_a_fact(ts):
+    from corpora.teaching.render import BACKGROUND_RGB, SKY_RGB
+
+    assert set(SKY_RGB.values()) <= set(BACKGROUND_RGB.values())  # sky colours repeat ground colours
+    skies = {ts.scenes[i].sky for i in ts.image_ids}
+    assert skies == {"blue", "overcast", "haze"}
+    im = ts.image_ids[0]
+    sc = ts.scenes[im]
+    no_sky = Scene(sc.background, sc.objects)
+    for c in ts.captions[im]:
+        assert relevant(ts.facts[c.id], no_sky)
+    img = ts.load_image(im).astype(float)
+    top = img[: int(0.15 * 120)].mean((0, 1))
+    assert np.abs(top - np.array(SKY_RGB[sc.sky])).max() < 30
+    with pytest.raises(ValueError, match="sky"):
+        Scene("grass", sc.objects, sky="purple")

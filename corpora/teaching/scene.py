@@ -15,14 +15,15 @@ wide margins so that they are never borderline:
 * ``next_to(a, b)``  ⇔ ``|y_a − y_b| < VERT_GAP`` and ``LEFT_GAP ≤ |x_a − x_b| < NEXT_MAX``
   (horizontal neighbours in the same row; 0.48 of the width).
 
-Absolute places of one object (:data:`PLACES`): ``left`` ⇔ ``x ≤ 0.3``, ``right`` ⇔ ``x ≥ 0.7``,
+Absolute places of one object (:data:`PLACES`): ``left`` ⇔ ``x ≤ 0.33``, ``right`` ⇔ ``x ≥ 0.67``,
 ``top`` ⇔ ``y ≤ 0.36``, ``bottom`` ⇔ ``y ≥ 0.64``, ``middle`` ⇔ ``|x − 0.5| ≤ 0.12`` and
 ``|y − 0.5| ≤ 0.12``.  An object may be in two places (top and left).
 
-Objects are placed on a slot grid (columns 0.18 / 0.5 / 0.82, rows 0.28 / 0.72; a single row at 0.5 for
-horizontal pairs) with a small jitter (:data:`PLACE_JITTER`), so every centre difference is either near 0,
-near 0.32 or near 0.64 of the width (0 or 0.44 of the height): at least 0.06 away from every threshold even
-after :meth:`Scene.jittered` adds its own layout noise.  The generator and the re-renderer both check
+Objects are placed in a few canonical layouts (pairs side by side at x = 0.27 / 0.73 in the middle row or
+one above the other at y = 0.26 / 0.74 in the middle column, rows of three at x = 0.17 / 0.5 / 0.83,
+triangles at x = 0.2 / 0.8 and 0.5) with a small jitter (:data:`PLACE_JITTER`, ±0.015), so every centre
+difference is at least 0.04 away from every threshold even after :meth:`Scene.jittered` adds its own
+layout noise (±0.015).  The generator and the re-renderer both check
 that the predicate tensor is unchanged, so facts stay true by construction *and* by verification.
 """
 from __future__ import annotations
@@ -41,6 +42,10 @@ RELATIONS: tuple[str, ...] = ("left_of", "right_of", "above", "below", "next_to"
 #: Absolute places in the picture ("on the left", "at the top", "in the middle").
 PLACES: tuple[str, ...] = ("left", "right", "top", "bottom", "middle")
 MEDIA: tuple[str, ...] = ("land", "water")
+#: Skies (never described): colours that repeat the water / snow / sand grounds.
+SKIES: tuple[str, ...] = ("blue", "overcast", "haze")
+#: Range of the horizon (sky band height, fraction of the image height).
+HORIZON = (0.22, 0.34)
 #: The medium a background implies (the verbs "sits / rests / lies" vs "floats / bobs / drifts").
 MEDIUM_OF: dict[str, str] = {"grass": "land", "sand": "land", "snow": "land", "water": "water"}
 INVERSE: dict[str, str] = {"left_of": "right_of", "right_of": "left_of", "above": "below",
@@ -54,17 +59,24 @@ MAX_OBJECTS = 3
 
 LEFT_GAP = 0.16
 VERT_GAP = 0.22
-NEXT_MAX = 0.48
+NEXT_MAX = 0.56
 #: Radius (fraction of the image height) separating "small" from "big".
-SIZE_THRESHOLD = 0.13
-BIG_RADIUS = (0.165, 0.185)
-SMALL_RADIUS = (0.085, 0.10)
-COLUMNS = (0.18, 0.5, 0.82)
-ROWS = (0.28, 0.72)
+SIZE_THRESHOLD = 0.15
+BIG_RADIUS = (0.19, 0.21)
+SMALL_RADIUS = (0.10, 0.12)
+#: Canonical layouts (x, y of the slots): a pair side by side in the middle row, a pair one above the
+#: other in the middle column, a row of three, a triangle (two up / one down or one up / two down), and
+#: five single-object positions.  Few, fixed layouts make the spatial pyramid's cells line up across
+#: images that share a description ("a red circle left of a blue square"), as scene layouts do in photos.
+PAIR_COLUMNS = (0.27, 0.73)
+ROW3_COLUMNS = (0.17, 0.5, 0.83)
+TRIANGLE_COLUMNS = (0.2, 0.8)
+ROWS = (0.26, 0.74)
 MIDDLE_ROW = 0.5
-PLACE_JITTER = 0.02
+SINGLE_SLOTS = ((0.5, 0.5), (0.27, 0.5), (0.73, 0.5), (0.5, 0.26), (0.5, 0.74))
+PLACE_JITTER = 0.015
 #: Extra layout noise of :meth:`Scene.jittered` (re-rendering): position, radius factor, angle (deg).
-RERENDER_JITTER = (0.02, 0.06, 6.0)
+RERENDER_JITTER = (0.015, 0.06, 6.0)
 
 
 @dataclass(frozen=True)
@@ -101,14 +113,25 @@ class SceneObject:
 
 @dataclass(frozen=True)
 class Scene:
-    """The ground truth of one teaching-set image: a background and 1–3 objects."""
+    """The ground truth of one teaching-set image: a background and 1–3 objects.
+
+    ``sky`` (``None`` or one of :data:`SKIES`) and ``horizon`` (fraction of the height) describe a band of
+    sky above the ground.  The sky is never mentioned in captions and is not a fact; it is a nuisance
+    whose colours repeat the grounds' (a deep-blue sky looks like water, an overcast one like snow, a
+    hazy one like sand), so only the *position* of a colour tells ground from sky — the spatial
+    pyramid can use that, a global histogram cannot (as with sky and sea in photographs).
+    """
 
     background: str
     objects: tuple[SceneObject, ...]
+    sky: str | None = None
+    horizon: float = 0.0
 
     def __post_init__(self) -> None:
         if self.background not in BACKGROUNDS:
             raise ValueError(f"Scene: unknown background {self.background!r} (allowed: {BACKGROUNDS})")
+        if self.sky is not None and self.sky not in SKIES:
+            raise ValueError(f"Scene: unknown sky {self.sky!r} (allowed: {SKIES})")
         if not 1 <= len(self.objects) <= MAX_OBJECTS:
             raise ValueError(f"Scene: needs 1..{MAX_OBJECTS} objects, got {len(self.objects)}")
         object.__setattr__(self, "objects", tuple(self.objects))
@@ -151,7 +174,8 @@ class Scene:
                     o, x=o.x + rng.uniform(-dpos, dpos), y=o.y + rng.uniform(-dpos, dpos), radius=r,
                     angle=o.angle + rng.uniform(-dang, dang),
                     tex_angle=o.tex_angle + rng.uniform(-20.0, 20.0)))
-            cand = Scene(self.background, tuple(objs))
+            horizon = self.horizon + (rng.uniform(-0.03, 0.03) if self.sky is not None else 0.0)
+            cand = Scene(self.background, tuple(objs), self.sky, horizon)
             if (np.array_equal(cand.relation_tensor(), R0)
                     and all(size_class(o.radius) == o.size for o in objs)
                     and all(o.places == p.places for o, p in zip(objs, self.objects)) and _layout_ok(objs)):
@@ -166,9 +190,9 @@ def size_class(radius: float) -> str:
 def place_holds(o: SceneObject, place: str) -> bool:
     """Absolute place predicates of the module docstring."""
     if place == "left":
-        return o.x <= 0.3
+        return o.x <= 0.33
     if place == "right":
-        return o.x >= 0.7
+        return o.x >= 0.67
     if place == "top":
         return o.y <= 0.36
     if place == "bottom":
@@ -233,31 +257,23 @@ def _sample_attrs(rng: np.random.Generator, background: str, used_colours: set[s
 
 
 def _layout_slots(rng: np.random.Generator, n: int) -> list[tuple[float, float]]:
+    """Slots of one of the canonical layouts (see :data:`PAIR_COLUMNS`), objects in random order."""
     if n == 1:
-        return [(COLUMNS[rng.integers(3)], (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.integers(3)])]
+        return [SINGLE_SLOTS[int(rng.choice(5, p=[0.4, 0.15, 0.15, 0.15, 0.15]))]]
     if n == 2:
-        kind = rng.choice(3, p=[0.5, 0.3, 0.2])  # horizontal pair / vertical pair / diagonal
-        if kind == 0:
-            cols = [(0, 1), (1, 2), (0, 2)][rng.integers(3)]
-            y = (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.choice(3, p=[0.2, 0.6, 0.2])]
-            slots = [(COLUMNS[cols[0]], y), (COLUMNS[cols[1]], y)]
-        elif kind == 1:
-            x = COLUMNS[rng.integers(3)]
-            slots = [(x, ROWS[0]), (x, ROWS[1])]
-        else:
-            cols = [(0, 1), (1, 2), (0, 2)][rng.integers(3)]
-            slots = [(COLUMNS[cols[0]], ROWS[0]), (COLUMNS[cols[1]], ROWS[1])]
-            if rng.random() < 0.5:
-                slots = [(COLUMNS[cols[0]], ROWS[1]), (COLUMNS[cols[1]], ROWS[0])]
-        order = rng.permutation(2)
-        return [slots[i] for i in order]
-    if rng.random() < 0.5:  # a row of three
-        y = (ROWS[0], MIDDLE_ROW, ROWS[1])[rng.choice(3, p=[0.25, 0.5, 0.25])]
-        slots = [(x, y) for x in COLUMNS]
-    else:  # three of the six grid cells
-        cells = [(x, y) for y in ROWS for x in COLUMNS]
-        slots = [cells[i] for i in rng.choice(6, size=3, replace=False)]
-    return [slots[i] for i in rng.permutation(3)]
+        if rng.random() < 0.65:   # side by side
+            slots = [(x, MIDDLE_ROW) for x in PAIR_COLUMNS]
+        else:                     # one above the other
+            slots = [(0.5, y) for y in ROWS]
+    else:
+        u = rng.random()
+        if u < 0.5:               # a row of three
+            slots = [(x, MIDDLE_ROW) for x in ROW3_COLUMNS]
+        elif u < 0.75:            # two up, one down
+            slots = [(TRIANGLE_COLUMNS[0], ROWS[0]), (TRIANGLE_COLUMNS[1], ROWS[0]), (0.5, ROWS[1])]
+        else:                     # one up, two down
+            slots = [(0.5, ROWS[0]), (TRIANGLE_COLUMNS[0], ROWS[1]), (TRIANGLE_COLUMNS[1], ROWS[1])]
+    return [slots[i] for i in rng.permutation(n)]
 
 
 def _place(rng, attrs: list[dict], slots, jitter: float = PLACE_JITTER) -> tuple[SceneObject, ...] | None:
@@ -293,7 +309,8 @@ def sample_scene(rng: np.random.Generator) -> Scene:
             attrs.append(a)
         objs = _place(rng, attrs, _layout_slots(rng, n))
         if objs is not None:
-            return Scene(background, objs)
+            sky = SKIES[int(rng.integers(len(SKIES)))]
+            return Scene(background, objs, sky, float(rng.uniform(*HORIZON)))
 
 
 def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
@@ -317,7 +334,7 @@ def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
                             replace(objs[b], x=scene.objects[a].x, y=scene.objects[a].y))
         if not _layout_ok(objs):
             return None
-    return Scene(scene.background, tuple(objs))
+    return Scene(scene.background, tuple(objs), scene.sky, scene.horizon)
 
 
 def assignments(n_mentions: int, n_objects: int = MAX_OBJECTS):
