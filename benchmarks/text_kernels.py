@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     out["tri5_test_gram_s"] = round(time.perf_counter() - t, 2)
     log(f"TRI5: fit {out['tri5_fit_s']} s, Gram {K.shape} {out['tri5_gram_s']} s, "
         f"queries {out['tri5_test_gram_s']} s")
+    del tri, K
 
     t = time.perf_counter()
     from corpora.cache import DiskCache
@@ -91,6 +92,8 @@ def main(argv=None) -> int:
     log(f"TRI5_{args.sem}^sqrtidf: fit {out['tri5sem_fit_s']} s, Gram {out['tri5sem_gram_s']} s, "
         f"queries {out['test_gram_s']} s")
 
+    sem._W = None            # free the weighted word kernel before the next phase
+    del K
     if args.tagrank:
         tr = TextKernel("TagRank", 5, show_progress=not args.json).fit(corpus, train)
         t = time.perf_counter()

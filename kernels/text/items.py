@@ -41,6 +41,18 @@ def clip_psd(K: np.ndarray) -> np.ndarray:
     return ((U * np.maximum(w, 0.0)) @ U.T).astype(K.dtype)
 
 
+def symmetrise_inplace(out: np.ndarray, block: int = 512) -> np.ndarray:
+    """``out += out.T`` for a square array, block by block (no full-size temporary)."""
+    n = out.shape[0]
+    for s in range(0, n, block):
+        e = min(s + block, n)
+        blk = out[s:e, e:].copy()
+        out[s:e, s:e] += out[s:e, s:e].T.copy()
+        out[s:e, e:] += out[e:, s:e].T
+        out[e:, s:e] += blk.T
+    return out
+
+
 def item_index(n_per_item: list[int]) -> np.ndarray:
     """Caption -> item index for items with ``n_per_item`` captions each (in order)."""
     return np.repeat(np.arange(len(n_per_item)), n_per_item)

@@ -543,7 +543,9 @@ class TextKernel:
         bar.close()
         res = out.numpy()
         if symmetric:
-            res = res + res.T
+            from kernels.text.items import symmetrise_inplace
+
+            symmetrise_inplace(res)
         return res
 
     def _native(self, fn, *args):

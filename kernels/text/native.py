@@ -127,12 +127,9 @@ def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray
             if rc != 0:
                 return None
             bar.update(float(work[hi - 1] - (work[lo - 1] if lo else 0.0)))
-    for s in range(0, n_items, 512):                    # out + out.T without a full temporary
-        e = min(s + 512, n_items)
-        blk = out[s:e, e:].copy()
-        out[s:e, s:e] += out[s:e, s:e].T.copy()
-        out[s:e, e:] += out[e:, s:e].T
-        out[e:, s:e] += blk.T
+    from kernels.text.items import symmetrise_inplace
+
+    symmetrise_inplace(out)
     return out
 
 

@@ -169,7 +169,9 @@ class TagRank:
             rst, rit = self._item_bounds(item_of, s, s + b)
             R = np.add.reduceat(cols, rst, axis=0)
             K[np.ix_(rit, cit)] += R
-        return K + K.T
+        from kernels.text.items import symmetrise_inplace
+
+        return symmetrise_inplace(K)
 
     def cross(self, qdocs, docs, item_of, n_items, show_progress=False) -> np.ndarray:
         """Queries (one caption each) x items, unnormalised (sum over the item's captions)."""
