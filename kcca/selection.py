@@ -334,7 +334,7 @@ def choose_power_and_diag(
             models = fit_models(Kx_train, scale_diagonal(Ky_train, d), kappas, **kcca_kwargs)
             m0 = next(iter(models.values()))
             table = sweep_dev(models, m0.features_x(Kx_dev), m0.features_y(Ky_dev), pool_dev, ns)
-            per = {t: float(np.nanmax(np.nanmean(table.metrics[t][..., :3], axis=-1))) for t in TASKS}
+            per = {t: float(np.nanmax(table.metrics[t][..., :3].mean(axis=-1))) for t in TASKS}
             records.append({"p": int(p), "d": float(d), "score": float(np.mean(list(per.values()))), **per})
     best = max(records, key=lambda r: (r["score"], -r["p"], -r["d"]))
     return (best["p"], best["d"]), records

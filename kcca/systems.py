@@ -157,7 +157,7 @@ class SystemRun:
 
 def dev_score(result: SelectionResult) -> float:
     """The (p, d) selection score: mean over tasks of the best ``(R@1 + R@5 + R@10) / 3`` on dev."""
-    return float(np.mean([np.nanmax(np.nanmean(result.table.metrics[t][..., :3], axis=-1))
+    return float(np.mean([np.nanmax(result.table.metrics[t][..., :3].mean(axis=-1))
                           for t in ("annotation", "search")]))
 
 
