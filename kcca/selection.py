@@ -127,8 +127,8 @@ class SelectionResult:
     ----------
     test_matrices : evaluation.ScoreMatrices or None
         Borda fusion of the chosen models on the test pool (annotation (N, M), search (M, N)).
-    dev_matrices : evaluation.ScoreMatrices
-        The same ensembles on the dev pool (optimistic: chosen on dev).
+    dev_matrices : evaluation.ScoreMatrices or None
+        The same ensembles on the dev pool (optimistic: chosen on dev); None with ``ensembles=False``.
     chosen : dict task -> list of ChosenModel (15 each by default)
     table : SweepTable (dev metrics of every setting)
     correlations : dict κ -> canonical correlations
@@ -252,7 +252,8 @@ def fit_models(Kx_train, Ky_train, kappas: Sequence[float] = PAPER_KAPPAS, **kcc
 def select_and_ensemble(
     Kx_train, Ky_train, *, dev: tuple, test: tuple | None = None,
     kappas: Sequence[float] = PAPER_KAPPAS, ns: Sequence[int] | None = None, top: int = 5,
-    criteria: Sequence[str] = CRITERIA, models: Mapping[float, KCCA] | None = None, **kcca_kwargs,
+    criteria: Sequence[str] = CRITERIA, models: Mapping[float, KCCA] | None = None, ensembles: bool = True,
+    **kcca_kwargs,
 ) -> SelectionResult:
     """Hodosh Sec. 4.1.3 end to end for one kernel pair.
 
@@ -270,6 +271,8 @@ def select_and_ensemble(
         Grid and selection sizes (defaults: the paper's; ``ns=None`` → 46 log-spaced values in
         ``[10, 6000]``, capped by the number of components).
     models : precomputed ``{κ: KCCA}`` (e.g. from :func:`fit_models`), to skip the fit.
+    ensembles : with ``False`` only the dev sweep and the choice are made (``dev_matrices`` and
+        ``test_matrices`` are ``None``) – for cheap comparisons of kernel pairs.
     **kcca_kwargs : passed to :class:`~kcca.solver.KCCA` (``solver``, ``center``, ``jitter`` …).
     """
     t0 = time.perf_counter()
@@ -298,8 +301,8 @@ def select_and_ensemble(
     timings["sweep"] = time.perf_counter() - t
     chosen = {task: [c for crit in criteria for c in select_top(table, task, crit, top)] for task in TASKS}
     t = time.perf_counter()
-    dev_m = _ensemble(models, chosen, Fx_dev, Fy_dev)
-    test_m = _ensemble(models, chosen, Fx_test, Fy_test) if test is not None else None
+    dev_m = _ensemble(models, chosen, Fx_dev, Fy_dev) if ensembles else None
+    test_m = _ensemble(models, chosen, Fx_test, Fy_test) if (test is not None and ensembles) else None
     timings["ensemble"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     return SelectionResult(test_matrices=test_m, dev_matrices=dev_m, chosen=chosen, table=table,

@@ -635,7 +635,6 @@ class KCCA:
     def _solve(self) -> None:
         rho, A, B = _solve_core(self._vx, self._vy, self._M, float(self.reg), self.min_corr)
         self.correlations_ = rho
-        self._A, self._B = A, B
         self._wx = A / np.sqrt(self._vx.lam + self.reg)[:, None]   # directions in φ-coordinates
         self._wy = B / np.sqrt(self._vy.lam + self.reg)[:, None]
         self.n_components_ = int(rho.size)
@@ -660,14 +659,15 @@ class KCCA:
         (computed on first access)."""
         if "x" not in self._proj_cache:
             v = self._vx
-            self._proj_cache["x"] = v.U @ (np.sqrt(v.lam / (v.lam + self.reg))[:, None] * self._A)
+            # K̃α = U D A with A = √(λ+κ) w  ⇒  U (√λ w)
+            self._proj_cache["x"] = v.U @ (np.sqrt(v.lam)[:, None] * self._wx)
         return self._proj_cache["x"]
 
     @property
     def train_projections_y_(self) -> np.ndarray:
         if "y" not in self._proj_cache:
             v = self._vy
-            self._proj_cache["y"] = v.U @ (np.sqrt(v.lam / (v.lam + self.reg))[:, None] * self._B)
+            self._proj_cache["y"] = v.U @ (np.sqrt(v.lam)[:, None] * self._wy)
         return self._proj_cache["y"]
 
     def with_reg(self, reg: float) -> "KCCA":

@@ -322,30 +322,37 @@ def run_system(
         timings["decompose"] += time.perf_counter() - t
         return ie["views"][(p, vkey)], te["views"][(d, vkey)]
 
-    def select(p, d, ks, with_test):
+    def select(p, d, ks, final_run):
         vx, vy = views(p, d)
         t = time.perf_counter()
         Kx_rows = {s: _image_rows(ie, s, pools[s].image_ids, p) for s in ("dev", "test")}
         models = fit_models(vx, vy, ks, **{k: v for k, v in kk.items() if k not in ("eta", "max_rank")})
         res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
-                                  test=(Kx_rows["test"], Ky_rows["test"]) if with_test else None,
-                                  kappas=ks, ns=ns, top=top, criteria=criteria, models=models)
+                                  test=(Kx_rows["test"], Ky_rows["test"]) if final_run else None,
+                                  kappas=ks, ns=ns, top=top, criteria=criteria, models=models,
+                                  ensembles=final_run)
         timings["select"] += time.perf_counter() - t
         return res
 
-    final = None
+    # compare the (p, d) pairs on dev without building ensembles; then the chosen pair's full selection
     for p in ps:
         for d in ds:
-            full = single or search_kappas == tuple(kappas)
-            res = select(p, d, search_kappas, with_test=full)
+            if single:
+                break
+            res = select(p, d, search_kappas, final_run=False)
             score = dev_score(res)
             grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(search_kappas),
                          "best_dev": res.summary()["best_dev"]})
             if best is None or score > best[0]:
                 best = (score, p, d)
-                final = res if full else None
-    score, p, d = best
-    res = final if final is not None else select(p, d, tuple(kappas), with_test=True)
+    if single:
+        best = (float("nan"), ps[0], ds[0])
+    _, p, d = best
+    res = select(p, d, tuple(kappas), final_run=True)
+    score = dev_score(res)
+    if single:
+        grid.append({"p": p, "d": d, "dev_score": score, "kappas": [float(k) for k in kappas],
+                     "best_dev": res.summary()["best_dev"]})
     timings["total"] = time.perf_counter() - t_start
     config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
               "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
