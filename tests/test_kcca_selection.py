@@ -134,3 +134,13 @@ def test_dev_pool_size_mismatch_is_a_clear_error(split_data):
         select_and_ensemble(split_data["Kx"], split_data["Ky"], dev=(Kx_dev, Ky_dev, toy_pool(10)),
                             kappas=(0.1,), ns=[4])
     assert KCCA  # imported API stays public
+
+
+def test_selection_without_ensembles_makes_the_same_choice(split_data):
+    models = fit_models(split_data["Kx"], split_data["Ky"], PAPER_KAPPAS)
+    full = select_and_ensemble(None, None, dev=split_data["dev"], test=split_data["test"], models=models,
+                               ns=[4, 16, 64])
+    cheap = select_and_ensemble(None, None, dev=split_data["dev"], test=split_data["test"], models=models,
+                                ns=[4, 16, 64], ensembles=False)
+    assert cheap.test_matrices is None and cheap.dev_matrices is None
+    assert cheap.chosen == full.chosen
