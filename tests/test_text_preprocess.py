@@ -97,3 +97,31 @@ def test_nn_baseline_f1_and_score_matrices():
         nn.affinity(G[:, :3], pool.captions)
     with pytest.raises(ValueError, match="variant"):
         NearestNeighbour("NN1")
+
+
+def test_missing_nltk_resource_message():
+    from kernels.text import MissingResourceError
+    from kernels.text.preprocess import nltk_resource
+
+    with pytest.raises(MissingResourceError, match="no_such_resource.*nltk.downloader"):
+        nltk_resource("corpora/no_such_resource", "no_such_resource")
+
+
+def test_native_backend_fallback(monkeypatch):
+    """backend='auto' falls back to torch when the compiled kernel is unavailable; 'native' says so."""
+    import kernels.text.native as native
+    from kernels.text.similarity import WordKernel
+
+    corpus = _corpus(n=6)
+    train = corpus.split("train")
+    monkeypatch.setattr(native, "load_softtri", lambda: None)
+    for backend in ("auto", "native"):
+        tk = TextKernel("TRI", 5, show_progress=False, backend=backend).fit(corpus, train)
+        tk.sim_parts = ("A",)
+        tk.word_kernel = WordKernel(list(tk.vocab.words), np.zeros(0, np.int64), np.zeros((0, 0)))
+        if backend == "auto":
+            K = tk._compute_gram()["K"]
+            assert tk.last_backend == "torch" and K.shape == (len(train), len(train))
+        else:
+            with pytest.raises(RuntimeError, match="native"):
+                tk._compute_gram()
