@@ -324,6 +324,10 @@ class TextKernel:
                                                self._compute_gram)
             self._gram = arrays["K"].astype(np.float32)
             self._item_self = arrays["item_self"].astype(np.float64)
+            if "train_self" in arrays and getattr(self, "_scale", None) is None:
+                ts = arrays["train_self"].astype(np.float64)
+                self._train_self = ts
+                self._scale = np.where(ts > 0, 1.0 / np.sqrt(np.maximum(ts, 1e-300)), 0.0)
         K = self._gram.copy()
         if self.psd == "clip":
             K = clip_psd(K)
@@ -347,7 +351,10 @@ class TextKernel:
         K = Kraw.astype(np.float32)
         del Kraw
         self.last_gram_seconds = time.perf_counter() - t0
-        return {"K": K, "item_self": item_self}
+        out = {"K": K, "item_self": item_self}
+        if self.sim_parts:
+            out["train_self"] = self._train_self      # caption self-kernels, reused by gram_queries
+        return out
 
     def gram_queries(self, captions: Sequence[Caption]) -> np.ndarray:
         """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32."""
