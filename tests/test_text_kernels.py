@@ -353,3 +353,22 @@ def test_psd_clip_option_on_max_combination():
     clipped = tk.gram_train()
     assert np.linalg.eigvalsh(clipped.astype(np.float64)).min() > -1e-5
     assert np.abs(clipped - raw).max() <= max(0.0, -np.linalg.eigvalsh(raw.astype(np.float64)).min()) + 1e-5
+
+
+def test_disk_cache_roundtrip(tmp_cache, small_teaching_set):
+    ts = small_teaching_set
+    qs = [c for i in ts.split("test") for c in ts.captions_of(i)][:20]
+    a = TextKernel.from_name("TRI5_D_ic^sqrtidf", cache=tmp_cache, show_progress=False).fit(ts, ts.split("train"))
+    K1, Q1 = a.gram_train(), a.gram_queries(qs)
+    misses = tmp_cache.misses
+    b = TextKernel.from_name("TRI5_D_ic^sqrtidf", cache=tmp_cache, show_progress=False, diag=2.0)
+    b.fit(ts, ts.split("train"))
+    K2, Q2 = b.gram_train(), b.gram_queries(qs)
+    assert tmp_cache.misses == misses and tmp_cache.hits >= 3      # word kernel, Gram, queries
+    np.testing.assert_array_equal(Q1, Q2)
+    np.testing.assert_allclose(np.diag(K2), 2 * np.diag(K1))
+    assert K1.dtype == np.float32 and Q1.dtype == np.float32
+    # a different parameter is a different entry
+    c = TextKernel.from_name("TRI5_D_ic", cache=tmp_cache, show_progress=False).fit(ts, ts.split("train"))
+    c.gram_train()
+    assert tmp_cache.misses == misses + 1

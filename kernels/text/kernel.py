@@ -52,7 +52,7 @@ PAPER_NAMES["TRI5SEM"] = dict(kind="TRI", captions_per_item=5, similarity="A,D_e
 
 def _canonical_name(name: str) -> str:
     s = name.strip().replace("√", "sqrt").replace("\\sqrt", "sqrt").replace(" ", "")
-    s = s.replace("{", "").replace("}", "").replace("_ext", "_ext").replace("sqrt(idf)", "sqrtidf")
+    s = s.replace("{", "").replace("}", "").replace("sqrt(idf)", "sqrtidf")
     s = re.sub(r"D_?BNC", "D_ext", s)
     s = s.replace("D_ext+D_ic", "D_ext+ic").replace("D_ext,ic", "D_ext+ic")
     return s
