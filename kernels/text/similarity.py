@@ -1,7 +1,7 @@
 """Lexical similarities and the word kernels of the soft TRI kernel (Hodosh et al. 2013, Sec. 3.5).
 
 Every similarity ``sigma_S`` defines word vectors over a fixed vocabulary ``w_S(i) = sigma_S(w, w_i)``
-and the word kernel is their cosine (Eqs. 18-19)
+and the word kernel is their cosine (Eqs. 17-21)
 
     kappa_S(w, w') = <w_S, w'_S> / (||w_S|| ||w'_S||),     kappa_S(w, w) = 1,
 
@@ -87,7 +87,7 @@ class WordKernel:
 
 
 def cosine_kernel(X: np.ndarray, threshold: float) -> np.ndarray:
-    """Cosine of the rows of ``X`` (Eq. 19); entries below ``threshold`` set to 0; diagonal 1."""
+    """Cosine of the rows of ``X`` (the word kernel of Eqs. 17-21); entries below ``threshold`` set to 0; diagonal 1."""
     X = np.asarray(X)
     X = X if X.dtype == np.float32 else X.astype(np.float64)
     nrm = np.linalg.norm(X, axis=1)
