@@ -46,7 +46,7 @@ __all__ = [
 GENERATOR_VERSION = 1
 N_CAPTIONS = 5
 N_ANNOTATORS = 60
-TWIN_PROBABILITY = 0.35
+TWIN_PROBABILITY = 0.5
 # Stream tags of the seeded random generators (one independent stream per purpose).
 _S_SCENES, _S_STYLES, _S_CAPTIONS, _S_RENDER, _S_RERENDER, _S_PARA, _S_DESC, _S_NEG, _S_JUDGE = range(9)
 

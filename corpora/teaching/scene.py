@@ -45,7 +45,7 @@ MEDIA: tuple[str, ...] = ("land", "water")
 #: Skies (never described): colours that repeat the water / snow / sand grounds.
 SKIES: tuple[str, ...] = ("blue", "overcast", "haze")
 #: Range of the horizon (sky band height, fraction of the image height).
-HORIZON = (0.22, 0.34)
+HORIZON = (0.27, 0.31)
 #: The medium a background implies (the verbs "sits / rests / lies" vs "floats / bobs / drifts").
 MEDIUM_OF: dict[str, str] = {"grass": "land", "sand": "land", "snow": "land", "water": "water"}
 INVERSE: dict[str, str] = {"left_of": "right_of", "right_of": "left_of", "above": "below",
@@ -61,9 +61,9 @@ LEFT_GAP = 0.16
 VERT_GAP = 0.22
 NEXT_MAX = 0.56
 #: Radius (fraction of the image height) separating "small" from "big".
-SIZE_THRESHOLD = 0.15
-BIG_RADIUS = (0.19, 0.21)
-SMALL_RADIUS = (0.10, 0.12)
+SIZE_THRESHOLD = 0.17
+BIG_RADIUS = (0.21, 0.25)
+SMALL_RADIUS = (0.11, 0.13)
 #: Canonical layouts (x, y of the slots): a pair side by side in the middle row, a pair one above the
 #: other in the middle column, a row of three, a triangle (two up / one down or one up / two down), and
 #: five single-object positions.  Few, fixed layouts make the spatial pyramid's cells line up across
@@ -326,7 +326,7 @@ def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
         return None
     a, b = (int(i) for i in rng.choice(len(scene.objects), size=2, replace=False))
     objs = list(scene.objects)
-    if rng.random() < 0.55:
+    if rng.random() < 0.5:
         objs[a], objs[b] = (replace(objs[a], colour=scene.objects[b].colour),
                             replace(objs[b], colour=scene.objects[a].colour))
     else:
