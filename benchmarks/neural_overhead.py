@@ -1,0 +1,137 @@
+"""Overhead of the neural scorers over raw open_clip encoding, and the image-feature cache.
+
+    python benchmarks/neural_overhead.py --json [--quick] [--clip-model itr-tiny-clip] [--clip-pretrained FILE]
+
+Prints (and with ``--json`` as one JSON object):
+
+* ``overhead_ratio_image`` — ``CLIPScore.image_embeddings(images)`` time / the raw loop a user would write
+  (open_clip eval transform per image, ``torch.stack``, ``model.encode_image`` in batches of 64 under
+  ``torch.inference_mode``, L2 normalisation) on the same images; goal ≤ 1.2;
+* ``overhead_ratio_text`` — ``CLIPScore.text_embeddings(captions)`` (prompt, truncating tokeniser,
+  batches of 256) / raw ``tokenizer`` + ``model.encode_text`` + normalisation on the same prompted
+  captions; goal ≤ 1.2;
+* ``cached_rerun_encodes`` — images encoded when ``Backbone.encode_corpus_images`` is run a second
+  time with the same disk cache; goal 0;
+* the raw and scorer timings (best of ``--repeats``) and the backbone's provenance.
+
+The architecture defaults to the tiny CLIP (random weights: speed does not depend on the values), so
+the script needs no download.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--quick", action="store_true", help="fewer images / captions")
+    ap.add_argument("--clip-model", default="itr-tiny-clip")
+    ap.add_argument("--clip-pretrained", default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    from corpora.cache import DiskCache
+    from corpora.teaching import make_teaching_set
+    from neural.backbone import _to_pil, load_backbone
+    from neural.base import with_prompt
+    from neural.clipscore import CLIPScore
+
+    n_img = 128 if args.quick else 512
+    ts = make_teaching_set(n_images=max(n_img, 120), n_train=max(n_img, 120) // 2,
+                           n_dev=max(n_img, 120) // 4, seed=0)
+    ids = list(ts.image_ids[:n_img])
+    images = [ts.load_image(i) for i in ids]
+    captions = [c.text for i in ids for c in ts.captions[i]][: (1000 if args.quick else 4000)]
+    bb = load_backbone(args.clip_model, args.clip_pretrained, device=args.device, show_progress=False)
+    scorer = CLIPScore(bb)
+    model, pre, tok = bb.model, bb.preprocess, bb.tokenizer
+    dev, dtype = bb.device, bb.dtype
+
+    def raw_images():
+        out = []
+        with torch.inference_mode():
+            for s in range(0, len(images), 64):
+                x = torch.stack([pre(_to_pil(im)) for im in images[s:s + 64]]).to(dev, dtype)
+                out.append(F.normalize(model.encode_image(x).float(), dim=-1).cpu())
+        return torch.cat(out)
+
+    prompted = with_prompt(captions)
+
+    def raw_texts():
+        out = []
+        with torch.inference_mode():
+            for s in range(0, len(prompted), 256):
+                out.append(F.normalize(model.encode_text(tok(prompted[s:s + 256]).to(dev)).float(), dim=-1).cpu())
+        return torch.cat(out)
+
+    # warm-up, and check that the scorer computes the same thing as the raw loop
+    assert np.allclose(raw_images().numpy(), scorer.image_embeddings(images), atol=1e-5)
+    assert np.allclose(raw_texts().numpy(), scorer.text_embeddings(captions), atol=1e-5)
+    t_raw_img = _best(raw_images, args.repeats)
+    t_img = _best(lambda: scorer.image_embeddings(images), args.repeats)
+    t_raw_txt = _best(raw_texts, args.repeats)
+    t_txt = _best(lambda: scorer.text_embeddings(captions), args.repeats)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = DiskCache(tmp)
+        t0 = time.perf_counter()
+        first = bb.encode_corpus_images(ts, ids, cache=cache)
+        t_cold = time.perf_counter() - t0
+        n0 = bb.n_image_encodes
+        t0 = time.perf_counter()
+        again = bb.encode_corpus_images(ts, ids, cache=cache)
+        t_warm = time.perf_counter() - t0
+        rerun_encodes = bb.n_image_encodes - n0
+        assert np.array_equal(first, again)
+
+    res = {
+        "backbone": bb.name,
+        "n_images": len(images),
+        "n_captions": len(captions),
+        "threads": args.threads,
+        "raw_encode_image_s": round(t_raw_img, 4),
+        "scorer_image_s": round(t_img, 4),
+        "overhead_ratio_image": round(t_img / t_raw_img, 4),
+        "raw_encode_text_s": round(t_raw_txt, 4),
+        "scorer_text_s": round(t_txt, 4),
+        "overhead_ratio_text": round(t_txt / t_raw_txt, 4),
+        "corpus_images_cold_s": round(t_cold, 4),
+        "corpus_images_cached_s": round(t_warm, 4),
+        "cached_rerun_encodes": int(rerun_encodes),
+        "provenance": bb.provenance(),
+    }
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for k, v in res.items():
+            if k != "provenance":
+                print(f"{k:>24}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""``python -m neural.score`` — a clipscore-like command line for CLIP-S, RefCLIP-S, PAC-S and RefPAC-S.
+
+Examples
+--------
+Score candidate captions for a folder of images with OpenAI ViT-B/32 (downloads on a networked
+machine)::
+
+    python -m neural.score --candidates cands.json --images imgs/ --metric clip-s
+
+With references, from a local weights file (any format of :mod:`neural.checkpoints`)::
+
+    python -m neural.score --candidates cands.json --references refs.json --images imgs/ \\
+        --metric refpac-s --clip-model ViT-B-32 --clip-pretrained checkpoints/clip_ViT-B-32.pth
+
+Offline, without any weights: ``--clip-model tiny`` trains (once, then cached) the small CLIP on the
+built-in teaching set; for ``pac-s`` it is then fine-tuned with positive-augmented contrastive learning.
+
+``cands.json``: ``{image_id: caption}``; ``refs.json``: ``{image_id: [reference, ...]}``; the image of
+``image_id`` is ``DIR/image_id`` or ``DIR/image_id.<jpg|jpeg|png|…>``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+METRICS = ("clip-s", "refclip-s", "pac-s", "refpac-s")
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"error: {what} file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"error: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"error: {path}: expected a JSON object mapping image id -> {what}")
+    return data
+
+
+def find_image(folder: Path, image_id: str) -> Path | None:
+    """``folder/image_id`` if it exists, else ``folder/image_id + ext`` for a known image extension."""
+    p = folder / image_id
+    if p.is_file():
+        return p
+    for ext in IMAGE_EXTS:
+        for e in (ext, ext.upper()):
+            q = folder / (image_id + e)
+            if q.is_file():
+                return q
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m neural.score", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--candidates", required=True, type=Path, help="JSON {image_id: candidate caption}")
+    ap.add_argument("--images", required=True, type=Path, help="folder with the images (file name = image id)")
+    ap.add_argument("--references", type=Path, default=None,
+                    help="JSON {image_id: [reference captions]} (needed for refclip-s / refpac-s)")
+    ap.add_argument("--metric", choices=METRICS, default="clip-s", help="score to compute")
+    ap.add_argument("--clip-model", default=None,
+                    help="open_clip architecture (e.g. ViT-B-32, ViT-L-14), 'auto' (infer from an OpenAI-"
+                         "layout file) or 'tiny' (the small CLIP trained here on the teaching set). "
+                         "Default: ViT-B-32 with --clip-pretrained openai")
+    ap.add_argument("--clip-pretrained", default=None,
+                    help="pretrained tag (openai, laion2b_s32b_b82k, …) or a weights file (OpenAI .pt, "
+                         "open_clip .pt/.safetensors, PAC-S .pth). Default: openai")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA")
+    ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
+    ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
+    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
+    ap.add_argument("--out", type=Path, default=None, help="write per-instance scores as JSON here")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    return ap
+
+
+def _backbone(args, cache):
+    from neural.backbone import load_backbone
+    from neural.checkpoints import MissingWeightsError
+
+    if args.clip_model in ("tiny", "tiny-clip"):
+        from corpora.teaching import make_teaching_set
+        from neural.tiny_clip import train_tiny_clip
+
+        ts = make_teaching_set(seed=args.seed)
+        print(f"training / loading the tiny CLIP on the teaching set (seed {args.seed}) …", file=sys.stderr)
+        return train_tiny_clip(ts, seed=args.seed, cache=cache, show_progress=not args.quiet,
+                               device=args.device), ts
+    model = args.clip_model or "ViT-B-32"
+    pretrained = args.clip_pretrained or "openai"
+    try:
+        return load_backbone(model, pretrained, device=args.device, precision=args.precision,
+                             show_progress=not args.quiet), None
+    except MissingWeightsError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from corpora.cache import DiskCache
+    from corpora.images import read_image
+
+    cands = _read_json(args.candidates, "caption")
+    refs = _read_json(args.references, "reference list") if args.references else None
+    if args.metric.startswith("ref") and refs is None:
+        raise SystemExit(f"error: --metric {args.metric} needs --references refs.json")
+    if not args.images.is_dir():
+        raise SystemExit(f"error: --images {args.images} is not a folder")
+    ids = list(cands)
+    if not ids:
+        raise SystemExit(f"error: {args.candidates}: no candidates")
+    for i in ids:
+        if not isinstance(cands[i], str):
+            raise SystemExit(f"error: {args.candidates}: candidate of {i!r} is not a string")
+    missing_refs = [i for i in ids if refs is not None and not refs.get(i)]
+    if missing_refs:
+        raise SystemExit(f"error: {args.references}: no references for {len(missing_refs)} image(s), "
+                         f"e.g. {missing_refs[:3]}")
+    paths = {i: find_image(args.images, i) for i in ids}
+    missing = [i for i, p in paths.items() if p is None]
+    if missing:
+        raise SystemExit(f"error: {len(missing)} image(s) not found in {args.images}, e.g. {missing[:3]} "
+                         f"(expected files named <image_id> or <image_id>{IMAGE_EXTS[0]} …)")
+    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    bb, teaching = _backbone(args, cache)
+    notes = []
+    if args.metric.startswith(("pac", "refpac")):
+        from neural.pacs import PACScore, finetune_pacs, teaching_tuples
+
+        if teaching is not None:
+            print("PAC-S fine-tuning of the tiny CLIP on teaching-set positives (cached) …", file=sys.stderr)
+            bb = finetune_pacs(bb, teaching_tuples(teaching, "train", seed=args.seed),
+                               teaching_tuples(teaching, "dev", seed=args.seed), cache=cache,
+                               show_progress=not args.quiet)
+        elif args.clip_pretrained is None or not Path(args.clip_pretrained).is_file():
+            notes.append("PAC-S formula (w = 2.0) on a backbone that was not PAC-S fine-tuned: pass the "
+                         "PAC-S checkpoint with --clip-pretrained for the published metric")
+        scorer = PACScore(bb, prompt=args.prompt or None)
+    else:
+        from neural.clipscore import CLIPScore
+
+        scorer = CLIPScore(bb, prompt=args.prompt or None)
+    images = [read_image(paths[i]) for i in ids]
+    out = scorer.compute(images, [cands[i] for i in ids], [refs[i] for i in ids] if refs else None)
+    base = scorer.base_name
+    keys = [base] + (["Ref" + base] if refs is not None else [])
+    per = {i: {k: float(out[k][n]) for k in keys} for n, i in enumerate(ids)}
+    averages = {k: float(np.mean(out[k])) for k in keys}
+    result = {"metric": args.metric, "n": len(ids), "averages": averages, "backbone": bb.provenance(),
+              "notes": notes, "per_instance": per}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    for k, v in averages.items():
+        print(f"{k}: {v:.4f}")
+    print(f"({len(ids)} images; backbone {bb.name}, weights {bb.weights_id}, {bb.precision} on {bb.device})")
+    for n in notes:
+        print("note:", n)
+    if args.out:
+        print(f"per-instance scores: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
