@@ -17,10 +17,13 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["corpora*", "kernels*", "kcca*", "neural*", "evaluation*",
                                     "experiments*"]),
+    # C sources compiled on first use (ctypes); numpy/torch fallbacks exist when no compiler is found.
+    package_data={"kernels.text": ["_softtri.c"]},
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",
         "scikit-learn>=1.3",
+        "threadpoolctl>=3.1",
         "opencv-python-headless>=4.8",
         "nltk>=3.8",
         "torch>=2.1",
