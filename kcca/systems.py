@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +37,7 @@ from kcca.solver import decompose, log_spaced_ns
 
 __all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "get_system", "list_systems",
            "system_names",
-           "SystemRun", "run_system", "dev_score"]
+           "SystemRun", "run_system", "dev_score", "pair_scorer"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,8 @@ class SystemRun:
     timings : dict of seconds per stage
     selection : SelectionResult of the chosen (p, d) (KCCA systems), else None
     grid : list of dev records, one per (p, d) tried (KCCA systems)
+    models : ``{κ: fitted KCCA}`` of the chosen (p, d) (KCCA systems; empty for NN).  Every model of
+        the selection is ``models[κ]`` truncated to ``n`` dimensions; :func:`pair_scorer` uses them.
     """
 
     name: str
@@ -153,6 +155,7 @@ class SystemRun:
     timings: dict = field(default_factory=dict)
     selection: SelectionResult | None = None
     grid: list = field(default_factory=list)
+    models: dict = field(default_factory=dict)
 
 
 def dev_score(result: SelectionResult) -> float:
@@ -322,6 +325,8 @@ def run_system(
         timings["decompose"] += time.perf_counter() - t
         return ie["views"][(p, vkey)], te["views"][(d, vkey)]
 
+    final_models: dict = {}
+
     def select(p, d, ks, final_run):
         vx, vy = views(p, d)
         t = time.perf_counter()
@@ -332,6 +337,9 @@ def run_system(
                                   kappas=ks, ns=ns, top=top, criteria=criteria, models=models,
                                   ensembles=final_run)
         timings["select"] += time.perf_counter() - t
+        if final_run:
+            final_models.clear()
+            final_models.update({float(k): m for k, m in models.items()})
         return res
 
     # compare the (p, d) pairs on dev without building ensembles; then the chosen pair's full selection
@@ -358,4 +366,140 @@ def run_system(
               "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
               "selection": res.summary()}
     return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
-                     config=config, timings=timings, selection=res, grid=grid)
+                     config=config, timings=timings, selection=res, grid=grid, models=dict(final_models))
+
+
+# ------------------------------------------------------------------------------ pair scorer
+def _query_caption(text: str, lookup: Mapping[str, object]):
+    """A :class:`corpora.base.Caption` for a candidate text: the corpus caption with the same text
+    (exact, else whitespace/case-normalised) so its corpus lemma / POS are reused, else a fresh caption
+    with ``lemma=None`` (the text kernel's preprocessor then tags and lemmatises it with NLTK)."""
+    import hashlib
+
+    from corpora.base import Caption
+
+    hit = lookup.get(text)
+    if hit is None:
+        hit = lookup.get(" ".join(text.lower().split()))
+    if hit is not None:
+        return hit
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    return Caption(id=f"query:{digest}", image_id="", index=0, text=text, lemma=None, pos=None)
+
+
+def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: dict,
+                criterion: str = "R@1") -> Callable:
+    """The KCCA affinity of a trained system as a caption metric (Hodosh et al. 2013, Eq. 4).
+
+    .. math::
+
+        f_{KCCA}(i, s) = \\cos\\big(\\alpha_{1..n}^\\top K_I(i),\\; \\beta_{1..n}^\\top K_S(s)\\big)
+
+    where ``K_I(i)`` is the combined image kernel (Eq. 6, the system's chosen power ``p``) of image ``i``
+    against the training images and ``K_S(s)`` the text kernel of caption ``s`` against the training
+    items (the chosen diagonal factor ``d`` only scales the *training* Gram, so it lives in the fitted
+    model, not in the query rows).  Kernel centring uses the training statistics (as in retrieval).
+
+    Which model: Borda ensembles (Sec. 4.1.3) fuse *rankings* of a pool and give no per-pair score, so
+    the scorer uses the **single best (n, κ) model chosen on dev for the annotation task** (ranking
+    captions for an image, i.e. what a caption metric does) under ``criterion`` — the top model of
+    :func:`kcca.selection.select_top` (ties: lower mean rank, smaller n, smaller κ).
+
+    Parameters
+    ----------
+    run : SystemRun of a KCCA system from :func:`run_system` (keeps the fitted models in ``run.models``)
+    corpus : the corpus the system was trained on (candidate texts are looked up in its captions)
+    image_kernels, text_kernels : the shared dicts that were passed to :func:`run_system`
+    criterion : ``"R@1"``, ``"R@5"`` or ``"R@10"`` (dev criterion picking the single model)
+
+    Returns
+    -------
+    score_fn(image_ids, candidates, references) -> ndarray float32 (one score per pair, in [-1, 1]);
+    ``references`` are ignored.  Image ids are corpus image ids (words extracted on demand through the
+    system's :class:`~kernels.image.ImageKernel`, disk-cached); candidates are caption texts: a text equal
+    to a corpus caption reuses that caption's lemma/POS, any other text is lemmatised with NLTK.  Kernel
+    rows are computed once per distinct image / text and kept for later calls; each call projects the
+    distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used.
+
+    Raises
+    ------
+    ValueError
+        for NN systems (no KCCA affinity), an unknown ``criterion``, or kernel dicts that do not hold
+        this system's kernels.
+    """
+    from kernels.image import combine_kernels
+
+    cfg = get_system(run.name)
+    if cfg.model != "kcca":
+        raise ValueError(f"pair_scorer: system {run.name!r} is a nearest-neighbour baseline (model "
+                         f"{cfg.model!r}); it has no KCCA affinity f(i, s) to score pairs with")
+    if criterion not in CRITERIA:
+        raise ValueError(f"pair_scorer: criterion must be one of {CRITERIA}, got {criterion!r}")
+    if run.selection is None or not run.models:
+        raise ValueError(f"pair_scorer: SystemRun {run.name!r} keeps no fitted KCCA models (run.models); "
+                         "re-run it with kcca.systems.run_system")
+    best = run.selection.table.best("annotation", criterion)
+    kappa, n = float(best["kappa"]), int(best["n"])
+    model = run.models[kappa]
+    p, d = int(run.config["image_power"]), float(run.config["text_diag"])
+    ikey, tkey = ("image", cfg.image_kind), ("text", cfg.text)
+    if ikey not in image_kernels:
+        raise ValueError(f"pair_scorer: image_kernels has no {cfg.image_kind!r} kernel; pass the dict given "
+                         f"to run_system for {run.name!r}")
+    if tkey not in text_kernels:
+        raise ValueError(f"pair_scorer: text_kernels has no {cfg.text!r} kernel; pass the dict given to "
+                         f"run_system for {run.name!r}")
+    ie, te = image_kernels[ikey], text_kernels[tkey]
+    train_ids = list(ie["train_ids"])
+    if te["train_ids"] != ie["train_ids"] or len(train_ids) != model.n_train_:
+        raise ValueError(f"pair_scorer: the kernel dicts describe a training set of {len(train_ids)} images, "
+                         f"the {run.name!r} model was trained on {model.n_train_}")
+    image_rows: dict[str, np.ndarray] = {}
+    text_rows: dict[str, np.ndarray] = {}
+    lookup: dict[str, object] = {}
+
+    def caption_lookup() -> Mapping[str, object]:
+        if not lookup:
+            for caps in corpus.captions.values():
+                for c in caps:
+                    lookup.setdefault(c.text, c)
+                    lookup.setdefault(" ".join(c.text.lower().split()), c)
+        return lookup
+
+    def score_fn(image_ids, candidates, references=None) -> np.ndarray:
+        image_ids, candidates = [str(i) for i in image_ids], [str(c) for c in candidates]
+        if len(image_ids) != len(candidates):
+            raise ValueError(f"score_fn: {len(image_ids)} image ids but {len(candidates)} candidates")
+        if not candidates:
+            return np.zeros(0, dtype=np.float32)
+        u_img = list(dict.fromkeys(image_ids))
+        u_txt = list(dict.fromkeys(candidates))
+        new_img = [i for i in u_img if i not in image_rows]
+        if new_img:
+            K = combine_kernels(ie["kernel"].feature_grams(new_img, train_ids), p)
+            image_rows.update(zip(new_img, K))
+        new_txt = [t for t in u_txt if t not in text_rows]
+        if new_txt:
+            look = caption_lookup()
+            K = te["kernel"].gram_queries([_query_caption(t, look) for t in new_txt])
+            text_rows.update(zip(new_txt, K))
+        P = model.transform_x(np.stack([image_rows[i] for i in u_img]), n).astype(np.float64)
+        Q = model.transform_y(np.stack([text_rows[t] for t in u_txt]), n).astype(np.float64)
+        P /= np.maximum(np.linalg.norm(P, axis=1), 1e-30)[:, None]   # zero vectors → affinity 0
+        Q /= np.maximum(np.linalg.norm(Q, axis=1), 1e-30)[:, None]
+        pos_i = {x: k for k, x in enumerate(u_img)}
+        pos_t = {x: k for k, x in enumerate(u_txt)}
+        ii = np.array([pos_i[x] for x in image_ids], dtype=np.int64)
+        jj = np.array([pos_t[x] for x in candidates], dtype=np.int64)
+        out = np.empty(len(candidates), dtype=np.float32)
+        step = max(1, (1 << 22) // max(P.shape[1], 1))          # ≤ 32 MB of gathered rows per chunk
+        for s in range(0, len(out), step):
+            e = min(s + step, len(out))
+            out[s:e] = np.einsum("ij,ij->i", P[ii[s:e]], Q[jj[s:e]])
+        return out
+
+    score_fn.__name__ = f"KCCA[{run.name}]"
+    score_fn.model = {"system": run.name, "task": "annotation", "criterion": criterion, "kappa": kappa,
+                      "n": n, "dev_value": float(best["dev_value"]), "image_power": p, "text_diag": d,
+                      "image_kind": cfg.image_kind, "text_kernel": cfg.text}
+    return score_fn

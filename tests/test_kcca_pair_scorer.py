@@ -1,0 +1,101 @@
+"""The KCCA affinity f(i, s) (Hodosh Eq. 4) as a per-pair caption scorer (kcca.systems.pair_scorer)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcca.systems import pair_scorer, run_system
+
+GRID = dict(kappas=(1.0,), ns=(5, 10, 20), powers=(2,), diag_factors=(1.0,))
+
+
+@pytest.fixture(scope="module")
+def trained(small_teaching_set, tmp_path_factory):
+    from corpora.cache import DiskCache
+    from corpora.protocol import hodosh_pool
+
+    corpus = small_teaching_set
+    cache = DiskCache(tmp_path_factory.mktemp("pair_scorer_cache"))
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    image_kernels, text_kernels = {}, {}
+    run = run_system("BoW5", corpus, cache=cache, image_kernels=image_kernels, text_kernels=text_kernels,
+                     pools=pools, **GRID)
+    return corpus, pools, run, image_kernels, text_kernels, cache
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_scores_equal_the_chosen_models_affinity_matrix(trained):
+    from kcca.systems import _image_rows, _text_queries
+
+    corpus, pools, run, image_kernels, text_kernels, _ = trained
+    fn = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@1")
+    info = fn.model
+    assert info["task"] == "annotation" and info["kappa"] == 1.0 and info["n"] in (5, 10, 20)
+    best = run.selection.table.best("annotation", "R@1")
+    assert (info["kappa"], info["n"]) == (best["kappa"], best["n"])
+    # reference: the chosen model's Eq. 4 affinity over the test pool, from the kernel rows run_system used
+    pool = pools["test"]
+    ie, te = image_kernels[("image", "pyramid")], text_kernels[("text", "BoW5")]
+    Kx = _image_rows(ie, "test", pool.image_ids, run.config["image_power"])
+    Ky = _text_queries(te, "test", pool.captions)
+    S = run.models[info["kappa"]].affinity(Kx, Ky, info["n"])
+    assert S.shape == (pool.n_images, pool.n_captions)
+    # every (image, caption) pair, given as texts, in a shuffled order
+    ii, jj = np.meshgrid(np.arange(pool.n_images), np.arange(pool.n_captions), indexing="ij")
+    order = np.random.default_rng(0).permutation(ii.size)
+    ii, jj = ii.ravel()[order], jj.ravel()[order]
+    scores = fn([pool.image_ids[i] for i in ii], [pool.captions[j].text for j in jj], [[]] * ii.size)
+    assert scores.dtype == np.float32 and scores.shape == (ii.size,)
+    np.testing.assert_allclose(scores, S[ii, jj], atol=1e-5, rtol=0)
+    assert np.all(np.abs(scores) <= 1 + 1e-6)
+    assert len(fn([], [], [])) == 0
+    with pytest.raises(ValueError, match="candidates"):
+        fn(["a"], [], [])
+
+
+def test_free_text_candidates_are_lemmatised_by_the_text_kernel(trained, nltk_data_dir):
+    from corpora.base import Caption
+    from kcca.systems import _query_caption
+
+    corpus, pools, run, image_kernels, text_kernels, _ = trained
+    pool = pools["test"]
+    lookup = {c.text: c for caps in corpus.captions.values() for c in caps}
+    own = pool.captions[0]
+    assert _query_caption(own.text, lookup) is lookup[own.text]                   # corpus lemma / POS reused
+    assert _query_caption("  " + own.text.upper() + " ", {" ".join(own.text.lower().split()): own}) is own
+    free_text = "Two green diamonds are sitting on the snowy ground."
+    q = _query_caption(free_text, lookup)
+    assert q.lemma is None and q.text == free_text
+    fn = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels)
+    # the text kernel lemmatises the free text ("diamonds" -> "diamond", "sitting" -> "sit"): the same
+    # score as the already-lemmatised sentence
+    lemmatised = Caption(id="lemmatised", image_id="", index=0, text=free_text,
+                         lemma="Two green diamond be sit on the snowy ground .")
+    s_free = fn([pool.image_ids[0]] * 2, [free_text, own.text], [[], []])
+    assert np.isfinite(s_free).all()
+    q_rows = text_kernels[("text", "BoW5")]["kernel"].gram_queries([q, lemmatised])
+    np.testing.assert_allclose(q_rows[0], q_rows[1], atol=1e-6)
+    assert q_rows[0].max() > 0
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_correlates_with_the_teaching_sets_expert_judgments(trained):
+    from evaluation.correlation import flickr8k_expert_rows, human_correlation
+
+    corpus, _, run, image_kernels, text_kernels, _ = trained
+    rows = flickr8k_expert_rows(corpus)
+    fn = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels)
+    hc = human_correlation(rows, fn)
+    assert hc["n"] == len(rows) and hc["tau_b"] > 0, hc   # measured: 0.23 (CF: 0.18)
+
+
+def test_nn_systems_and_bad_arguments_raise(trained):
+    corpus, pools, run, image_kernels, text_kernels, cache = trained
+    nn = run_system("NN5_F1", corpus, cache=cache, image_kernels=image_kernels, text_kernels=text_kernels,
+                    pools=pools)
+    with pytest.raises(ValueError, match="nearest-neighbour"):
+        pair_scorer(nn, corpus, image_kernels=image_kernels, text_kernels=text_kernels)
+    with pytest.raises(ValueError, match="criterion"):
+        pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@3")
+    with pytest.raises(ValueError, match="image_kernels"):
+        pair_scorer(run, corpus, image_kernels={}, text_kernels=text_kernels)
