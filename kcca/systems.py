@@ -418,8 +418,9 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
     ``references`` are ignored.  Image ids are corpus image ids (words extracted on demand through the
     system's :class:`~kernels.image.ImageKernel`, disk-cached); candidates are caption texts: a text equal
     to a corpus caption reuses that caption's lemma/POS, any other text is lemmatised with NLTK.  Kernel
-    rows are computed once per distinct image / text and kept for later calls; each call projects the
-    distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used.
+    rows are computed once per distinct image / text and kept for later calls (in the ``image_kernels``
+    / ``text_kernels`` entries, so scorers of other systems over the same kernels reuse them); each call
+    projects the distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used.
 
     Raises
     ------
@@ -454,8 +455,10 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
     if te["train_ids"] != ie["train_ids"] or len(train_ids) != model.n_train_:
         raise ValueError(f"pair_scorer: the kernel dicts describe a training set of {len(train_ids)} images, "
                          f"the {run.name!r} model was trained on {model.n_train_}")
+    # kernel rows shared by every scorer over the same kernels (image rows before the power p: per feature)
+    feature_rows: dict[str, dict[str, np.ndarray]] = ie.setdefault("pair_feature_rows", {})
+    text_rows: dict[str, np.ndarray] = te.setdefault("pair_rows", {})
     image_rows: dict[str, np.ndarray] = {}
-    text_rows: dict[str, np.ndarray] = {}
     lookup: dict[str, object] = {}
 
     def caption_lookup() -> Mapping[str, object]:
@@ -474,9 +477,15 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
             return np.zeros(0, dtype=np.float32)
         u_img = list(dict.fromkeys(image_ids))
         u_txt = list(dict.fromkeys(candidates))
+        new_feat = [i for i in u_img if i not in feature_rows]
+        if new_feat:
+            grams = ie["kernel"].feature_grams(new_feat, train_ids)
+            for k, i in enumerate(new_feat):
+                feature_rows[i] = {f: g[k] for f, g in grams.items()}
         new_img = [i for i in u_img if i not in image_rows]
         if new_img:
-            K = combine_kernels(ie["kernel"].feature_grams(new_img, train_ids), p)
+            feats = next(iter(feature_rows.values())).keys()
+            K = combine_kernels({f: np.stack([feature_rows[i][f] for i in new_img]) for f in feats}, p)
             image_rows.update(zip(new_img, K))
         new_txt = [t for t in u_txt if t not in text_rows]
         if new_txt:

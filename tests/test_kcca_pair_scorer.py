@@ -87,6 +87,13 @@ def test_correlates_with_the_teaching_sets_expert_judgments(trained):
     fn = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels)
     hc = human_correlation(rows, fn)
     assert hc["n"] == len(rows) and hc["tau_b"] > 0, hc   # measured: 0.23 (CF: 0.18)
+    # kernel rows are kept in the shared dicts: a second scorer over the same kernels computes nothing new
+    shared = image_kernels[("image", "pyramid")]["pair_feature_rows"]
+    assert set(rows.image_ids) <= set(shared)
+    n_before = len(shared), len(text_kernels[("text", "BoW5")]["pair_rows"])
+    again = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@10")
+    again(rows.image_ids[:5], rows.candidates[:5], rows.references[:5])
+    assert (len(shared), len(text_kernels[("text", "BoW5")]["pair_rows"])) == n_before
 
 
 def test_nn_systems_and_bad_arguments_raise(trained):
