@@ -1,0 +1,60 @@
+"""Time the main job cold (empty cache) and warm (cached) on the built-in teaching set.
+
+Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine.
+
+    python benchmarks/main_job.py            # human-readable
+    python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
+    python benchmarks/main_job.py --quick    # the --quick class-demo default instead
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_once(cache_dir: Path, out_dir: Path, extra: list[str]) -> float:
+    cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", "--cache-dir", str(cache_dir),
+           "--out", str(out_dir), *extra]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"main job failed with exit code {proc.returncode}")
+    return dt
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--quick", action="store_true", help="benchmark the --quick default")
+    args = ap.parse_args(argv)
+    extra = ["--quick"] if args.quick else []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cold = run_once(tmp / "cache", tmp / "run1", extra)
+        warm = run_once(tmp / "cache", tmp / "run2", extra)
+        res = json.loads((tmp / "run1" / "results.json").read_text())
+        a = json.loads((tmp / "run1" / "results.json").read_text())["systems"]
+        b = json.loads((tmp / "run2" / "results.json").read_text())["systems"]
+    out = {"cold_s": round(cold, 2), "warm_s": round(warm, 2), "target_cold_s": 120, "target_warm_s": 20,
+           "quick": args.quick, "systems": len(a), "identical_results": a == b,
+           "stage_timings_cold_s": res.get("timings_s", {})}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>22}: {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,668 @@
+"""The stages of the main job (``python -m experiments.flickr8k_kcca``).
+
+corpus → pools (Hodosh protocol) → classical systems (kernels → KCCA / NN) and neural scorers (CLIP
+family) → score matrices → one evaluator (R@k, median rank, S@k, R-precision, significance) → human
+correlation → specificity → report.
+
+Each stage is timed (``results["timings_s"]``) and every expensive artefact is cached in a
+:class:`corpora.cache.DiskCache`, so a warm re-run only re-evaluates.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from corpora.base import Corpus, RankingPool
+from corpora.cache import DiskCache
+from evaluation import ScoreMatrices, evaluate_pool
+
+log = logging.getLogger("experiments.flickr8k_kcca")
+
+#: Default classical systems: NN, BoW1, BoW5, TagRank, TRI5, TRI5SEM and the ^Histo contrasts.
+DEFAULT_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TagRank", "TRI5", "TRI5^Histo",
+                   "TRI5SEM")
+QUICK_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "TRI5^Histo", "TRI5SEM")
+#: Neural scorers that rank (retrieval) and score pairs (human correlation).
+ALL_NEURAL = ("CLIP-S", "RefCLIP-S", "PAC-S", "RefPAC-S", "L-CLIPScore", "RefL-CLIPScore", "BRIDGE", "SPECS")
+DEFAULT_NEURAL = ALL_NEURAL
+#: Reference-based scorers cannot rank a pool (their references would leak the answer): they only
+#: enter the human-correlation table.
+REFERENCE_BASED = ("RefCLIP-S", "RefPAC-S", "RefL-CLIPScore")
+NGRAM_METRICS = ("BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr-D")
+
+
+class PipelineError(RuntimeError):
+    """A user-facing failure (missing data, weights, NLTK resource) with a message saying what to do."""
+
+
+def available_systems() -> list[str]:
+    try:
+        from kcca.systems import list_systems
+
+        return list_systems()
+    except Exception:  # pragma: no cover - only while kcca.systems is absent
+        return list(DEFAULT_SYSTEMS)
+
+
+@dataclass
+class SystemOutput:
+    """What every scorer – classical or neural – hands to the evaluator."""
+
+    name: str
+    family: str  # "baseline" | "classical" | "neural"
+    test: ScoreMatrices
+    config: dict = field(default_factory=dict)
+    #: ``score_pairs(image_ids, captions, references) -> scores`` for human correlation (or None).
+    score_pairs: Callable | None = None
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str, index: int | None = None, total: int | None = None):
+        head = f"[{index}/{total}] " if index is not None else ""
+        log.info("%s%s …", head, name)
+        t0 = time.perf_counter()
+        yield
+        dt = time.perf_counter() - t0
+        self.timings[name] = self.timings.get(name, 0.0) + dt
+        log.info("%s%s done in %.1f s", head, name, dt)
+
+
+# ---------------------------------------------------------------------------------------------- stages
+def load_corpus(args) -> Corpus:
+    if args.data is None:
+        from corpora.teaching import make_teaching_set
+
+        n = args.teaching_size or (600 if args.quick else 2000)
+        if n < 60:
+            raise PipelineError(f"--teaching-size must be at least 60 (got {n})")
+        n_train = int(round(n * 0.7))
+        n_dev = int(round(n * 0.15))
+        return make_teaching_set(n_images=n, n_train=n_train, n_dev=n_dev, seed=args.seed)
+    from corpora.base import CorpusError
+    from corpora.flickr8k import load_flickr8k
+
+    root = Path(args.data)
+    if not root.exists():
+        raise PipelineError(f"--data {root}: no such folder")
+    try:
+        return load_flickr8k(root)
+    except (CorpusError, FileNotFoundError) as exc:
+        raise PipelineError(str(exc)) from exc
+
+
+def build_pools(corpus: Corpus, args) -> tuple[dict[str, RankingPool], int]:
+    """Dev and test pools (Hodosh Sec. 4.1.2) and the number of images skipped (missing on disk)."""
+    from corpora.base import MissingImagesError
+    from corpora.protocol import hodosh_pool, skipped_images
+
+    pools, skipped = {}, 0
+    for split in ("dev", "test"):
+        try:
+            pool = hodosh_pool(corpus, split, seed=args.seed, require_images=True,
+                               skip_missing_images=args.skip_missing_images)
+        except MissingImagesError as exc:
+            raise PipelineError(f"{exc}\nPass --skip-missing-images to run on the images present.") from exc
+        skipped += len(skipped_images(pool))
+        pools[split] = pool
+    return pools, skipped
+
+
+def evaluate_systems(outputs: Mapping[str, SystemOutput], pool: RankingPool, *, permutations: int,
+                     seed: int) -> tuple[dict, dict, dict]:
+    """Evaluate every system on the test pool; significance against the best system per task.
+
+    Returns ``(systems_json, per_query, reference)``.
+    """
+    from evaluation import compare
+
+    evals = {name: evaluate_pool(o.test, pool) for name, o in outputs.items()}
+    systems: dict = {}
+    reference: dict[str, str] = {}
+    for task in ("annotation", "search"):
+        # Best system: highest R@10, then R@1, then lowest median rank, then name (deterministic).
+        ranked = sorted(evals, key=lambda s: (-evals[s][task].metrics["R@10"], -evals[s][task].metrics["R@1"],
+                                              evals[s][task].metrics["median_rank"], s))
+        reference[task] = ranked[0]
+    markers: dict[str, dict[str, dict[str, str]]] = {s: {} for s in evals}
+    pvalues: dict[str, dict[str, dict[str, float]]] = {s: {} for s in evals}
+    for task in ("annotation", "search"):
+        table = compare({s: evals[s][task] for s in evals}, reference=reference[task],
+                        n_permutations=permutations, seed=seed)
+        for s in evals:
+            markers[s][task] = table.get(s, {}).get("markers", {})
+            pvalues[s][task] = table.get(s, {}).get("p_values", {})
+    for name, o in outputs.items():
+        systems[name] = {
+            "family": o.family,
+            "annotation": _metrics(evals[name]["annotation"]),
+            "search": _metrics(evals[name]["search"]),
+            "significance": markers[name],
+            "p_values": pvalues[name],
+            "config": o.config,
+        }
+    return systems, evals, reference
+
+
+def _metrics(res) -> dict:
+    keys = ("R@1", "R@5", "R@10", "median_rank", "mean_rank", "S@1", "S@5", "S@10", "R-precision")
+    out = {k: round(float(res.metrics[k]), 4) for k in keys if k in res.metrics}
+    out["n_queries"] = int(res.n_queries)
+    out["n_ties"] = int(res.n_ties)
+    return out
+
+
+def provenance(args, corpus: Corpus, extra: Mapping | None = None) -> dict:
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in ("numpy", "scipy", "scikit-learn", "opencv-python-headless", "nltk", "torch", "open_clip_torch",
+                "statsmodels", "matplotlib", "image-text-ranking"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    prov = {
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]) if sys.argv else "",
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+        "seed": args.seed,
+        "corpus_fingerprint": corpus.fingerprint,
+        "data_checksums": data_checksums(args.data),
+        "cache": None if args.no_cache else "enabled",
+    }
+    if extra:
+        prov.update(extra)
+    return prov
+
+
+def data_checksums(data: str | None) -> dict:
+    """SHA-256 of the text files of a Flickr8k folder (what the numbers depend on besides images)."""
+    if data is None:
+        return {"teaching_set": "generated from the seed; see corpus fingerprint"}
+    out = {}
+    root = Path(data)
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".txt", ".csv", ".json") and p.stat().st_size < 64 << 20:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    return out
+
+
+def setup_logging(out_dir: Path) -> logging.Handler:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fh = logging.FileHandler(out_dir / "run.log", mode="w", encoding="utf-8")
+    fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    root.addHandler(fh)
+    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+               for h in root.handlers):
+        sh = logging.StreamHandler(sys.stderr)
+        sh.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(sh)
+    logging.captureWarnings(True)
+    return fh
+
+
+def default_out_dir(corpus_name: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{corpus_name}-{stamp}"
+
+
+def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str] | None, what: str) -> list[str]:
+    if value is None:
+        return list(default)
+    if value.strip().lower() == "none":
+        return []
+    if value.strip().lower() == "all" and allowed is not None:
+        return list(allowed)
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if allowed is not None:
+        bad = [v for v in items if v not in allowed]
+        if bad:
+            raise PipelineError(f"unknown {what}: {', '.join(bad)} (choose from {', '.join(allowed)})")
+    return items
+
+
+# ---------------------------------------------------------------------------------------------- classical
+def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
+                  cache: DiskCache) -> tuple[dict[str, SystemOutput], dict]:
+    """Train every classical system (Hodosh Appendix B) and return its test score matrices.
+
+    Kernels, Gram matrices and KCCA decompositions are shared across systems (one fit per image kernel
+    kind, one per text kernel) and cached on disk.  Also returns the per-system run details (chosen
+    p, d, (n, κ) models, dev metrics) for ``results.json``.
+    """
+    from tqdm.auto import tqdm
+
+    from kcca.systems import get_system, run_system
+
+    image_kernels: dict = {}
+    text_kernels: dict = {}
+    outputs: dict[str, SystemOutput] = {}
+    runs: dict = {}
+    extra = {}
+    if args.quick:
+        # Class-demo default: the image power and text diagonal fixed instead of chosen on dev.
+        extra = {"powers": (2,), "diag_factors": (1.0, 5.0)}
+    bar = tqdm(names, desc="classical systems", unit="system", disable=args.no_progress)
+    for name in bar:
+        bar.set_postfix_str(name)
+        cfg = get_system(name)
+        r = run_system(name, corpus, seed=args.seed, cache=cache, image_kernels=image_kernels,
+                       text_kernels=text_kernels, pools=pools, show_progress=not args.no_progress,
+                       skip_missing_images=args.skip_missing_images, **extra)
+        family = "baseline" if cfg.model == "nn" else "classical"
+        outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices,
+                                       config=_jsonable(r.config))
+        runs[r.name] = r
+    return outputs, runs, image_kernels, text_kernels
+
+
+def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_kernels: dict,
+                      systems_json: Mapping) -> dict[str, Callable]:
+    """The KCCA affinity f(i, s) (Hodosh Eq. 4) as a caption metric, for TRI5SEM and the best classical
+    system (single best (n, κ) model on dev; see :func:`kcca.systems.pair_scorer`)."""
+    from kcca.systems import get_system, pair_scorer
+
+    kcca_runs = [n for n in runs if get_system(n).model == "kcca"]
+    if not kcca_runs:
+        return {}
+    best = max(kcca_runs, key=lambda n: (systems_json.get(n, {}).get("annotation", {}).get("R@10", 0.0), n))
+    chosen = [n for n in dict.fromkeys(["TRI5SEM", best]) if n in kcca_runs]
+    return {f"KCCA f(i,s) [{n}]": pair_scorer(runs[n], corpus, image_kernels=image_kernels,
+                                              text_kernels=text_kernels, criterion="R@1") for n in chosen}
+
+
+def _jsonable(obj):
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------- humans
+def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
+                            image_based: set[str] | frozenset = frozenset()) -> dict:
+    """Flickr8k-Expert and Flickr8k-CF correlations (×100) for every pair scorer.
+
+    ``scorers`` maps a name to ``score_fn(image_ids, candidates, references) -> scores``.  Scorers named in
+    ``image_based`` only see the rows whose image is on disk; ``n_expert`` / ``n_cf`` report the rows used.
+    """
+    from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows, human_correlation
+
+    if not corpus.expert and not corpus.crowd:
+        return {}
+    protocols = []
+    if corpus.expert:
+        protocols.append(("expert", flickr8k_expert_rows(corpus)))
+    if corpus.crowd:
+        protocols.append(("cf", flickr8k_cf_rows(corpus)))
+    restricted = {tag: restrict_rows(rows, [corpus.has_image(i) for i in rows.image_ids])
+                  for tag, rows in protocols}
+    out: dict[str, dict] = {}
+    for name, fn in scorers.items():
+        row: dict = {}
+        for tag, rows in protocols:
+            use = restricted[tag] if name in image_based else rows
+            if len(use) < 3:
+                row[f"n_{tag}"] = len(use)
+                continue
+            hc = human_correlation(use, fn)
+            row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 2)
+            row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 2)
+            row[f"{tag}_rho"] = round(100 * hc["spearman"], 2)
+            row[f"n_{tag}"] = int(hc["n"])
+        out[name] = row
+    return out
+
+
+def restrict_rows(rows, keep: Sequence[bool]):
+    """The judgment rows whose ``keep`` flag is true (``pair_index`` renumbered)."""
+    import dataclasses
+
+    keep = np.asarray(keep, dtype=bool)
+    if keep.all():
+        return rows
+    idx = np.flatnonzero(keep)
+    _, new_pair = np.unique(rows.pair_index[idx], return_inverse=True)
+    return dataclasses.replace(
+        rows, image_ids=[rows.image_ids[i] for i in idx], candidate_ids=[rows.candidate_ids[i] for i in idx],
+        candidates=[rows.candidates[i] for i in idx], references=[rows.references[i] for i in idx],
+        human=rows.human[idx], pair_index=new_pair.astype(np.int64),
+        notes=list(rows.notes) + [f"restricted to {len(idx)} of {len(keep)} rows whose image is on disk"])
+
+
+# ---------------------------------------------------------------------------------------------- neural
+def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
+    """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file)."""
+    model = args.clip_model or "tiny"
+    if model == "tiny":
+        if args.clip_pretrained:
+            raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
+                                "e.g. ViT-B-32); the tiny CLIP is always trained here")
+        from neural.tiny_clip import train_tiny_clip
+
+        steps = args.clip_steps if getattr(args, "clip_steps", None) else (40 if args.quick else None)
+        return train_tiny_clip(corpus, seed=args.seed, steps=steps, cache=cache,
+                               show_progress=not args.no_progress, device=args.device)
+    from neural.backbone import load_backbone
+    from neural.checkpoints import WeightsError
+
+    try:
+        return load_backbone(model, args.clip_pretrained or "openai", device=args.device)
+    except (WeightsError, FileNotFoundError, RuntimeError, ValueError) as exc:
+        raise PipelineError(str(exc)) from exc
+
+
+def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
+    """Seeded train / validation split of user-supplied PAC-S tuples (validation: ≥ 2 tuples)."""
+    from neural.pacs import PositiveTuples
+
+    n = len(tuples)
+    if n < 4:
+        raise PipelineError(f"--pacs-positives: need at least 4 tuples (got {n})")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = max(2, int(round(n * val_share)))
+    parts = []
+    for idx, tag in ((perm[n_val:], "train"), (perm[:n_val], "val")):
+        ident = None if tuples.identity is None else {**tuples.identity, "part": tag, "seed": seed}
+        parts.append(PositiveTuples(images=[tuples.images[i] for i in idx], texts=[tuples.texts[i] for i in idx],
+                                    gen_images=[tuples.gen_images[i] for i in idx],
+                                    gen_texts=[tuples.gen_texts[i] for i in idx], identity=ident))
+    return parts[0], parts[1]
+
+
+def _pair_scorer(scorer, corpus: Corpus, cache: DiskCache, *, use_references: bool) -> Callable:
+    """``score_fn(image_ids, candidates, references)`` over corpus images, with cached image
+    embeddings (for the human-correlation protocols)."""
+
+    def score_fn(image_ids, candidates, references):
+        uniq = list(dict.fromkeys(image_ids))
+        emb = scorer.backbone.encode_corpus_images(corpus, uniq, cache=cache)
+        row = {u: k for k, u in enumerate(uniq)}
+        v = emb[[row[i] for i in image_ids]]
+        return scorer.score(v, list(candidates), list(references) if use_references else None)
+
+    return score_fn
+
+
+def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
+               cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, Callable], dict, dict]:
+    """Train / load the CLIP family and score the test pool.
+
+    Returns ``(retrieval outputs, pair scorers for human correlation, specificity rates, provenance)``.
+    Reference-based variants (RefCLIP-S, RefPAC-S, RefL-CLIPScore) only score pairs: ranking a pool
+    with the pool's own references would leak the answer.
+    """
+    from neural.base import affinity_for_pool
+    from neural.clipscore import CLIPScore
+
+    names = list(names)
+    if not names:
+        return {}, {}, {}, {}
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    bb = load_neural_backbone(corpus, args, cache)
+    timings["backbone"] = time.perf_counter() - t
+    prov = {"backbone": bb.provenance()}
+    show = not args.no_progress
+    scorers: dict[str, object] = {}      # retrieval + pair scoring
+    ref_scorers: dict[str, object] = {}  # pair scoring with references
+    if "CLIP-S" in names or "RefCLIP-S" in names:
+        scorers["CLIP-S"] = CLIPScore(bb)
+        ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
+    if "PAC-S" in names or "RefPAC-S" in names:
+        from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
+
+        t = time.perf_counter()
+        pacs_bb = bb
+        if getattr(args, "pacs_positives", None):
+            train, val = _split_tuples(load_tuples(args.pacs_positives), seed=args.seed)
+            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        elif hasattr(corpus, "rerender") and hasattr(corpus, "paraphrase"):
+            n_img = 300 if args.quick else 700
+            train = teaching_tuples(corpus, "train", seed=args.seed, max_images=n_img)
+            val = teaching_tuples(corpus, "dev", seed=args.seed, max_images=150)
+            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        else:
+            log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
+                        "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
+                        "on the backbone as given", corpus.name)
+        prov["pacs_backbone"] = pacs_bb.provenance()
+        scorers["PAC-S"] = PACScore(pacs_bb)
+        ref_scorers["RefPAC-S"] = RefPACScore(pacs_bb)
+        timings["PAC-S"] = time.perf_counter() - t
+    if "L-CLIPScore" in names or "RefL-CLIPScore" in names:
+        from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
+
+        t = time.perf_counter()
+        student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=args.seed), cache=cache,
+                                        show_progress=show)
+        prov["lclip_student"] = student.provenance()
+        scorers["L-CLIPScore"] = LCLIPScore(student)
+        ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
+        timings["L-CLIPScore"] = time.perf_counter() - t
+    bridge = None
+    if "BRIDGE" in names:
+        from neural.bridge import BRIDGE, BridgeConfig
+
+        t = time.perf_counter()
+        bridge = BRIDGE(bb, BridgeConfig(seed=args.seed)).fit(corpus, "train", cache=cache, show_progress=show)
+        timings["BRIDGE"] = time.perf_counter() - t
+    specs_scorer = None
+    if "SPECS" in names:
+        from neural.specs import SPECSConfig, SPECSScore, train_specs
+
+        t = time.perf_counter()
+        cfg = SPECSConfig.for_tiny(seed=args.seed) if (args.clip_model or "tiny") == "tiny" else SPECSConfig(seed=args.seed)
+        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show)
+        prov["specs_backbone"] = specs_bb.provenance()
+        specs_scorer = SPECSScore(specs_bb)
+        scorers["SPECS"] = specs_scorer
+        timings["SPECS"] = time.perf_counter() - t
+
+    # Retrieval on the test pool: every reference-free scorer.
+    pool = pools["test"]
+    outputs: dict[str, SystemOutput] = {}
+    t = time.perf_counter()
+    for name, sc in scorers.items():
+        if name not in names:
+            continue
+        S = affinity_for_pool(sc, corpus, pool, cache=cache)
+        outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
+                                     config={"backbone": sc.backbone.name, "weights_id": sc.backbone.weights_id})
+    if bridge is not None:
+        S = bridge.affinity(corpus, pool)
+        outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
+                                         config={"backbone": bb.name, "weights_id": bb.weights_id,
+                                                 "template_source": getattr(bridge, "template_source", None)})
+    timings["neural retrieval"] = time.perf_counter() - t
+
+    # Pair scorers for the human-correlation tables.
+    pair: dict[str, Callable] = {}
+    for name, sc in scorers.items():
+        if name in names:
+            pair[name] = _pair_scorer(sc, corpus, cache, use_references=False)
+    for name, sc in ref_scorers.items():
+        if name in names:
+            pair[name] = _pair_scorer(sc, corpus, cache, use_references=True)
+    if bridge is not None:
+        pair["BRIDGE"] = lambda ids, cands, refs, _b=bridge: _b.score_corpus_pairs(corpus, ids, cands)
+
+    # Specificity rate (SPECS Eqs. 1-2) where the corpus can produce detail units.
+    specificity: dict = {}
+    if hasattr(corpus, "describe") and hasattr(corpus, "negative_unit"):
+        from neural.specs import specificity_on_corpus
+
+        t = time.perf_counter()
+        sr_scorers = {k: v for k, v in scorers.items() if k in names}
+        sr = specificity_on_corpus(sr_scorers, corpus, "test", max_images=100, seed=args.seed)
+        specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
+                       for k, v in sr.items()}
+        timings["specificity"] = time.perf_counter() - t
+    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    return outputs, pair, specificity, prov
+
+
+# ---------------------------------------------------------------------------------------------- n-grams
+def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, Callable]:
+    """Reference-based n-gram caption metrics as pair scorers (no images needed)."""
+    from evaluation.caption_metrics import bleu, cider_d, rouge_l
+    from evaluation.correlation import text_metric
+
+    table = {
+        # bleu(...) returns one column per order m (column m − 1 is BLEU-m).
+        "BLEU-1": text_metric(lambda c, r: bleu(c, r, n=1)[:, 0]),
+        "BLEU-4": text_metric(lambda c, r: bleu(c, r, n=4)[:, 3]),
+        "ROUGE-L": text_metric(rouge_l),
+        "CIDEr-D": text_metric(cider_d),
+    }
+    return {k: table[k] for k in names}
+
+
+# ---------------------------------------------------------------------------------------------- gallery
+def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, SystemOutput],
+                 systems_json: Mapping, k: int = 5):
+    """One query image with the top-k captions of the best classical and the best neural system."""
+    from experiments.report import GalleryItem
+
+    def best(family):
+        cands = [s for s, v in systems_json.items() if v["family"] == family]
+        return max(cands, key=lambda s: (systems_json[s]["annotation"].get("R-precision", 0.0),
+                                         systems_json[s]["annotation"]["R@10"], s)) if cands else None
+
+    chosen = [s for s in (best("classical"), best("neural")) if s is not None]
+    if not chosen:
+        return []
+    # The query: the first test image (deterministic) that has an image on disk.
+    qi = next((i for i, im in enumerate(pool.image_ids) if corpus.has_image(im)), None)
+    if qi is None:
+        return []
+    item = GalleryItem(image=corpus.load_image(pool.image_ids[qi]), image_id=pool.image_ids[qi],
+                       gold_caption=pool.captions[int(pool.gold_caption[qi])].text)
+    for s in chosen:
+        row = np.asarray(outputs[s].test.annotation[qi], dtype=np.float64)
+        top = np.argsort(-row, kind="stable")[:k]
+        item.columns[f"{s} ({systems_json[s]['family']})"] = [
+            (pool.captions[j].text, bool(pool.relevance[qi, j])) for j in top]
+    return [item]
+
+
+# ---------------------------------------------------------------------------------------------- run
+def run(args) -> dict[str, Path]:
+    """Run the whole job; returns the paths of the written report files."""
+    from experiments.report import QueryOutcomes, write_report
+
+    if args.seed < 0:
+        raise PipelineError("--seed must be ≥ 0")
+    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    corpus_label = "teaching" if args.data is None else Path(args.data).resolve().name.lower() or "flickr8k"
+    out_dir = Path(args.out) if args.out else default_out_dir(corpus_label)
+    handler = setup_logging(out_dir)
+    timer = Timer()
+    total = 7
+    try:
+        log.info("Output folder: %s", out_dir)
+        with timer.stage("corpus", 1, total):
+            corpus = load_corpus(args)
+            log.info("%s: %d images, %d captions", corpus.name, len(corpus.image_ids),
+                     sum(len(v) for v in corpus.captions.values()))
+        with timer.stage("pools", 2, total):
+            pools, skipped = build_pools(corpus, args)
+            n_train = sum(corpus.has_image(i) for i in corpus.split("train"))
+            too_small = [f"{s} pool has {p.n_images} image(s) on disk" for s, p in pools.items() if p.n_images < 2]
+            if n_train < 2:
+                too_small.append(f"train split has {n_train} image(s) on disk")
+            if too_small:
+                msg = ("retrieval skipped: " + "; ".join(too_small) + " (need at least 2 each); only the "
+                       "text-only human-correlation tables are computed")
+                log.warning(msg)
+                corpus.notes.append(msg)
+        if (args.systems or "").strip().lower() == "all":
+            systems = available_systems()
+        else:
+            systems = parse_list(args.systems, QUICK_SYSTEMS if args.quick else DEFAULT_SYSTEMS,
+                                 None, "systems")
+        if systems:
+            from kcca.systems import canonical_name
+
+            try:
+                systems = [canonical_name(s) for s in systems]
+            except ValueError as exc:
+                raise PipelineError(str(exc)) from exc
+        neural = parse_list(args.metrics, DEFAULT_NEURAL, ALL_NEURAL, "metrics")
+
+        if too_small:
+            systems, neural = [], []
+        outputs: dict[str, SystemOutput] = {}
+        with timer.stage("classical systems (kernels, KCCA, NN)", 3, total):
+            classical, runs, image_kernels, text_kernels = (
+                run_classical(corpus, pools, systems, args, cache) if systems else ({}, {}, {}, {}))
+            outputs.update(classical)
+        with timer.stage("neural scorers (CLIP family)", 4, total):
+            neural_out, pair_scorers, specificity, neural_prov = run_neural(corpus, pools, neural, args, cache)
+            outputs.update(neural_out)
+        if not outputs and not too_small:
+            raise PipelineError("nothing to evaluate: --systems none and --metrics none")
+        with timer.stage("evaluation and significance", 5, total):
+            systems_json, evals, reference = ({}, {}, {}) if not outputs else evaluate_systems(
+                outputs, pools["test"], permutations=args.permutations, seed=args.seed)
+        with timer.stage("human correlation", 6, total):
+            kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
+            scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}
+            human = human_correlation_table(corpus, scorers, image_based=set(pair_scorers) | set(kcca_scorers))
+            kcca_models = {k: _jsonable(getattr(f, "model", {})) for k, f in kcca_scorers.items()}
+        with timer.stage("report", 7, total):
+            test = pools["test"]
+            corpus_json = {
+                **corpus.summary(),
+                "pools": {s: {"images": p.n_images, "captions": p.n_captions,
+                              "relevant_pairs": int(np.asarray(p.relevance).sum()),
+                              "skipped_images": p.n_skipped} for s, p in pools.items()},
+                "skipped_images": skipped,
+            }
+            results = {
+                "corpus": corpus_json,
+                "systems": systems_json,
+                "significance_reference": reference,
+                "human_correlation": human,
+                "specificity": specificity,
+                "timings_s": {k: round(v, 2) for k, v in timer.timings.items()},
+                "provenance": provenance(args, corpus, {**neural_prov, "device_requested": args.device,
+                                                        "permutations": args.permutations,
+                                                        "systems_requested": systems,
+                                                        "neural_requested": neural,
+                                                        "kcca_caption_metric_models": kcca_models}),
+            }
+            outcomes = {s: {t: QueryOutcomes(ranks=evals[s][t].ranks, r_precision=evals[s][t].r_precision)
+                            for t in ("annotation", "search")} for s in evals}
+            gallery = make_gallery(corpus, test, outputs, systems_json) if outputs else []
+            paths = write_report(results, out_dir, outcomes=outcomes, gallery=gallery, seed=args.seed)
+        log.info("Done in %.1f s. Report: %s", sum(timer.timings.values()), paths["html"])
+        return paths
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()

@@ -1,0 +1,396 @@
+"""Render the main job's results as ``report.md``, a self-contained ``report.html`` and PNG plots.
+
+Everything here is presentation: it takes the ``results`` dictionary that is also written to
+``results.json`` plus the per-query outcomes kept by the evaluator (ranks of the original item and
+per-query R-precision) and draws
+
+* Table 3/11-style retrieval table (R@1/5/10, median rank; annotation and search),
+* Table 4/5/12-style S@k / R-precision table,
+* the human-correlation table (τ-b, τ-c, ρ) when judgments exist,
+* the specificity-rate table,
+* recall@k curves (k = 1…100), the cumulative distribution of the rank of the original item, a
+  per-system bar chart of R-precision with bootstrap 95 % confidence intervals, and a gallery of one
+  query image with the top-5 captions of the best classical and the best neural system.
+
+Plots are embedded in the HTML as PNG data URIs, so the file needs no network and no side files.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TASKS = ("annotation", "search")
+RETRIEVAL_KEYS = ("R@1", "R@5", "R@10", "median_rank")
+RELEVANCE_KEYS = ("S@1", "S@5", "S@10", "R-precision")
+FAMILY_ORDER = {"baseline": 0, "classical": 1, "neural": 2}
+
+
+@dataclass
+class QueryOutcomes:
+    """Per-query outcomes of one system on one task (what the plots need).
+
+    Attributes
+    ----------
+    ranks : ndarray of int, shape (Q,)
+        1-based rank of the original item for each query.
+    r_precision : ndarray of float, shape (Q,) or None
+        Per-query R-precision in [0, 1] (``None`` without relevance judgments).
+    """
+
+    ranks: np.ndarray
+    r_precision: np.ndarray | None = None
+
+
+@dataclass
+class GalleryItem:
+    """One query image with the top captions of two systems."""
+
+    image: np.ndarray
+    image_id: str
+    gold_caption: str
+    columns: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)  # system -> [(caption, relevant)]
+
+
+# ---------------------------------------------------------------------------------------------- plots
+def _png_data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _image_data_uri(img: np.ndarray, max_side: int = 256) -> str:
+    from PIL import Image
+
+    pil = Image.fromarray(np.asarray(img, dtype=np.uint8))
+    pil.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    pil.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def recall_curve(ranks: np.ndarray, kmax: int = 100) -> np.ndarray:
+    """R@k in percent for k = 1 … kmax: share of queries whose original item is ranked ≤ k."""
+    ranks = np.asarray(ranks)
+    ks = np.arange(1, kmax + 1)
+    return 100.0 * (ranks[None, :] <= ks[:, None]).mean(axis=1)
+
+
+def bootstrap_ci(values: np.ndarray, *, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0
+                 ) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean (seeded)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, values.size, size=(n_boot, values.size))
+    means = values[idx].mean(axis=1)
+    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Mapping[str, str],
+               out_dir: Path | None = None, seed: int = 0) -> dict[str, str]:
+    """Draw the report's plots; returns ``{plot name: PNG data URI}`` and writes PNGs to ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = sorted(outcomes, key=lambda s: (FAMILY_ORDER.get(families.get(s, ""), 9), s))
+    styles = {"baseline": ":", "classical": "-", "neural": "--"}
+    plots: dict[str, str] = {}
+
+    for kind in ("recall", "rank_cdf"):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+        for ax, task in zip(axes, TASKS):
+            for s in systems:
+                if task not in outcomes[s]:
+                    continue
+                ranks = outcomes[s][task].ranks
+                n = len(ranks)
+                kmax = min(100, n)
+                if kind == "recall":
+                    ax.plot(np.arange(1, kmax + 1), recall_curve(ranks, kmax),
+                            styles.get(families.get(s, ""), "-"), label=s, lw=1.4)
+                else:
+                    xs = np.sort(ranks)
+                    ax.step(xs, np.arange(1, n + 1) / n * 100.0, where="post",
+                            ls=styles.get(families.get(s, ""), "-"), label=s, lw=1.4)
+            ax.set_title(f"image {task}")
+            ax.grid(alpha=0.3)
+            if kind == "recall":
+                ax.set_xlabel("k")
+                ax.set_xscale("log")
+            else:
+                ax.set_xlabel("rank of the original item")
+                ax.set_xscale("log")
+        axes[0].set_ylabel("R@k (%)" if kind == "recall" else "queries with rank ≤ x (%)")
+        axes[1].legend(fontsize=7, loc="lower right", ncol=2)
+        fig.suptitle("Recall@k, k = 1…100" if kind == "recall"
+                     else "Cumulative distribution of the rank of the original item")
+        plots[kind] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, kind)
+
+    have_rp = [s for s in systems if all(
+        t in outcomes[s] and outcomes[s][t].r_precision is not None for t in TASKS)]
+    if have_rp:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 + 0.32 * len(have_rp) + 1.2), sharey=True)
+        colours = {"baseline": "#999999", "classical": "#3b6ea8", "neural": "#c0504d"}
+        for ax, task in zip(axes, TASKS):
+            means, errs = [], [[], []]
+            for s in have_rp:
+                v = 100.0 * np.asarray(outcomes[s][task].r_precision)
+                m = float(v.mean())
+                lo, hi = bootstrap_ci(v, seed=seed)
+                means.append(m)
+                errs[0].append(m - lo)
+                errs[1].append(hi - m)
+            y = np.arange(len(have_rp))
+            ax.barh(y, means, xerr=errs, color=[colours.get(families.get(s, ""), "#666") for s in have_rp],
+                    capsize=2, alpha=0.9)
+            ax.set_yticks(y, have_rp, fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlabel("R-precision (%) with bootstrap 95% CI")
+            ax.set_title(f"image {task}")
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle("R-precision per system")
+        plots["r_precision"] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, "r_precision")
+    return plots
+
+
+def _save(fig, out_dir: Path, name: str) -> str:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.png"
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    path.write_bytes(buf.getvalue())
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+# ---------------------------------------------------------------------------------------------- tables
+def _fmt(v, nd: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) and np.isnan(v):
+        return "–"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, float) and float(v).is_integer() and nd == 1 and abs(v) >= 100:
+        return str(int(v))
+    return f"{v:.{nd}f}"
+
+
+def _cell(sysres: Mapping, task: str, key: str) -> str:
+    val = sysres.get(task, {}).get(key)
+    if key == "median_rank" and val is not None:
+        txt = f"{val:g}"
+    else:
+        txt = _fmt(val)
+    mark = sysres.get("significance", {}).get(task, {}).get(key, "")
+    return txt + mark
+
+
+def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a system × (task, metric) table, systems ordered baseline → classical →
+    neural."""
+    systems = results.get("systems", {})
+    names = sorted(systems, key=lambda s: (FAMILY_ORDER.get(systems[s].get("family", ""), 9), s))
+    header = ["system", "family"] + [f"{t[:3]}. {k}" for t in TASKS for k in keys]
+    rows = []
+    for s in names:
+        r = systems[s]
+        if not all(k in r.get(t, {}) for t in TASKS for k in keys):
+            continue
+        rows.append([s, r.get("family", "")] + [_cell(r, t, k) for t in TASKS for k in keys])
+    return header, rows
+
+
+def human_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
+    hc = results.get("human_correlation", {})
+    cols = [("expert_tau_c", "Expert τ-c"), ("expert_tau_b", "Expert τ-b"), ("expert_rho", "Expert ρ"),
+            ("cf_tau_b", "CF τ-b"), ("cf_tau_c", "CF τ-c"), ("cf_rho", "CF ρ"),
+            ("n_expert", "rows (Expert)"), ("n_cf", "rows (CF)")]
+    cols = [c for c in cols if any(c[0] in v for v in hc.values())]
+    header = ["scorer"] + [c[1] for c in cols]
+    rows = [[name] + [_fmt(v.get(k)) for k, _ in cols] for name, v in hc.items()]
+    return header, rows
+
+
+def specificity_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
+    sp = results.get("specificity", {})
+    header = ["scorer", "SR_pos (%)", "SR_neg (%)"]
+    rows = [[k, _fmt(100 * v["SR_pos"]), _fmt(100 * v["SR_neg"])] for k, v in sp.items()]
+    return header, rows
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], best_cols: bool = True) -> str:
+    h = "<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"
+    for r in rows:
+        h += "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
+    return h + "</tbody></table>"
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
+    ref = results.get("significance_reference", {})
+    ref_txt = ", ".join(f"{t}: {s}" for t, s in ref.items()) or "–"
+    sig_note = (f"Significance against the best system ({ref_txt}): * p ≤ 0.1, ** p ≤ 0.05, "
+                "*** p ≤ 0.01 (McNemar for R@k / S@k, Fisher's paired randomisation test for median "
+                "rank and R-precision). Ties are broken pessimistically.")
+    secs = [
+        ("Retrieval (Hodosh Table 3/11 style)",
+         "R@k: % of queries whose original item is in the top k; median rank of the original item. "
+         + sig_note, table_rows(results, RETRIEVAL_KEYS)),
+        ("Relevance-based metrics (Hodosh Table 4/5/12 style)",
+         "S@k: % of queries with at least one relevant item in the top k; R-precision averaged over "
+         "queries. " + sig_note, table_rows(results, RELEVANCE_KEYS)),
+    ]
+    if results.get("human_correlation"):
+        secs.append(("Correlation with human judgments",
+                     "Kendall τ and Spearman ρ (×100) between each scorer and the human scores; "
+                     "Flickr8k-Expert and Flickr8k-CF protocols as in the CLIPScore / PAC-S papers.",
+                     human_rows(results)))
+    if results.get("specificity"):
+        secs.append(("Specificity rate (SPECS)",
+                     "SR_pos: share of steps where adding a correct detail unit raises the score; "
+                     "SR_neg: share where appending a wrong unit lowers it.", specificity_rows(results)))
+    return secs
+
+
+def _summary_lines(results: Mapping) -> list[str]:
+    c = results.get("corpus", {})
+    lines = [f"Corpus: **{c.get('name', '?')}** — {c.get('images', '?')} images, "
+             f"{c.get('captions', '?')} captions; splits "
+             + ", ".join(f"{k} {v}" for k, v in c.get("splits", {}).items())]
+    pools = c.get("pools", {})
+    for split, p in pools.items():
+        lines.append(f"{split} pool: {p.get('images')} images × {p.get('captions')} captions, "
+                     f"{p.get('relevant_pairs', '?')} relevant pairs")
+    if c.get("skipped_images"):
+        lines.append(f"Images skipped because they are missing on disk: {c['skipped_images']}")
+    for note in c.get("notes", []):
+        lines.append(note)
+    prov = results.get("provenance", {})
+    if prov.get("backbone"):
+        b = prov["backbone"]
+        lines.append(f"Neural backbone: {b.get('name')} (weights {b.get('weights_id')}, "
+                     f"{b.get('device')}, {b.get('precision')})")
+    t = results.get("timings_s", {})
+    if t:
+        lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
+    return lines
+
+
+def write_report(results: Mapping, out_dir: str | Path, *,
+                 outcomes: Mapping[str, Mapping[str, QueryOutcomes]] | None = None,
+                 gallery: Sequence[GalleryItem] = (), seed: int = 0) -> dict[str, Path]:
+    """Write ``results.json``, ``report.md``, ``report.html`` and ``plots/*.png`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": out / "results.json", "md": out / "report.md", "html": out / "report.html"}
+    _atomic_write(paths["results"], json.dumps(results, indent=2, sort_keys=False, default=_json_default))
+
+    families = {s: v.get("family", "") for s, v in results.get("systems", {}).items()}
+    plots = make_plots(outcomes, families, out / "plots", seed=seed) if outcomes else {}
+    title = f"Image–text ranking report — {results.get('corpus', {}).get('name', '')}"
+    secs = _sections(results)
+    summary = _summary_lines(results)
+
+    md = [f"# {title}", ""] + [f"- {s}" for s in summary] + [""]
+    for name, text, tab in secs:
+        md += [f"## {name}", "", text, "", _md_table(*tab), ""]
+    if plots:
+        md += ["## Plots", ""] + [f"![{k}](plots/{k}.png)" for k in plots] + [""]
+    for g in gallery:
+        md += [f"## Gallery: {g.image_id}", "", f"Original caption: *{g.gold_caption}*", ""]
+        for sysname, caps in g.columns.items():
+            md += [f"**{sysname}** top-5:"] + [f"{i + 1}. {'✓ ' if rel else ''}{c}" for i, (c, rel) in
+                                               enumerate(caps)] + [""]
+    _atomic_write(paths["md"], "\n".join(md))
+
+    body = [f"<h1>{html.escape(title)}</h1>", "<ul>"] + [
+        f"<li>{_md_inline(s)}</li>" for s in summary] + ["</ul>"]
+    for name, text, tab in secs:
+        body += [f"<h2>{html.escape(name)}</h2>", f"<p class='note'>{html.escape(text)}</p>", _html_table(*tab)]
+    labels = {"recall": "Recall@k curves", "rank_cdf": "Rank of the original item",
+              "r_precision": "R-precision with bootstrap CIs"}
+    if plots:
+        body.append("<h2>Plots</h2>")
+        for k, uri in plots.items():
+            body.append(f"<figure><img alt='{k}' src='{uri}'><figcaption>{labels.get(k, k)}"
+                        "</figcaption></figure>")
+    for g in gallery:
+        body.append(f"<h2>Gallery: {html.escape(g.image_id)}</h2><div class='gallery'>"
+                    f"<img class='thumb' alt='query image' src='{_image_data_uri(g.image)}'>"
+                    f"<div><p>Original caption: <em>{html.escape(g.gold_caption)}</em></p>")
+        for sysname, caps in g.columns.items():
+            items = "".join(f"<li class='{'rel' if rel else ''}'>{html.escape(c)}</li>" for c, rel in caps)
+            body.append(f"<div class='col'><h3>{html.escape(sysname)}</h3><ol>{items}</ol></div>")
+        body.append("<p class='note'>Relevant captions are marked in green.</p></div></div>")
+    page = _HTML_TEMPLATE.replace("{title}", html.escape(title)).replace("{body}", "\n".join(body))
+    _atomic_write(paths["html"], page)
+    return paths
+
+
+def _md_inline(s: str) -> str:
+    parts = html.escape(s).split("**")
+    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+_HTML_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1180px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em;border-bottom:2px solid #3b6ea8;padding-bottom:.3em}
+h2{font-size:1.25em;margin-top:1.8em;color:#2b4f7a}
+table{border-collapse:collapse;font-size:.86em;margin:.6em 0;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #d4dbe4;padding:.28em .55em;text-align:right}
+th{background:#eef3f9}td:first-child,td:nth-child(2),th:first-child{text-align:left}
+tbody tr:nth-child(even){background:#f8fafc}
+.note{color:#555;font-size:.88em}
+figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.85em}
+.gallery{display:flex;gap:1.4em;align-items:flex-start;flex-wrap:wrap}
+.gallery .thumb{width:240px;border:1px solid #ccc;image-rendering:pixelated}
+.col{display:inline-block;vertical-align:top;margin-right:2em;max-width:430px}
+li.rel{color:#1d7a2e;font-weight:600}
+</style></head><body>
+{body}
+</body></html>
+"""
