@@ -42,8 +42,9 @@ __all__ = [
     "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS",
 ]
 
-#: Bumped whenever the generator's output changes (part of the fingerprint).
-GENERATOR_VERSION = 1
+#: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches
+#: keyed by it never serve features of older images).
+GENERATOR_VERSION = 2
 N_CAPTIONS = 5
 N_ANNOTATORS = 60
 TWIN_PROBABILITY = 0.5
@@ -429,9 +430,11 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
     expert, crowd, pools = _judgments(ts, seed)
     ts.expert, ts.crowd = expert, crowd
     ts.fixed_pools = {"test": pools["test"]} if "test" in pools else {}
+    # the fingerprint covers captions and splits (Corpus), the scenes themselves (positions, sizes,
+    # backdrop: everything the images are rendered from), the renderer version, seed and sizes
     h = hashlib.sha256()
     for part in (ts.fingerprint, f"v{GENERATOR_VERSION}", f"seed={seed}", f"n={n_images}/{n_train}/{n_dev}",
-                 f"size={W}x{H}"):
+                 f"size={W}x{H}", hashlib.sha256(repr(scenes).encode()).hexdigest()):
         h.update(part.encode())
         h.update(b"\0")
     ts.fingerprint = h.hexdigest()[:16]
