@@ -1,0 +1,75 @@
+"""``python -m neural.score``: per-instance JSON, averages, reference metrics, clear errors offline."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from neural.score import main
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from neural.backbone import load_backbone
+    from neural.checkpoints import save_state_dict
+
+    d = tmp_path_factory.mktemp("cli")
+    imgs = d / "imgs"
+    imgs.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
+    torch.manual_seed(0)
+    bb = load_backbone("itr-tiny-clip", None, device="cpu", show_progress=False)
+    w = save_state_dict(bb.model, d / "tiny.safetensors")
+    (d / "cands.json").write_text(json.dumps({f"im{k}": f"a caption number {k}" for k in range(3)}))
+    (d / "refs.json").write_text(json.dumps({f"im{k}": [f"a reference {k}", "another one"] for k in range(3)}))
+    return d, imgs, w, bb
+
+
+def test_cli_refclip_s_per_instance_json(setup, capsys):
+    d, imgs, w, bb = setup
+    out = d / "out.json"
+    rc = main(["--candidates", str(d / "cands.json"), "--images", str(imgs), "--references", str(d / "refs.json"),
+               "--metric", "refclip-s", "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w),
+               "--device", "cpu", "--out", str(out), "--no-cache", "--quiet"])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["n"] == 3 and set(res["per_instance"]) == {"im0", "im1", "im2"}
+    assert set(res["averages"]) == {"CLIP-S", "RefCLIP-S"}
+    assert res["backbone"]["precision"] == "fp32" and res["backbone"]["torch"] == torch.__version__
+    printed = capsys.readouterr().out
+    assert "RefCLIP-S:" in printed and "CLIP-S:" in printed
+    # the per-instance numbers equal the library's
+    from corpora.images import read_image
+    from neural.clipscore import RefCLIPScore
+
+    images = [read_image(imgs / f"im{k}.png") for k in range(3)]
+    lib = RefCLIPScore(bb).score(images, [f"a caption number {k}" for k in range(3)],
+                                 [[f"a reference {k}", "another one"] for k in range(3)])
+    np.testing.assert_allclose([res["per_instance"][f"im{k}"]["RefCLIP-S"] for k in range(3)], lib, atol=1e-5)
+
+
+def test_cli_errors_are_clear(setup, tmp_path, monkeypatch):
+    d, imgs, w, _ = setup
+    monkeypatch.setenv("ITR_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(SystemExit, match="--clip-pretrained"):
+        main(["--candidates", str(d / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet"])
+    with pytest.raises(SystemExit, match="needs --references"):
+        main(["--candidates", str(d / "cands.json"), "--images", str(imgs), "--metric", "refpac-s"])
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"im0": "x",\n "im1": }')
+    with pytest.raises(SystemExit, match=r"bad.json:2"):
+        main(["--candidates", str(bad), "--images", str(imgs)])
+    missing = tmp_path / "m.json"
+    missing.write_text(json.dumps({"nope": "a caption"}))
+    with pytest.raises(SystemExit, match="not found"):
+        main(["--candidates", str(missing), "--images", str(imgs), "--clip-model", "itr-tiny-clip",
+              "--clip-pretrained", str(w)])
