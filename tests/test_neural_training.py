@@ -1,0 +1,113 @@
+"""The tiny CLIP trained here (retrieval well above chance, CLIP-S separates correct from wrong captions,
+deterministic, cached) and PAC-S positive-augmented fine-tuning (loss goes down, only the trainable
+parameters move).  Sizes are small so the file runs in well under a minute on two idle cores."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neural.clipscore import CLIPScore
+from neural.pacs import PACSFinetuneConfig, finetune_pacs, pacs_loss, teaching_tuples
+from neural.tiny_clip import retrieval_recall, train_tiny_clip
+
+torch.set_num_threads(2)
+
+TRAIN = dict(steps=60, batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def teaching():
+    from corpora.teaching import make_teaching_set
+
+    return make_teaching_set(n_images=500, n_train=400, n_dev=50, seed=0)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("neural-cache")
+
+
+@pytest.fixture(scope="module")
+def tiny(teaching, cache_dir):
+    from corpora.cache import DiskCache
+
+    return train_tiny_clip(teaching, seed=0, cache=DiskCache(cache_dir), show_progress=False,
+                           num_threads=2, **TRAIN)
+
+
+def test_training_lowers_the_loss(tiny):
+    losses = np.asarray(tiny.training["losses"])
+    assert losses.shape == (TRAIN["steps"],)
+    assert losses[-10:].mean() < losses[:5].mean() - 0.5
+    assert tiny.arch == "itr-tiny-clip" and tiny.name.startswith("tiny-clip(")
+
+
+def test_tiny_clip_retrieval_beats_chance_widely(tiny, teaching):
+    from corpora.protocol import hodosh_pool
+
+    pool = hodosh_pool(teaching, "test")          # 50 images, one caption each: chance R@10 = 0.2
+    r = retrieval_recall(tiny, teaching, pool.image_ids, pool.caption_ids, pool.gold_caption)
+    chance = 10 / pool.n_captions
+    assert r["R@10"] >= 2 * chance, r
+    assert r["median_rank"] < pool.n_captions / 4, r
+
+
+def test_clip_s_separates_correct_from_wrong_captions(tiny, teaching):
+    ids = list(teaching.split("test"))
+    images = tiny.encode_corpus_images(teaching, ids)
+    correct = [teaching.captions_of(i)[0].text for i in ids]
+    wrong = correct[1:] + correct[:1]             # another image's caption
+    rel = teaching.judge_relevance(ids, [teaching.captions_of(i)[0].id for i in ids[1:] + ids[:1]])
+    keep = ~np.diag(rel)                          # drop the rare shifted caption that is also true
+    s = CLIPScore(tiny)
+    good, bad = s.score(images, correct), s.score(images, wrong)
+    from scipy.stats import wilcoxon
+
+    assert (good[keep] > bad[keep]).mean() >= 0.65
+    assert good.mean() > bad.mean() + 0.05
+    assert wilcoxon(good[keep], bad[keep], alternative="greater").pvalue < 0.01
+
+
+def test_training_is_cached_and_deterministic(tiny, teaching, cache_dir):
+    from corpora.cache import DiskCache
+
+    again = train_tiny_clip(teaching, seed=0, cache=DiskCache(cache_dir), show_progress=False, **TRAIN)
+    assert again.training["cache_hit"] and again.weights_id == tiny.weights_id
+    sd_a, sd_b = tiny.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(sd_a[k], sd_b[k]) for k in sd_a)
+
+
+def test_pacs_loss_matches_hand_computation():
+    v = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), dim=-1)
+    t = torch.nn.functional.normalize(torch.tensor([[1.0, 0.2], [0.1, 1.0]]), dim=-1)
+    s = torch.tensor(np.log(10.0))
+    total, parts = pacs_loss(v, t, v, t, s, lambda_v=0.05, lambda_t=0.1)
+    logits = 10 * v @ t.T
+    l_it = -torch.log_softmax(logits, 1).diag().mean()
+    l_ti = -torch.log_softmax(logits.T, 1).diag().mean()
+    expected = (l_it + l_ti) * (1 + 0.05 + 0.1)    # here v' = v and t' = t
+    assert torch.allclose(total, expected, atol=1e-6)
+    assert abs(parts["L_VT"] - float(l_it + l_ti)) < 1e-6
+
+
+def test_pacs_finetuning_lowers_loss_and_moves_only_trainable_params(tiny, teaching, cache_dir):
+    from corpora.cache import DiskCache
+
+    train = teaching_tuples(teaching, "train", seed=0, max_images=200)
+    val = teaching_tuples(teaching, "dev", seed=0)
+    assert train.gen_texts[0] != train.texts[0]   # a paraphrase, not a copy
+    cfg = PACSFinetuneConfig(lr=1e-3, batch_size=64, max_epochs=4, patience=2)
+    ft = finetune_pacs(tiny, train, val, cfg, cache=DiskCache(cache_dir), show_progress=False)
+    hist = ft.training["history"]
+    assert hist[0]["epoch"] == 0
+    assert min(h["val_loss"] for h in hist[1:]) < hist[0]["val_loss"]
+    assert min(h["train_loss"] for h in hist[1:]) < hist[0]["train_loss"]
+    before, after = tiny.model.state_dict(), ft.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and changed <= set(cfg.trainable)
+    assert "visual.proj" in changed and "text_projection" in changed
+    assert ft.weights_id != tiny.weights_id and ft.name.endswith("+PAC-S")
+    # the original backbone is untouched and the fine-tuned weights come back from the cache
+    again = finetune_pacs(tiny, train, val, cfg, cache=DiskCache(cache_dir), show_progress=False)
+    assert again.training["cache_hit"] and again.weights_id == ft.weights_id
