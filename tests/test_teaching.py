@@ -395,3 +395,19 @@ def test_backdrop_is_a_nuisance_not_a_fact(ts):
     assert not relevant(CaptionFacts((Mention(sc.objects[0].shape),), background=sc.backdrop), sc)
     with pytest.raises(ValueError, match="backdrop"):
         Scene("grass", sc.objects, backdrop="grass")
+
+
+def test_many_sampled_scenes_are_valid():
+    """3000 draws of the scene sampler: valid layouts, predicates away from their thresholds."""
+    from corpora.teaching.scene import _layout_ok, sample_scene, twin_scene
+
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        sc = sample_scene(rng)
+        assert sc.backdrop is not None and sc.backdrop != sc.background
+        assert _layout_ok(sc.objects)
+        assert len({o.colour for o in sc.objects}) == len(sc.objects)
+        assert all(o.places for o in sc.objects)
+        tw = twin_scene(rng, sc)
+        if tw is not None:
+            assert tw.background == sc.background and tw != sc

@@ -312,6 +312,7 @@ def sample_scene(rng: np.random.Generator) -> Scene:
         if objs is not None:
             # a backdrop never hides an object of its own colour (no green object against a lawn)
             others = [b for b in BACKGROUNDS if b != background and not BG_EXCLUDED_COLOURS[b] & used]
+            others = others or [b for b in BACKGROUNDS if b != background]
             backdrop = others[int(rng.integers(len(others)))]
             return Scene(background, objs, backdrop, float(rng.uniform(*HORIZON)))
 
