@@ -5,8 +5,8 @@
 * **Fill textures** (striped / dotted / checked / plain) alternate the colour with a darker shade
   (black objects: a grey; white objects: a light grey), period ≈ 6 px at 120 px height, at the object's
   pattern orientation, with a per-render phase.
-* **Backdrop**: distant scenery above the horizon (40–46 % of the height), drawn exactly like another
-  ground type: position, not appearance, tells the ground from the backdrop (spatial pyramid).
+* **Sky**: a smooth band above the horizon in a colour that repeats a ground's (deep blue = water,
+  overcast = snow, haze = sand): position, not colour, tells sky from ground (spatial pyramid).
 * **Background textures** differ in statistics, not just colour: grass = vertical blade streaks
   (anisotropically blurred noise), sand = fine isotropic grain plus faint ripples, water = horizontal
   sine waves with wobble, snow = smooth low-frequency shading with sparse blue-grey speckles.
@@ -211,26 +211,34 @@ def draw_object(img: np.ndarray, o: SceneObject, rng: np.random.Generator) -> No
     region += a * fill
 
 
-def draw_backdrop(img: np.ndarray, backdrop: str, horizon: float, rng: np.random.Generator) -> None:
-    """Paint distant scenery of type ``backdrop`` (rendered exactly like that ground) above ``horizon``,
-    with a soft 2-px transition, in place."""
+#: Sky colours: the same base colours as the water / snow / sand grounds (see ``Scene``).
+SKY_RGB: dict[str, tuple[int, int, int]] = {
+    "blue": BACKGROUND_RGB["water"], "overcast": BACKGROUND_RGB["snow"], "haze": BACKGROUND_RGB["sand"],
+}
+
+
+def draw_sky(img: np.ndarray, sky: str, horizon: float, rng: np.random.Generator) -> None:
+    """Paint a smooth sky band (vertical gradient, faint low-frequency clouds) above ``horizon``, with
+    a soft 2-px transition, in place."""
     H, W = img.shape[:2]
     hy = horizon * H
-    n = min(H, int(np.ceil(hy)) + 2)
+    n = int(np.ceil(hy)) + 2
     if n <= 2:
         return
-    far = render_background(backdrop, H, W, rng)[:n]
     yy, _ = _grid(H, W)
+    base = np.array(SKY_RGB[sky], np.float32) * np.float32(rng.uniform(0.95, 1.05))
+    shade = 0.93 + 0.1 * yy[:n] / max(hy, 1.0) + 0.02 * _smooth_field(n, W, 40 * H / 120.0, rng)
+    sky_px = base[None, None, :] * shade[..., None]
     a = np.clip((hy - yy[:n]) / 2.0 + 0.5, 0.0, 1.0)[..., None]
-    img[:n] = img[:n] * (1 - a) + far * a
+    img[:n] = img[:n] * (1 - a) + sky_px * a
 
 
 def render_scene(scene: Scene, size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     """Render ``scene`` at ``size = (width, height)``; returns (H, W, 3) uint8 RGB."""
     W, H = size
     img = render_background(scene.background, H, W, rng)
-    if scene.backdrop is not None:
-        draw_backdrop(img, scene.backdrop, scene.horizon, rng)
+    if scene.sky is not None:
+        draw_sky(img, scene.sky, scene.horizon, rng)
     for o in scene.objects:
         draw_object(img, o, rng)
     return np.clip(img + 0.5, 0, 255).astype(np.uint8)

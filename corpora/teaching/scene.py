@@ -42,8 +42,10 @@ RELATIONS: tuple[str, ...] = ("left_of", "right_of", "above", "below", "next_to"
 #: Absolute places in the picture ("on the left", "at the top", "in the middle").
 PLACES: tuple[str, ...] = ("left", "right", "top", "bottom", "middle")
 MEDIA: tuple[str, ...] = ("land", "water")
-#: Range of the horizon: height of the backdrop band (distant scenery), fraction of the image height.
-HORIZON = (0.40, 0.46)
+#: Skies (never described): colours that repeat the water / snow / sand grounds.
+SKIES: tuple[str, ...] = ("blue", "overcast", "haze")
+#: Range of the horizon (sky band height, fraction of the image height).
+HORIZON = (0.27, 0.31)
 #: The medium a background implies (the verbs "sits / rests / lies" vs "floats / bobs / drifts").
 MEDIUM_OF: dict[str, str] = {"grass": "land", "sand": "land", "snow": "land", "water": "water"}
 INVERSE: dict[str, str] = {"left_of": "right_of", "right_of": "left_of", "above": "below",
@@ -113,26 +115,23 @@ class SceneObject:
 class Scene:
     """The ground truth of one teaching-set image: a background and 1–3 objects.
 
-    ``backdrop`` (``None`` or a background type other than ``background``) and ``horizon`` (fraction of
-    the height) describe distant scenery above the horizon: a lawn with the sea behind it, a beach
-    with snow behind it.  The backdrop is never mentioned in captions and is no fact (the caption's
-    background is the ground the objects are on, the lower part); it looks exactly like a ground of its
-    type, so a global histogram sees a mix of two grounds in nearly equal parts and only the *position*
-    of the words tells which one is the ground — the spatial pyramid can use that, a global histogram
-    cannot (as with sky and sea in photographs).
+    ``sky`` (``None`` or one of :data:`SKIES`) and ``horizon`` (fraction of the height) describe a band of
+    sky above the ground.  The sky is never mentioned in captions and is not a fact; it is a nuisance
+    whose colours repeat the grounds' (a deep-blue sky looks like water, an overcast one like snow, a
+    hazy one like sand), so only the *position* of a colour tells ground from sky — the spatial
+    pyramid can use that, a global histogram cannot (as with sky and sea in photographs).
     """
 
     background: str
     objects: tuple[SceneObject, ...]
-    backdrop: str | None = None
+    sky: str | None = None
     horizon: float = 0.0
 
     def __post_init__(self) -> None:
         if self.background not in BACKGROUNDS:
             raise ValueError(f"Scene: unknown background {self.background!r} (allowed: {BACKGROUNDS})")
-        if self.backdrop is not None and (self.backdrop not in BACKGROUNDS or self.backdrop == self.background):
-            raise ValueError(f"Scene: backdrop {self.backdrop!r} must be a background other than "
-                             f"{self.background!r} (allowed: {BACKGROUNDS})")
+        if self.sky is not None and self.sky not in SKIES:
+            raise ValueError(f"Scene: unknown sky {self.sky!r} (allowed: {SKIES})")
         if not 1 <= len(self.objects) <= MAX_OBJECTS:
             raise ValueError(f"Scene: needs 1..{MAX_OBJECTS} objects, got {len(self.objects)}")
         object.__setattr__(self, "objects", tuple(self.objects))
@@ -175,8 +174,8 @@ class Scene:
                     o, x=o.x + rng.uniform(-dpos, dpos), y=o.y + rng.uniform(-dpos, dpos), radius=r,
                     angle=o.angle + rng.uniform(-dang, dang),
                     tex_angle=o.tex_angle + rng.uniform(-20.0, 20.0)))
-            horizon = self.horizon + (rng.uniform(-0.02, 0.02) if self.backdrop is not None else 0.0)
-            cand = Scene(self.background, tuple(objs), self.backdrop, horizon)
+            horizon = self.horizon + (rng.uniform(-0.03, 0.03) if self.sky is not None else 0.0)
+            cand = Scene(self.background, tuple(objs), self.sky, horizon)
             if (np.array_equal(cand.relation_tensor(), R0)
                     and all(size_class(o.radius) == o.size for o in objs)
                     and all(o.places == p.places for o, p in zip(objs, self.objects)) and _layout_ok(objs)):
@@ -310,11 +309,8 @@ def sample_scene(rng: np.random.Generator) -> Scene:
             attrs.append(a)
         objs = _place(rng, attrs, _layout_slots(rng, n))
         if objs is not None:
-            # a backdrop never hides an object of its own colour (no green object against a lawn)
-            others = [b for b in BACKGROUNDS if b != background and not BG_EXCLUDED_COLOURS[b] & used]
-            others = others or [b for b in BACKGROUNDS if b != background]
-            backdrop = others[int(rng.integers(len(others)))]
-            return Scene(background, objs, backdrop, float(rng.uniform(*HORIZON)))
+            sky = SKIES[int(rng.integers(len(SKIES)))]
+            return Scene(background, objs, sky, float(rng.uniform(*HORIZON)))
 
 
 def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
@@ -338,7 +334,7 @@ def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
                             replace(objs[b], x=scene.objects[a].x, y=scene.objects[a].y))
         if not _layout_ok(objs):
             return None
-    return Scene(scene.background, tuple(objs), scene.backdrop, scene.horizon)
+    return Scene(scene.background, tuple(objs), scene.sky, scene.horizon)
 
 
 def assignments(n_mentions: int, n_objects: int = MAX_OBJECTS):
