@@ -307,7 +307,7 @@ class TeachingSet(Corpus):
 
 
 # ---------------------------------------------------------------------------------------- generation
-def _generate_scenes(n: int, rng: np.random.Generator) -> tuple[list[Scene], dict[int, int]]:
+def _generate_scenes(n: int, rng: np.random.Generator, sky: bool) -> tuple[list[Scene], dict[int, int]]:
     scenes: list[Scene] = []
     twins: dict[int, int] = {}
     for k in range(n):
@@ -317,7 +317,7 @@ def _generate_scenes(n: int, rng: np.random.Generator) -> tuple[list[Scene], dic
                 twins[k] = k - 1
                 scenes.append(t)
                 continue
-        scenes.append(sample_scene(rng))
+        scenes.append(sample_scene(rng, sky=sky))
     return scenes, twins
 
 
@@ -375,7 +375,7 @@ def _judgments(ts: TeachingSet, seed: int) -> tuple[tuple[ExpertJudgment, ...], 
 
 
 def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 300, seed: int = 0,
-                      image_size: tuple[int, int] = (160, 120)) -> TeachingSet:
+                      image_size: tuple[int, int] = (160, 120), *, sky: bool = False) -> TeachingSet:
     """Generate the teaching set (deterministic from ``seed``; images rendered lazily and memoised).
 
     Parameters
@@ -386,6 +386,10 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
         Every random choice (scenes, annotators, captions, rendering, judgments) derives from it.
     image_size : (width, height)
         Rendered image size in pixels (scenes are resolution independent).
+    sky : bool
+        Experimental: draw a sky band whose colours repeat the grounds' (position-dependent colours,
+        see :class:`~corpora.teaching.scene.Scene`).  Off by default: it did not measurably help the
+        spatial pyramid and it blurs the global colour words of the backgrounds.
     """
     if n_images < 1 or n_train < 0 or n_dev < 0 or n_train + n_dev > n_images:
         raise ValueError(f"make_teaching_set: bad sizes n_images={n_images}, n_train={n_train}, "
@@ -398,7 +402,7 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
     twins: dict[int, int] = {}
     bounds = [(0, n_train), (n_train, n_train + n_dev), (n_train + n_dev, n_images)]
     for lo, hi in bounds:  # twins never cross a split boundary
-        sc, tw = _generate_scenes(hi - lo, rng)
+        sc, tw = _generate_scenes(hi - lo, rng, sky)
         twins.update({lo + a: lo + b for a, b in tw.items()})
         scenes.extend(sc)
     ids = [image_id_of(i) for i in range(n_images)]
@@ -443,6 +447,7 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
         f"({n_train} train / {n_dev} dev / {n_images - n_train - n_dev} test) of {W}x{H} px, "
         f"{N_CAPTIONS} captions each from a pool of {N_ANNOTATORS} simulated annotators",
         f"{len(ts.twins)} contrast twins (colour-swapped or place-swapped scenes)",
+        *(["sky bands on (position-dependent colours)"] if sky else []),
         "relevance is exact (scene facts), not crowd-based; expert / crowd judgments are simulated "
         "from the exact grades",
     ]

@@ -295,9 +295,10 @@ def _place(rng, attrs: list[dict], slots, jitter: float = PLACE_JITTER) -> tuple
     return None
 
 
-def sample_scene(rng: np.random.Generator) -> Scene:
+def sample_scene(rng: np.random.Generator, sky: bool = False) -> Scene:
     """Draw a random scene: background uniform, 1 / 2 / 3 objects with probability 0.25 / 0.5 / 0.25,
-    distinct colours within a scene, colours that clash with the background excluded."""
+    distinct colours within a scene, colours that clash with the background excluded; with ``sky`` a
+    sky band (uniform over :data:`SKIES`, horizon uniform in :data:`HORIZON`)."""
     while True:
         background = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
         n = int(rng.choice([1, 2, 3], p=[0.25, 0.5, 0.25]))
@@ -309,8 +310,9 @@ def sample_scene(rng: np.random.Generator) -> Scene:
             attrs.append(a)
         objs = _place(rng, attrs, _layout_slots(rng, n))
         if objs is not None:
-            sky = SKIES[int(rng.integers(len(SKIES)))]
-            return Scene(background, objs, sky, float(rng.uniform(*HORIZON)))
+            if not sky:
+                return Scene(background, objs)
+            return Scene(background, objs, SKIES[int(rng.integers(len(SKIES)))], float(rng.uniform(*HORIZON)))
 
 
 def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
