@@ -1,0 +1,504 @@
+"""Reliability checks of the main job, ``python -m experiments.flickr8k_kcca`` (issue 9, section 4).
+
+Every test runs the real command in a subprocess (``sys.executable -m experiments.flickr8k_kcca``,
+``cwd`` = repository root, ``ITR_CACHE_DIR`` and ``--cache-dir`` pointing at a fresh temporary folder)
+on a small configuration (``SMALL``: 90 teaching images, one baseline + one KCCA system, CLIP-S on a
+5-step tiny CLIP, 200 permutations), so the whole file stays within a few minutes on 2 cores.  The
+expensive clean runs are module-scoped fixtures shared by several tests.
+
+What is checked:
+
+1. a run killed (SIGKILL) in the middle of image-feature extraction resumes from its cache and gives the
+   same numbers as an uninterrupted run on a separate fresh cache;
+2. two runs with the same seed on separate fresh caches write identical ``results.json`` (see
+   ``VOLATILE`` for the fields left out, and why);
+3. a corrupted cache entry is detected (warning in ``run.log``), rebuilt, and never used;
+4. ``--data`` with the Kaggle ``Images/`` + ``captions.txt`` layout works;
+5. the 14 shared JPEGs in the standard layout with ``--skip-missing-images`` produce a report that says
+   how many images were skipped; without the flag the job stops with a clear message;
+6. ``report.html`` is self-contained and renders in headless Chromium (when installed);
+7. ``--help`` names every option and states each default;
+plus the ``results.json`` schema of issue 9 section 2.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+N_TEACH = 90
+SMALL = ["--teaching-size", str(N_TEACH), "--systems", "NN5_F1^idf,BoW1", "--metrics", "CLIP-S",
+         "--clip-steps", "5", "--permutations", "200", "--no-progress"]
+SEED = ["--seed", "0"]
+#: ``results.json`` fields that legitimately differ between two runs with the same seed: wall-clock
+#: timings only – the top-level ``timings_s``, ``provenance.neural_timings_s`` and each KCCA system's
+#: model-selection timings (``systems.<name>.config.selection.timings``); ``*`` matches any key.  The
+#: recorded command line (``provenance.command``) is kept, its per-run paths (``--out``,
+#: ``--cache-dir``) replaced by placeholders before comparing.
+VOLATILE = (("timings_s",), ("provenance", "neural_timings_s"),
+            ("systems", "*", "config", "selection", "timings"))
+#: The numbers a resumed / rebuilt run must reproduce exactly.
+NUMBERS = ("corpus", "systems", "significance_reference", "human_correlation", "specificity")
+METRIC_KEYS = ("R@1", "R@5", "R@10", "median_rank", "S@1", "S@5", "S@10", "R-precision")
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ITR_CACHE_DIR"] = str(cache)
+    return env
+
+
+def _cmd(args, cache: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "experiments.flickr8k_kcca", *args, "--cache-dir", str(cache),
+            "--out", str(out)]
+
+
+def run_job(args, *, cache: Path, out: Path, expect_ok: bool = True, timeout: float = 600
+            ) -> subprocess.CompletedProcess:
+    """Run the main job in a subprocess; with ``expect_ok`` fail the test (showing stderr) on a non-zero
+    exit."""
+    proc = subprocess.run(_cmd(args, cache, out), cwd=REPO, env=_env(cache), capture_output=True,
+                          text=True, timeout=timeout)
+    if expect_ok and proc.returncode != 0:
+        pytest.fail(f"main job exited with {proc.returncode}: {' '.join(args)}\n"
+                    f"--- stderr (tail) ---\n{proc.stderr[-6000:]}\n--- stdout ---\n{proc.stdout[-2000:]}")
+    return proc
+
+
+def load_results(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text(encoding="utf-8"))
+
+
+def drop(node, path: tuple[str, ...]) -> None:
+    """Remove ``path`` (``*`` = every key at that level) from a nested dict, in place."""
+    if not isinstance(node, dict) or not path:
+        return
+    head, rest = path[0], path[1:]
+    keys = list(node) if head == "*" else [head]
+    for k in keys:
+        if k not in node:
+            continue
+        if rest:
+            drop(node[k], rest)
+        else:
+            del node[k]
+
+
+def without_volatile(results: dict, *, out: Path | None = None, cache: Path | None = None) -> dict:
+    r = copy.deepcopy(results)
+    for path in VOLATILE:
+        drop(r, path)
+    prov = r.get("provenance", {})
+    if isinstance(prov.get("command"), str):
+        for value, placeholder in ((out, "<out>"), (cache, "<cache>")):
+            if value is not None:
+                prov["command"] = prov["command"].replace(str(value), placeholder)
+    return r
+
+
+def numbers(results: dict) -> dict:
+    """The result numbers (everything but provenance), timings removed."""
+    r = without_volatile(results)
+    return {k: r.get(k) for k in NUMBERS}
+
+
+def first_difference(a, b, path: str = "") -> str | None:
+    """Where two JSON values first differ (for readable assertion messages)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}/{k}: only in {'second' if k in b else 'first'}"
+            d = first_difference(a[k], b[k], f"{path}/{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: lengths {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+def entries(cache: Path, namespace: str) -> list[Path]:
+    d = cache / namespace
+    return sorted(d.glob("*.npz")) if d.is_dir() else []
+
+
+def entry_is_valid(path: Path) -> bool:
+    """Whether a cache file passes the integrity check of :meth:`corpora.cache.DiskCache.load` (readable
+    ``.npz`` whose stored SHA-256 digest matches its arrays), without deleting it when it fails."""
+    import zipfile
+
+    from corpora import cache as cache_mod
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files if k not in (cache_mod._DIGEST_FIELD, cache_mod._KEY_FIELD)}
+            stored = str(z[cache_mod._DIGEST_FIELD])
+    except (OSError, ValueError, zipfile.BadZipFile, KeyError, EOFError):
+        return False
+    return stored == cache_mod._digest(arrays)
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    """One uninterrupted small run on a fresh cache: ``(out, cache, results, proc)``."""
+    base = tmp_path_factory.mktemp("clean")
+    out, cache = base / "out", base / "cache"
+    proc = run_job(SMALL + SEED, cache=cache, out=out)
+    return out, cache, load_results(out), proc
+
+
+@pytest.fixture(scope="module")
+def second_run(tmp_path_factory):
+    """The same command as ``clean_run`` on another fresh cache."""
+    base = tmp_path_factory.mktemp("second")
+    out, cache = base / "out", base / "cache"
+    run_job(SMALL + SEED, cache=cache, out=out)
+    return out, cache, load_results(out)
+
+
+# ---------------------------------------------------------------------------------------------- 7. --help
+HELP_OPTIONS = ("--systems", "--metrics", "--quick", "--skip-missing-images", "--device", "--seed",
+                "--cache-dir", "--no-cache", "--data", "--out", "--clip-model", "--clip-pretrained")
+
+
+def test_help_lists_every_option_with_default():
+    proc = subprocess.run([sys.executable, "-m", "experiments.flickr8k_kcca", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for opt in HELP_OPTIONS:
+        assert re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", text), f"--help does not mention {opt}"
+    # Every option that takes a value documents its default in its help text.
+    from experiments.flickr8k_kcca import build_parser
+
+    missing = []
+    for action in build_parser()._actions:
+        if not action.option_strings or action.nargs == 0 or action.dest == "help":
+            continue  # flags (store_true) are off by default
+        if "default" not in (action.help or "").lower():
+            missing.append(action.option_strings[-1])
+    assert not missing, f"options whose --help text states no default: {missing}"
+    # ... and the lists the defaults refer to ("see below") are printed.
+    for marker in ("default systems:", "--quick systems:", "default scorers:"):
+        assert marker in text
+
+
+# ---------------------------------------------------------------------------------------------- schema
+def test_results_schema_and_report_files(clean_run):
+    out, _, r, proc = clean_run
+    for name in ("report.md", "report.html", "results.json", "run.log"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert "Report:" in proc.stdout and str(out / "report.html") in proc.stdout
+    for key in ("corpus", "systems", "human_correlation", "timings_s", "provenance"):
+        assert key in r, key
+
+    c = r["corpus"]
+    assert c["name"] == "teaching" and c["images"] == N_TEACH
+    assert sum(c["splits"].values()) == N_TEACH
+    assert c["skipped_images"] == 0
+    assert set(c["pools"]) == {"dev", "test"} and c["pools"]["test"]["images"] == c["splits"]["test"]
+
+    assert set(r["systems"]) == {"NN5_F1^idf", "BoW1", "CLIP-S"}
+    fam = {s: v["family"] for s, v in r["systems"].items()}
+    assert fam == {"NN5_F1^idf": "baseline", "BoW1": "classical", "CLIP-S": "neural"}
+    n_test = c["pools"]["test"]["images"]
+    for s, v in r["systems"].items():
+        for task in ("annotation", "search"):
+            m = v[task]
+            assert set(METRIC_KEYS) <= set(m), (s, task, sorted(m))
+            for k in ("R@1", "R@5", "R@10", "S@1", "S@5", "S@10", "R-precision"):
+                assert 0.0 <= m[k] <= 100.0, (s, task, k, m[k])
+            assert m["R@1"] <= m["R@5"] <= m["R@10"]
+            assert m["S@1"] <= m["S@5"] <= m["S@10"]
+            assert m["R@1"] <= m["S@1"] and m["R@10"] <= m["S@10"]  # the original item is relevant
+            assert 1 <= m["median_rank"] <= n_test
+    assert set(r["significance_reference"]) == {"annotation", "search"}
+
+    # The teaching set has simulated Expert and CrowdFlower judgments: every pair scorer is correlated.
+    hc = r["human_correlation"]
+    assert {"BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr-D", "CLIP-S"} <= set(hc)
+    # ... including, as an extra, the KCCA affinity f(i, s) of a classical system (issue 9, section 1).
+    assert any(k.startswith("KCCA") and "BoW1" in k for k in hc), sorted(hc)
+    for scorer, row in hc.items():
+        for k in ("expert_tau_c", "expert_tau_b", "cf_tau_b"):
+            assert k in row and -100.0 <= row[k] <= 100.0, (scorer, k, row)
+        assert row["n_expert"] > 0 and row["n_cf"] > 0, (scorer, row)
+
+    if "specificity" in r and r["specificity"]:
+        for scorer, row in r["specificity"].items():
+            assert set(row) >= {"SR_pos", "SR_neg"}
+            assert 0.0 <= row["SR_pos"] <= 1.0 and 0.0 <= row["SR_neg"] <= 1.0
+
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in r["timings_s"].values())
+    assert any(k.startswith("classical") for k in r["timings_s"])
+    p = r["provenance"]
+    assert p["seed"] == 0
+    assert p["corpus_fingerprint"] == c["fingerprint"]
+    for pkg in ("numpy", "torch", "open_clip_torch"):
+        assert p["versions"].get(pkg), pkg
+    assert p["backbone"]["weights_id"] and p["backbone"]["precision"] and p["backbone"]["device"]
+    assert "data_checksums" in p
+
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for s in r["systems"]:
+        assert s in md
+    assert "Correlation with human judgments" in md
+
+
+# ---------------------------------------------------------------------------------------------- 2. seeds
+def test_same_seed_gives_identical_results_json(clean_run, second_run):
+    out1, cache1, r1, _ = clean_run
+    out2, cache2, r2 = second_run
+    a = without_volatile(r1, out=out1, cache=cache1)
+    b = without_volatile(r2, out=out2, cache=cache2)
+    assert a == b, f"results.json differ between two seed-0 runs at {first_difference(a, b)}"
+    # The excluded fields are really there (the exclusion list is not stale) and hold only timings.
+    assert r1["timings_s"] and "neural_timings_s" in r1["provenance"]
+    sel = [v["config"]["selection"]["timings"] for v in r1["systems"].values()
+           if "timings" in v.get("config", {}).get("selection", {})]
+    assert all(isinstance(x, (int, float)) for t in sel for x in t.values())
+
+
+# ---------------------------------------------------------------------------------------------- 1. kill
+def test_killed_during_feature_extraction_resumes_with_same_numbers(clean_run, tmp_path):
+    _, _, ref, _ = clean_run
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    log_out, log_err = (tmp_path / "stdout.txt").open("w"), (tmp_path / "stderr.txt").open("w")
+    proc = subprocess.Popen(_cmd(SMALL + SEED, cache, out), cwd=REPO, env=_env(cache), stdout=log_out,
+                            stderr=log_err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"the job ended (exit {proc.returncode}) before any image feature was cached:\n"
+                            + (tmp_path / "stderr.txt").read_text()[-4000:])
+            if entries(cache, "image_words"):
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("no image-feature cache entry appeared within 300 s")
+        os.killpg(proc.pid, signal.SIGKILL)  # the job's own process group (start_new_session)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+        log_out.close()
+        log_err.close()
+    assert proc.returncode == -signal.SIGKILL
+    n_at_kill = len(entries(cache, "image_words"))
+    assert 1 <= n_at_kill < N_TEACH, f"killed with {n_at_kill} of {N_TEACH} image features cached"
+    assert not (out / "results.json").exists()
+    kept = set(entries(cache, "image_words"))
+
+    run_job(SMALL + SEED, cache=cache, out=out)
+    assert kept <= set(entries(cache, "image_words"))
+    assert len(entries(cache, "image_words")) == N_TEACH
+    got = numbers(load_results(out))
+    want = numbers(ref)
+    assert got == want, f"resumed run differs from an uninterrupted one at {first_difference(got, want)}"
+
+
+# ---------------------------------------------------------------------------------------------- 3. corrupt
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip_bytes(path: Path) -> None:
+    """Invert 16 bytes in the middle of the first array's payload (a silent bit-rot: the zip structure
+    stays readable, only the digest can tell)."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        info = z.infolist()[0]
+    data = bytearray(path.read_bytes())
+    _, _, _, _, _, _, _, _, _, n_name, n_extra = struct.unpack("<4s5H3L2H", data[info.header_offset:
+                                                                             info.header_offset + 30])
+    start = info.header_offset + 30 + n_name + n_extra
+    assert info.file_size > 160, f"{path}: first array too small to corrupt its payload"
+    mid = start + 128 + (info.file_size - 128) // 2  # past the .npy header (≤ 128 bytes)
+    for i in range(mid, min(mid + 16, start + info.file_size)):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_corrupted_cache_entry_is_detected_and_rebuilt(clean_run, tmp_path):
+    _, cache1, ref, _ = clean_run
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    shutil.copytree(cache1, cache)
+    # Entries a warm re-run must read: the CLIP-S test-pool affinity (truncated: no longer a zip file)
+    # and the image Gram matrices of the classical systems (bytes of the matrix flipped: only the
+    # checksums can tell).
+    targets = {}
+    affinity = entries(cache, "neural_affinity")
+    grams = entries(cache, "image_gram")
+    assert affinity and grams, f"cache layout changed: {sorted(p.name for p in cache.iterdir())}"
+    _truncate(affinity[0])
+    targets[affinity[0]] = "truncated"
+    for g in grams:
+        _flip_bytes(g)
+        targets[g] = "bytes flipped"
+    for p in targets:
+        assert not entry_is_valid(p)
+
+    proc = run_job(SMALL + SEED, cache=cache, out=out)
+    log = (out / "run.log").read_text(encoding="utf-8")
+    warned = {Path(m) for m in re.findall(r"cache entry (\S+\.npz) is corrupt", log)}
+    assert "corrupt" in log, "a corrupted cache entry was read without a warning in run.log"
+    assert warned, log[-3000:]
+    assert warned <= set(targets), f"warnings about entries that were not corrupted: {warned - set(targets)}"
+    assert affinity[0] in warned, "the truncated CLIP-S affinity entry was not detected"
+    assert warned & set(grams), "no corrupted image Gram entry was detected"
+    for p in warned:
+        assert p.is_file() and entry_is_valid(p), f"{p} was not rebuilt"
+    assert "corrupt" in proc.stderr  # the warning also reaches the console
+    got, want = numbers(load_results(out)), numbers(ref)
+    assert got == want, f"run on a repaired cache differs at {first_difference(got, want)}"
+
+
+# ---------------------------------------------------------------------------------------------- 6. HTML
+def test_html_report_is_self_contained_and_renders(clean_run, tmp_path):
+    from experiments.check_report import external_references, find_browser, screenshot
+
+    out, _, r, _ = clean_run
+    html_text = (out / "report.html").read_text(encoding="utf-8")
+    assert external_references(html_text) == []
+    assert html_text.count("data:image/png;base64,") >= 4  # recall, rank CDF, R-precision, gallery
+    for s in r["systems"]:
+        assert s in html_text
+    if find_browser() is None:
+        pytest.skip("no Chromium on PATH (Debian: apt-get install chromium); static self-containment "
+                    "check passed, rendering check skipped")
+    png = screenshot(out / "report.html", tmp_path / "report.png", height=1600)
+    from PIL import Image
+
+    with Image.open(png) as im:
+        assert im.size[0] >= 1000
+        arr = np.asarray(im.convert("L"), dtype=np.float32)
+    assert arr.std() > 10.0, "the rendered report looks blank"
+
+
+# ---------------------------------------------------------------------------------------------- 4. Kaggle
+def _shared_jpegs(flickr8k_dir: Path) -> list[Path]:
+    jpgs = sorted((flickr8k_dir / "Flicker8k_Dataset").glob("*.jpg"))
+    if not jpgs:
+        pytest.skip(f"no shared Flickr8k JPEGs under {flickr8k_dir / 'Flicker8k_Dataset'}")
+    return jpgs
+
+
+def test_kaggle_captions_txt_layout(flickr8k_dir, tmp_path):
+    jpgs = _shared_jpegs(flickr8k_dir)
+    data = tmp_path / "kaggle"
+    (data / "Images").mkdir(parents=True)
+    names = {p.name for p in jpgs}
+    for p in jpgs:
+        shutil.copy(p, data / "Images" / p.name)
+    rows = []
+    for line in (flickr8k_dir / "Flickr8k_text" / "Flickr8k.token.txt").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        cid, text = line.split("\t", 1)
+        if cid.split("#")[0] in names:
+            rows.append((cid.split("#")[0], text))
+    assert len(rows) == 5 * len(jpgs)
+    with (data / "captions.txt").open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["image", "caption"])
+        w.writerows(rows)
+
+    out = tmp_path / "out"
+    proc = run_job(["--data", str(data), "--systems", "NN5_F1^idf", "--metrics", "CLIP-S", "--clip-steps", "5",
+                    "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
+    assert proc.returncode == 0
+    for name in ("report.html", "report.md", "results.json"):
+        assert (out / name).is_file(), name
+    c = load_results(out)["corpus"]
+    assert c["images"] == len(jpgs) and c["captions"] == len(rows)
+    assert sum(c["splits"].values()) == len(jpgs)
+    assert c["skipped_images"] == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert f"{len(jpgs)} images, {len(rows)} captions" in md
+    assert any("captions.txt" in n for n in c["notes"])
+
+
+# ---------------------------------------------------------------------------------------------- 5. skipping
+@pytest.fixture(scope="module")
+def fourteen_images(flickr8k_dir, tmp_path_factory):
+    """Standard layout: ``Flicker8k_Dataset/`` with links to the 14 shared JPEGs + ``Flickr8k_text/``."""
+    jpgs = _shared_jpegs(flickr8k_dir)
+    root = tmp_path_factory.mktemp("flickr8k14")
+    (root / "Flicker8k_Dataset").mkdir()
+    for p in jpgs:
+        (root / "Flicker8k_Dataset" / p.name).symlink_to(p)
+    (root / "Flickr8k_text").symlink_to(flickr8k_dir / "Flickr8k_text", target_is_directory=True)
+    return root, [p.name for p in jpgs]
+
+
+def _split_ids(text_dir: Path, split: str) -> list[str]:
+    f = text_dir / f"Flickr_8k.{split}Images.txt"
+    return [ln.strip() for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def test_skip_missing_images_reports_how_many(fourteen_images, tmp_path):
+    root, present = fourteen_images
+    out = tmp_path / "out"
+    run_job(["--data", str(root), "--skip-missing-images", "--systems", "NN5_F1^idf", "--metrics", "CLIP-S",
+             "--clip-steps", "5", "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
+    r = load_results(out)
+    c = r["corpus"]
+    text = root / "Flickr8k_text"
+    # Expected skips per evaluation split, from the split files themselves.
+    for split in ("dev", "test"):
+        ids = _split_ids(text, split)
+        kept = sum(i in present for i in ids)
+        pool = c["pools"][split]
+        assert pool["images"] == kept, (split, pool)
+        assert pool["skipped_images"] == len(ids) - kept, (split, pool)
+    total = sum(c["pools"][s]["skipped_images"] for s in ("dev", "test"))
+    assert c["skipped_images"] == total > 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert re.search(rf"skipped[^\n]*\b{total}\b", md), "report.md summary does not state the skip count"
+    html_text = (out / "report.html").read_text(encoding="utf-8")
+    assert str(total) in html_text
+    # With almost every image missing, retrieval is skipped but said so, and the text-only
+    # human-correlation tables (real Flickr8k-Expert / CF judgments) are still computed.
+    assert any("retrieval skipped" in n for n in c["notes"])
+    assert {"BLEU-1", "CIDEr-D"} <= set(r["human_correlation"])
+    assert r["human_correlation"]["CIDEr-D"]["n_expert"] > 1000
+
+
+def test_missing_images_without_flag_fail_clearly(fourteen_images, tmp_path):
+    root, present = fourteen_images
+    out = tmp_path / "out"
+    proc = run_job(["--data", str(root), "--systems", "NN5_F1^idf", "--metrics", "none", "--no-progress"],
+                   cache=tmp_path / "cache", out=out, expect_ok=False)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "Traceback" not in err, err[-3000:]
+    assert "missing" in err and "--skip-missing-images" in err, err[-3000:]
+    # The message says how many images are missing: the first evaluation split checked is dev.
+    dev = _split_ids(root / "Flickr8k_text", "dev")
+    n_missing = sum(i not in present for i in dev)
+    assert re.search(rf"\b{n_missing}\b[^\n]*missing", err), err[-3000:]
+    assert not (out / "results.json").exists()
