@@ -49,7 +49,7 @@ CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     "itr-tiny-clip": {
         "embed_dim": 128,
         "quick_gelu": True,
-        "vision_cfg": {"image_size": 96, "layers": 4, "width": 128, "patch_size": 16, "head_width": 64},
+        "vision_cfg": {"image_size": 64, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
     },
 }

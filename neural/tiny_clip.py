@@ -4,7 +4,7 @@ No CLIP weights exist on an offline machine, so every neural scorer of the toolk
 model.  It is an honest, small CLIP (Radford et al. 2021):
 
 * architecture ``itr-tiny-clip`` (:data:`neural.backbone.CUSTOM_MODEL_CONFIGS`), a standard open_clip
-  ``CLIP``: ViT image tower (96 px input, 16 px patches, width 128, 4 layers), a causal text transformer (3 layers,
+  ``CLIP``: ViT image tower (64 px input, 8 px patches, width 128, 4 layers), a causal text transformer (3 layers,
   width 128, context 32, open_clip's ``SimpleTokenizer`` BPE vocabulary), 128-d joint space;
 * objective: CLIP's symmetric InfoNCE with a learnable temperature,
 
@@ -43,10 +43,10 @@ TINY_ARCH = "itr-tiny-clip"
 class TinyCLIPConfig:
     """Hyper-parameters of :func:`train_tiny_clip` (all part of the cache key)."""
 
-    steps: int = 80
+    steps: int = 70
     batch_size: int = 128
-    lr: float = 2e-3
-    warmup: int = 8
+    lr: float = 1e-3
+    warmup: int = 7
     weight_decay: float = 0.1
     init_temperature: float = 0.07
     max_logit_scale: float = 100.0
@@ -181,7 +181,7 @@ def train_tiny_clip(corpus, *, seed: int = 0, steps: int | None = None, batch_si
     seed : int
         Seeds initialisation and batch sampling.
     steps, batch_size : int, optional
-        Override :class:`TinyCLIPConfig` defaults (80 steps of 128 images ≈ 30 s on 2 idle cores).
+        Override :class:`TinyCLIPConfig` defaults (70 steps of 128 images ≈ 30 s on 2 idle cores).
     cache : corpora.cache.DiskCache, optional
         Where the trained weights are stored / found.
     num_threads : int, optional
