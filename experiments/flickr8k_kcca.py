@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training steps of the tiny CLIP (default 70, 40 with --quick; ~30 s on 2 cores)")
     s.add_argument("--pacs-positives", default=None, metavar="FILE",
                    help="PAC-S fine-tuning tuples for real data: a JSON file of generated positives "
-                        "(see docs/neural.md); on the teaching set the generator supplies them")
+                        "(see docs/neural.md); default: none (on the teaching set the generator "
+                        "supplies them; otherwise the PAC-S formula runs on the backbone as given)")
     s.add_argument("--permutations", type=int, default=10000, metavar="N",
                    help="reassignments of Fisher's paired randomisation test (default 10000; the "
                         "paper's 100000 is slower)")

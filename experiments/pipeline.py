@@ -523,6 +523,8 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
                        for k, v in sr.items()}
         timings["specificity"] = time.perf_counter() - t
+        for k, v in specificity.items():
+            log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
     prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
     return outputs, pair, specificity, prov
 
@@ -593,12 +595,14 @@ def run(args) -> dict[str, Path]:
         with timer.stage("pools", 2, total):
             pools, skipped = build_pools(corpus, args)
             n_train = sum(corpus.has_image(i) for i in corpus.split("train"))
+            train_skipped = len(corpus.split("train")) - n_train if args.skip_missing_images else 0
             too_small = [f"{s} pool has {p.n_images} image(s) on disk" for s, p in pools.items() if p.n_images < 2]
             if n_train < 2:
                 too_small.append(f"train split has {n_train} image(s) on disk")
             if too_small:
-                msg = ("retrieval skipped: " + "; ".join(too_small) + " (need at least 2 each); only the "
-                       "text-only human-correlation tables are computed")
+                rest = ("only the text-only human-correlation tables are computed"
+                        if (corpus.expert or corpus.crowd) else "the corpus has no human judgments either")
+                msg = "retrieval skipped: " + "; ".join(too_small) + f" (need at least 2 each); {rest}"
                 log.warning(msg)
                 corpus.notes.append(msg)
         if (args.systems or "").strip().lower() == "all":
@@ -642,7 +646,9 @@ def run(args) -> dict[str, Path]:
                 "pools": {s: {"images": p.n_images, "captions": p.n_captions,
                               "relevant_pairs": int(np.asarray(p.relevance).sum()),
                               "skipped_images": p.n_skipped} for s, p in pools.items()},
-                "skipped_images": skipped,
+                "skipped_images": skipped + train_skipped,
+                "skipped_images_by_split": {"train": train_skipped,
+                                            **{s: p.n_skipped for s, p in pools.items()}},
             }
             results = {
                 "corpus": corpus_json,

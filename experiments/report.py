@@ -158,10 +158,10 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
             ax.barh(y, means, xerr=errs, color=[colours.get(families.get(s, ""), "#666") for s in have_rp],
                     capsize=2, alpha=0.9)
             ax.set_yticks(y, have_rp, fontsize=8)
-            ax.invert_yaxis()
             ax.set_xlabel("R-precision (%) with bootstrap 95% CI")
             ax.set_title(f"image {task}")
             ax.grid(axis="x", alpha=0.3)
+        axes[0].invert_yaxis()  # shared y axis: flip once so the order matches the tables
         fig.suptitle("R-precision per system")
         plots["r_precision"] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, "r_precision")
     return plots
@@ -241,8 +241,9 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], best_cols: bool = True) -> str:
-    h = "<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    cls = " class='sys'" if len(header) > 1 and header[1] == "family" else ""
+    h = f"<table{cls}><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"
     for r in rows:
         h += "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
     return h + "</tbody></table>"
@@ -285,13 +286,15 @@ def _summary_lines(results: Mapping) -> list[str]:
         lines.append(f"{split} pool: {p.get('images')} images × {p.get('captions')} captions, "
                      f"{p.get('relevant_pairs', '?')} relevant pairs")
     if c.get("skipped_images"):
-        lines.append(f"Images skipped because they are missing on disk: {c['skipped_images']}")
+        by = c.get("skipped_images_by_split", {})
+        detail = (" (" + ", ".join(f"{k} {v}" for k, v in by.items()) + ")") if by else ""
+        lines.append(f"Images skipped because they are missing on disk: {c['skipped_images']}{detail}")
     for note in c.get("notes", []):
         lines.append(note)
     prov = results.get("provenance", {})
     if prov.get("backbone"):
         b = prov["backbone"]
-        lines.append(f"Neural backbone: {b.get('name')} (weights {b.get('weights_id')}, "
+        lines.append(f"Neural backbone: {b.get('backbone') or b.get('name')} (weights {b.get('weights_id')}, "
                      f"{b.get('device')}, {b.get('precision')})")
     t = results.get("timings_s", {})
     if t:
@@ -315,6 +318,7 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     summary = _summary_lines(results)
 
     md = [f"# {title}", ""] + [f"- {s}" for s in summary] + [""]
+    secs = [sec for sec in secs if sec[2][1]]  # no empty tables
     for name, text, tab in secs:
         md += [f"## {name}", "", text, "", _md_table(*tab), ""]
     if plots:
@@ -382,7 +386,7 @@ h1{font-size:1.6em;border-bottom:2px solid #3b6ea8;padding-bottom:.3em}
 h2{font-size:1.25em;margin-top:1.8em;color:#2b4f7a}
 table{border-collapse:collapse;font-size:.86em;margin:.6em 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #d4dbe4;padding:.28em .55em;text-align:right}
-th{background:#eef3f9}td:first-child,td:nth-child(2),th:first-child{text-align:left}
+th{background:#eef3f9}td:first-child,th:first-child,table.sys td:nth-child(2),table.sys th:nth-child(2){text-align:left}
 tbody tr:nth-child(even){background:#f8fafc}
 .note{color:#555;font-size:.88em}
 figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.85em}

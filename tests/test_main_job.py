@@ -475,7 +475,11 @@ def test_skip_missing_images_reports_how_many(fourteen_images, tmp_path):
         pool = c["pools"][split]
         assert pool["images"] == kept, (split, pool)
         assert pool["skipped_images"] == len(ids) - kept, (split, pool)
-    total = sum(c["pools"][s]["skipped_images"] for s in ("dev", "test"))
+    train_ids = _split_ids(text, "train")
+    train_skipped = len(train_ids) - sum(i in present for i in train_ids)
+    assert c["skipped_images_by_split"] == {"train": train_skipped, "dev": c["pools"]["dev"]["skipped_images"],
+                                            "test": c["pools"]["test"]["skipped_images"]}
+    total = sum(c["skipped_images_by_split"].values())
     assert c["skipped_images"] == total > 0
     md = (out / "report.md").read_text(encoding="utf-8")
     assert re.search(rf"skipped[^\n]*\b{total}\b", md), "report.md summary does not state the skip count"
