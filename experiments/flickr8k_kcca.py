@@ -60,12 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true",
                    help="a smaller default for class demos: 600 teaching images, fewer systems, "
                         "shorter neural training")
+    s.add_argument("--full-selection", action="store_true",
+                   help="choose each system's image power p and text diagonal d on dev over all four κ "
+                        "and run KCCA in float64, as the paper (slower); default: κ = 1 for that choice "
+                        "and float32 KCCA (the final 15-model selection always sweeps all κ and n)")
     s.add_argument("--clip-model", default=None, metavar="NAME",
                    help="open_clip model name for the neural scorers, e.g. ViT-B-32 "
                         "(default: 'tiny', the small CLIP trained here on the teaching set)")
     s.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
-                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors)")
+                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
+                        "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
+                        "openai tag)")
     s.add_argument("--clip-steps", type=int, default=None, metavar="N",
                    help="training steps of the tiny CLIP (default 70, 40 with --quick; ~30 s on 2 cores)")
     s.add_argument("--pacs-positives", default=None, metavar="FILE",
