@@ -198,6 +198,8 @@ class PACSFinetuneConfig:
     trainable: tuple[str, ...] = ("visual.proj", "text_projection", "logit_scale")
     seed: int = 0
     max_logit_scale: float = 100.0
+    #: return the best-validation epoch's weights (early stopping); ``False``: the last epoch's
+    restore_best: bool = True
 
 
 _PROJ_NAMES = {"visual.proj", "text_projection", "logit_scale"}
@@ -354,12 +356,27 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
                 bad += 1
                 if bad >= cfg.patience:
                     break
+        if not cfg.restore_best:
+            best_epoch = history[-1]["epoch"]
+            best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        with torch.no_grad():  # the objective on the training tuples with the returned weights
+            current = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+            for n, p in model.named_parameters():
+                if n in best_state:
+                    p.copy_(best_state[n])
+            final_train = _epoch_loss(enc, data["train"], [torch.arange(s, min(s + B, len(train)))
+                                                           for s in range(0, len(train), B)], cfg)
+            for n, p in model.named_parameters():
+                if n in current:
+                    p.copy_(current[n])
+        info["final_train_loss"] = final_train
         info.update(cache_hit=False, history=history, best_epoch=best_epoch, best_val_loss=best,
                     seconds=time.perf_counter() - t0, fast_path=fast)
         arrays = {"param::" + n: v.cpu().numpy() for n, v in best_state.items()}
         arrays["history"] = np.array([[h["epoch"], h["train_loss"], h["val_loss"]] for h in history],
                                      np.float64)
         arrays["best_epoch"] = np.array(best_epoch)
+        arrays["final_train_loss"] = np.array(final_train)
         return arrays
 
     arrays = cache.get_or_compute("pacs_finetune", key, compute) if key is not None else compute()
@@ -372,6 +389,7 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         h = arrays["history"]
         info["history"] = [{"epoch": int(e), "train_loss": float(a), "val_loss": float(b)} for e, a, b in h]
         info["best_epoch"] = int(arrays["best_epoch"])
+        info["final_train_loss"] = float(arrays["final_train_loss"])
     info["config"] = asdict(cfg)
     out = backbone_from_model(model, backbone.preprocess, backbone.tokenizer,
                               name=f"{backbone.name}+PAC-S", arch=backbone.arch,
