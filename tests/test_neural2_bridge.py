@@ -48,11 +48,15 @@ def test_text_forward_from_embeddings_matches_encode_text(backbone):
 
 
 def test_grid_features_and_global_embedding(backbone):
-    x = torch.randn(2, 3, 64, 64)
+    visual = backbone.model.visual
+    size = visual.image_size[0] if isinstance(visual.image_size, (tuple, list)) else visual.image_size
+    patch = visual.patch_size[0] if isinstance(visual.patch_size, (tuple, list)) else visual.patch_size
+    x = torch.randn(2, 3, size, size)
     with torch.no_grad():
         g, grid = image_global_and_grid(backbone.model, x)
         assert torch.allclose(g, backbone.model.encode_image(x), atol=1e-5)
-    assert tuple(grid.shape) == (2, 64, 192)  # 8x8 patches of the 64 px tiny ViT, width 192
+    # One grid feature per patch of the tiny ViT, each of the transformer's width.
+    assert tuple(grid.shape) == (2, (size // patch) ** 2, visual.transformer.width)
 
 
 def test_template_tokens_locate_three_slots(backbone):
