@@ -58,3 +58,27 @@ def tmp_cache(tmp_path):
     from corpora.cache import DiskCache
 
     return DiskCache(tmp_path / "cache")
+
+
+@pytest.fixture()
+def one_torch_thread():
+    """Tiny models: one torch thread is faster on a shared 2-core machine (no spin-waiting)."""
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(prev)
+
+
+@pytest.fixture(scope="module")
+def random_tiny_backbone():
+    """The tiny CLIP architecture with seeded random weights (no training), as a Backbone."""
+    import torch
+
+    from neural.backbone import backbone_from_model, create_architecture
+
+    torch.manual_seed(0)
+    m, p, t = create_architecture("itr-tiny-clip")
+    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
+                               show_progress=False)

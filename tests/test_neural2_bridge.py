@@ -18,22 +18,14 @@ from neural.bridge import (
 from neural.text_units import mask_templates
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+@pytest.fixture(autouse=True)
+def _one_thread(one_torch_thread):
+    """Every test here runs with one torch thread (see conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")
-def backbone():
-    from neural.backbone import backbone_from_model, create_architecture
-
-    torch.manual_seed(0)
-    m, p, t = create_architecture("itr-tiny-clip")
-    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
-                               show_progress=False)
+def backbone(random_tiny_backbone):
+    return random_tiny_backbone
 
 
 def test_text_forward_from_embeddings_matches_encode_text(backbone):

@@ -17,23 +17,14 @@ from neural.lclip import (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models: one torch thread is faster on a shared 2-core machine (no spin-waiting)."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
+@pytest.fixture(autouse=True)
+def _one_thread(one_torch_thread):
+    """Every test here runs with one torch thread (see conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")
-def teacher():
-    from neural.backbone import backbone_from_model, create_architecture
-
-    torch.manual_seed(0)
-    m, p, t = create_architecture("itr-tiny-clip")
-    return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
-                               show_progress=False)
+def teacher(random_tiny_backbone):
+    return random_tiny_backbone
 
 
 def test_similarity_regulator_hand_computed_3x3():
