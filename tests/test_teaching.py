@@ -180,7 +180,7 @@ def test_determinism_and_seed():
 
     saved = scene_mod._place.__defaults__
     try:
-        scene_mod._place.__defaults__ = (0.01,)  # smaller placement jitter: same facts, other positions
+        scene_mod._place.__defaults__ = (scene_mod.PLACE_JITTER / 2,)  # smaller jitter: same facts, other positions
         e = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=3)
     finally:
         scene_mod._place.__defaults__ = saved

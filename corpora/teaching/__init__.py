@@ -44,7 +44,7 @@ __all__ = [
 
 #: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches
 #: keyed by it never serve features of older images).
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 N_CAPTIONS = 5
 N_ANNOTATORS = 60
 TWIN_PROBABILITY = 0.5

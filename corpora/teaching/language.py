@@ -185,19 +185,30 @@ def make_style(rng: np.random.Generator, ident: int = -1) -> AnnotatorStyle:
         p = 1.0 / np.arange(1, len(phrases) + 1)
         rel_var[rel] = int(rng.choice(len(phrases), p=p / p.sum()))
     return AnnotatorStyle(
-        ident=ident, preferred=preferred, loyalty=float(rng.uniform(0.6, 0.9)),
+        ident=ident, preferred=preferred, loyalty=float(rng.uniform(*LOYALTY)),
         p_size=float(rng.uniform(0.2, 0.75)), p_colour=float(rng.uniform(0.75, 1.0)),
         p_texture=float(rng.uniform(0.25, 0.85)), p_background=float(rng.uniform(0.35, 0.95)),
         p_relation=float(rng.uniform(0.65, 1.0)), p_verb=float(rng.uniform(0.1, 0.7)),
         p_all_objects=float(rng.uniform(0.55, 0.95)), p_texture_pp=float(rng.uniform(0.0, 1.0)),
-        p_place=float(rng.uniform(0.15, 0.5)),
-        p_invert=float(rng.uniform(0.0, 0.4)),
+        p_place=float(rng.uniform(*P_PLACE)),
+        p_invert=float(rng.uniform(0.0, P_INVERT_MAX)),
         frame_weights=tuple(float(x) for x in rng.dirichlet(np.full(len(FRAMES), 0.8))),
         relation_variant=rel_var, colour_before_texture=bool(rng.random() < 0.8),
     )
 
 
 # ------------------------------------------------------------------------------------------- content
+#: Probability that an annotator mentions the objects it picked in reading order (left to right, top to
+#: bottom) rather than by salience; with a consistent order the five captions of an image share word
+#: sequences ("a person left of a dog"), which the trigram kernel can use and a bag of words cannot.
+READING_ORDER = 0.8
+#: Annotators state a relation from the other object's side ("B is right of A") with a probability drawn
+#: uniformly in [0, P_INVERT_MAX].
+P_INVERT_MAX = 0.4
+#: Range of an annotator's probability of stating an object's absolute place ("on the left").
+P_PLACE = (0.7, 1.0)
+#: Range of an annotator's probability of using its preferred synonym of a concept.
+LOYALTY = (0.4, 0.8)
 def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) -> CaptionFacts:
     """What this annotator says about the scene: a subset of objects (salient / big ones first), some of
     their attributes, a relation between mentioned objects, maybe the background and a verb."""
@@ -213,6 +224,9 @@ def select_facts(scene: Scene, style: AnnotatorStyle, rng: np.random.Generator) 
         u = rng.random()
         k = 3 if u < style.p_all_objects * 0.7 else (2 if u < 0.97 else 1)
     objs = order[:k]
+    if rng.random() < READING_ORDER:
+        # annotators mostly describe a picture in reading order: left to right, top to bottom
+        objs = sorted(objs, key=lambda i: scene.objects[i].x + scene.objects[i].y)
     mentions = []
     for o in objs:
         ob = scene.objects[o]

@@ -21,9 +21,10 @@ Absolute places of one object (:data:`PLACES`): ``left`` ⇔ ``x ≤ 0.33``, ``r
 
 Objects are placed in a few canonical layouts (pairs side by side at x = 0.27 / 0.73 in the middle row or
 one above the other at y = 0.26 / 0.74 in the middle column, rows of three at x = 0.17 / 0.5 / 0.83,
-triangles at x = 0.2 / 0.8 and 0.5) with a small jitter (:data:`PLACE_JITTER`, ±0.015), so every centre
+triangles at x = 0.2 / 0.8 and 0.5) with a small jitter (:data:`PLACE_JITTER`, ±0.005), so every centre
 difference is at least 0.04 away from every threshold even after :meth:`Scene.jittered` adds its own
-layout noise (±0.015).  The generator and the re-renderer both check
+layout noise (±0.015).  Which object takes which slot follows a *layout prior* (:data:`SHAPE_RANK`,
+:data:`LAYOUT_PRIOR`).  The generator and the re-renderer both check
 that the predicate tensor is unchanged, so facts stay true by construction *and* by verification.
 """
 from __future__ import annotations
@@ -62,8 +63,8 @@ VERT_GAP = 0.22
 NEXT_MAX = 0.56
 #: Radius (fraction of the image height) separating "small" from "big".
 SIZE_THRESHOLD = 0.17
-BIG_RADIUS = (0.21, 0.25)
-SMALL_RADIUS = (0.11, 0.13)
+BIG_RADIUS = (0.22, 0.23)
+SMALL_RADIUS = (0.115, 0.125)
 #: Canonical layouts (x, y of the slots): a pair side by side in the middle row, a pair one above the
 #: other in the middle column, a row of three, a triangle (two up / one down or one up / two down), and
 #: five single-object positions.  Few, fixed layouts make the spatial pyramid's cells line up across
@@ -74,7 +75,9 @@ TRIANGLE_COLUMNS = (0.2, 0.8)
 ROWS = (0.26, 0.74)
 MIDDLE_ROW = 0.5
 SINGLE_SLOTS = ((0.5, 0.5), (0.27, 0.5), (0.73, 0.5), (0.5, 0.26), (0.5, 0.74))
-PLACE_JITTER = 0.015
+PLACE_JITTER = 0.005
+#: Rotation range (degrees) of the polygonal shapes.
+MAX_ROTATION = 3.0
 #: Extra layout noise of :meth:`Scene.jittered` (re-rendering): position, radius factor, angle (deg).
 RERENDER_JITTER = (0.015, 0.06, 6.0)
 
@@ -256,9 +259,34 @@ def _sample_attrs(rng: np.random.Generator, background: str, used_colours: set[s
     )
 
 
-def _layout_slots(rng: np.random.Generator, n: int) -> list[tuple[float, float]]:
-    """Slots of one of the canonical layouts (see :data:`PAIR_COLUMNS`), objects in random order."""
+#: Layout prior ("where things usually are", as in photographs: the sky's objects high, figures on the
+#: ground): each shape has a rank; with probability :data:`LAYOUT_PRIOR` the objects of a scene take the
+#: layout's slots in rank order (low rank: left / bottom, high rank: right / top), otherwise a random
+#: order.  A single object goes, with that probability, to its shape's home slot.  Position then follows
+#: from *what* is in the picture — which the spatial pyramid can learn from a bag of words and a global
+#: histogram cannot see.
+SHAPE_RANK: dict[str, int] = {"person": 0, "dog": 1, "square": 2, "cross": 3, "circle": 4, "triangle": 5,
+                              "diamond": 6, "star": 7}
+#: Home slot (index into :data:`SINGLE_SLOTS`) of a single object of each shape.
+SINGLE_HOME: dict[str, int] = {"person": 4, "dog": 4, "square": 1, "cross": 1, "circle": 0, "triangle": 2,
+                               "diamond": 2, "star": 3}
+LAYOUT_PRIOR = 0.9
+#: Probabilities of one, two and three objects in a scene.
+N_OBJECTS_P = (0.4, 0.4, 0.2)
+
+
+def _slot_key(slot: tuple[float, float]) -> float:
+    """Order of slots for the layout prior: left before right, bottom before top."""
+    return slot[0] - slot[1]
+
+
+def _layout_slots(rng: np.random.Generator, n: int, shapes: list[str] | None = None) -> list[tuple[float, float]]:
+    """Slots of one of the canonical layouts (see :data:`PAIR_COLUMNS`) for objects of ``shapes``: with
+    probability :data:`LAYOUT_PRIOR` in shape-rank order (:data:`SHAPE_RANK`), otherwise random."""
+    prior = shapes is not None and rng.random() < LAYOUT_PRIOR
     if n == 1:
+        if prior:
+            return [SINGLE_SLOTS[SINGLE_HOME[shapes[0]]]]
         return [SINGLE_SLOTS[int(rng.choice(5, p=[0.4, 0.15, 0.15, 0.15, 0.15]))]]
     if n == 2:
         if rng.random() < 0.65:   # side by side
@@ -273,17 +301,25 @@ def _layout_slots(rng: np.random.Generator, n: int) -> list[tuple[float, float]]
             slots = [(TRIANGLE_COLUMNS[0], ROWS[0]), (TRIANGLE_COLUMNS[1], ROWS[0]), (0.5, ROWS[1])]
         else:                     # one up, two down
             slots = [(0.5, ROWS[0]), (TRIANGLE_COLUMNS[0], ROWS[1]), (TRIANGLE_COLUMNS[1], ROWS[1])]
+    if prior:
+        by_slot = sorted(range(n), key=lambda i: _slot_key(slots[i]))
+        by_shape = sorted(range(n), key=lambda i: (SHAPE_RANK[shapes[i]], i))
+        out: list = [None] * n
+        for obj, slot in zip(by_shape, by_slot):
+            out[obj] = slots[slot]
+        return out
     return [slots[i] for i in rng.permutation(n)]
 
 
-def _place(rng, attrs: list[dict], slots, jitter: float = PLACE_JITTER) -> tuple[SceneObject, ...] | None:
+def _place(rng, attrs: list[dict], slots, jitter: float | None = None) -> tuple[SceneObject, ...] | None:
+    jitter = PLACE_JITTER if jitter is None else jitter
     for attempt in range(40):
         j = jitter if attempt < 30 else 0.0
         objs = []
         for a, (x, y) in zip(attrs, slots):
             lo, hi = BIG_RADIUS if a["size"] == "big" else SMALL_RADIUS
             shape = a["shape"]
-            angle = float(rng.uniform(-12, 12)) if shape in ("square", "triangle", "star", "cross",
+            angle = float(rng.uniform(-MAX_ROTATION, MAX_ROTATION)) if shape in ("square", "triangle", "star", "cross",
                                                               "diamond") else 0.0
             objs.append(SceneObject(
                 **a, x=x + float(rng.uniform(-j, j)), y=y + float(rng.uniform(-j, j)),
@@ -296,19 +332,19 @@ def _place(rng, attrs: list[dict], slots, jitter: float = PLACE_JITTER) -> tuple
 
 
 def sample_scene(rng: np.random.Generator, sky: bool = False) -> Scene:
-    """Draw a random scene: background uniform, 1 / 2 / 3 objects with probability 0.25 / 0.5 / 0.25,
+    """Draw a random scene: background uniform, 1 / 2 / 3 objects with probability :data:`N_OBJECTS_P`,
     distinct colours within a scene, colours that clash with the background excluded; with ``sky`` a
     sky band (uniform over :data:`SKIES`, horizon uniform in :data:`HORIZON`)."""
     while True:
         background = BACKGROUNDS[rng.integers(len(BACKGROUNDS))]
-        n = int(rng.choice([1, 2, 3], p=[0.25, 0.5, 0.25]))
+        n = int(rng.choice([1, 2, 3], p=list(N_OBJECTS_P)))
         used: set[str] = set()
         attrs = []
         for _ in range(n):
             a = _sample_attrs(rng, background, used)
             used.add(a["colour"])
             attrs.append(a)
-        objs = _place(rng, attrs, _layout_slots(rng, n))
+        objs = _place(rng, attrs, _layout_slots(rng, n, [a["shape"] for a in attrs]))
         if objs is not None:
             if not sky:
                 return Scene(background, objs)
