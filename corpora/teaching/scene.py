@@ -272,7 +272,7 @@ SINGLE_HOME: dict[str, int] = {"person": 4, "dog": 4, "square": 1, "cross": 1, "
                                "diamond": 2, "star": 3}
 LAYOUT_PRIOR = 0.9
 #: Probabilities of one, two and three objects in a scene.
-N_OBJECTS_P = (0.4, 0.4, 0.2)
+N_OBJECTS_P = (0.45, 0.4, 0.15)
 
 
 def _slot_key(slot: tuple[float, float]) -> float:
