@@ -61,9 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a smaller default for class demos: 600 teaching images, fewer systems, "
                         "shorter neural training")
     s.add_argument("--full-selection", action="store_true",
-                   help="choose each system's image power p and text diagonal d on dev over all four κ "
-                        "and run KCCA in float64, as the paper (slower); default: κ = 1 for that choice "
-                        "and float32 KCCA (the final 15-model selection always sweeps all κ and n)")
+                   help="choose each system's image power p ∈ {2,3} and text diagonal factor "
+                        "d ∈ {1,2,5,10,15} on dev over all four κ with float64 KCCA, as the paper "
+                        "(about 10x slower); default: p = 2, d = 1 fixed in advance, float32 KCCA "
+                        "(the 15-model (n, κ) selection on dev is always done)")
     s.add_argument("--clip-model", default=None, metavar="NAME",
                    help="open_clip model name for the neural scorers, e.g. ViT-B-32 "
                         "(default: 'tiny', the small CLIP trained here on the teaching set)")
