@@ -18,8 +18,8 @@ Formats (detected from the file, not from its name):
     An open_clip training checkpoint ``{"epoch", "name", "state_dict": {"module.…": …}, "optimizer"…}``;
     the ``module.`` prefix of DistributedDataParallel is stripped.
 ``"pacs"``
-    The PAC-S release format (Sarto et al. 2023, aimagelab/pacscore): ``torch.load(p)['state_dict']`` is a
-    full CLIP state dict in OpenAI key names.  Read with ``weights_only=True``.
+    The PAC-S release format (Sarto et al. 2023, aimagelab/pacscore): a dict whose ``'state_dict'`` entry is
+    a full CLIP state dict in OpenAI key names.  Read with ``weights_only=True``.
 
 Security: nothing is ever unpickled beyond tensors and plain containers.  A file whose unpickling needs
 arbitrary Python objects makes ``torch.load(..., weights_only=True)`` fail; that failure is re-raised as
@@ -170,11 +170,10 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
             raise UnsafeCheckpointError(
                 f"{p}: refused — loading this file would need unpickling of arbitrary Python objects, "
                 "which can execute code. Only tensors / plain containers are accepted "
-                "(torch.load(..., weights_only=True)) or .safetensors files. If you trust the file, "
-                "convert it once in a separate Python session: "
-                "`sd = torch.load(p, weights_only=False); sd = sd.get('state_dict', sd); "
-                "safetensors.torch.save_file({k: v.contiguous() for k, v in sd.items()}, 'weights.safetensors')`"
-                f" and pass the .safetensors file. (torch said: {msg.splitlines()[0] if msg else exc!r})"
+                "(weights_only loading) or .safetensors files. If you trust the file and its source, "
+                "convert its state dict once to .safetensors in a separate, sandboxed session and pass "
+                "that file instead (see docs/neural.md, 'Backbones'). "
+                f"(torch said: {msg.splitlines()[0] if msg else exc!r})"
             ) from exc
         raise WeightsError(f"{p}: not a readable PyTorch weights file ({exc})") from exc
     if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
