@@ -33,6 +33,18 @@ def run_once(cache_dir: Path, out_dir: Path, extra: list[str]) -> float:
     return dt
 
 
+def _numbers(results: dict) -> dict:
+    """results.json without what legitimately differs between runs (timings, the command line)."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if "timings" not in k and k != "command"}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+
+    return strip(results)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -44,10 +56,10 @@ def main(argv=None) -> None:
         cold = run_once(tmp / "cache", tmp / "run1", extra)
         warm = run_once(tmp / "cache", tmp / "run2", extra)
         res = json.loads((tmp / "run1" / "results.json").read_text())
-        a = json.loads((tmp / "run1" / "results.json").read_text())["systems"]
-        b = json.loads((tmp / "run2" / "results.json").read_text())["systems"]
+        a = _numbers(res)
+        b = _numbers(json.loads((tmp / "run2" / "results.json").read_text()))
     out = {"cold_s": round(cold, 2), "warm_s": round(warm, 2), "target_cold_s": 120, "target_warm_s": 20,
-           "quick": args.quick, "systems": len(a), "identical_results": a == b,
+           "quick": args.quick, "systems": len(a["systems"]), "identical_results": a == b,
            "stage_timings_cold_s": res.get("timings_s", {})}
     if args.json:
         print(json.dumps(out))

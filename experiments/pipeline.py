@@ -287,8 +287,13 @@ def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_k
         return {}
     best = max(kcca_runs, key=lambda n: (systems_json.get(n, {}).get("annotation", {}).get("R@10", 0.0), n))
     chosen = [n for n in dict.fromkeys(["TRI5SEM", best]) if n in kcca_runs]
-    return {f"KCCA f(i,s) [{n}]": pair_scorer(runs[n], corpus, image_kernels=image_kernels,
-                                              text_kernels=text_kernels, criterion="R@1") for n in chosen}
+    out = {}
+    for n in chosen:
+        fn = pair_scorer(runs[n], corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@1")
+        fn.identity = {"kcca": _jsonable(getattr(fn, "model", {})), "config": _jsonable(runs[n].config),
+                       "train": list(corpus.split("train"))}
+        out[f"KCCA f(i,s) [{n}]"] = fn
+    return out
 
 
 def _jsonable(obj):
@@ -306,8 +311,24 @@ def _jsonable(obj):
 
 
 # ---------------------------------------------------------------------------------------------- humans
+def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Callable, tag: str, rows):
+    """Per-row scores of one scorer on one protocol, cached under the scorer's identity
+    (``fn.identity``) + the rows; scorers without an identity are recomputed."""
+    from evaluation.correlation import score_rows
+
+    ident = getattr(fn, "identity", None)
+    if cache is None or ident is None:
+        return score_rows(rows, fn)
+    digest = hashlib.sha256("\n".join(f"{i}\t{c}" for i, c in zip(rows.image_ids, rows.candidate_ids))
+                            .encode("utf-8")).hexdigest()
+    key = {"what": "human_rows", "scorer": name, "identity": ident, "corpus": corpus.fingerprint,
+           "protocol": tag, "rows": digest, "n": len(rows)}
+    return cache.get_or_compute("human_scores", key, lambda: {"s": score_rows(rows, fn)})["s"]
+
+
 def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
-                            image_based: set[str] | frozenset = frozenset()) -> dict:
+                            image_based: set[str] | frozenset = frozenset(),
+                            cache: DiskCache | None = None) -> dict:
     """Flickr8k-Expert and Flickr8k-CF correlations (×100) for every pair scorer.
 
     ``scorers`` maps a name to ``score_fn(image_ids, candidates, references) -> scores``.  Scorers named in
@@ -332,7 +353,7 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
             if len(use) < 3:
                 row[f"n_{tag}"] = len(use)
                 continue
-            hc = human_correlation(use, fn)
+            hc = human_correlation(use, _cached_row_scores(cache, corpus, name, fn, tag, use))
             row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 2)
             row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 2)
             row[f"{tag}_rho"] = round(100 * hc["spearman"], 2)
@@ -408,6 +429,8 @@ def _pair_scorer(scorer, corpus: Corpus, cache: DiskCache, *, use_references: bo
         v = emb[[row[i] for i in image_ids]]
         return scorer.score(v, list(candidates), list(references) if use_references else None)
 
+    if hasattr(scorer, "cache_identity"):
+        score_fn.identity = {"scorer": scorer.cache_identity(), "references": use_references}
     return score_fn
 
 
@@ -512,7 +535,12 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         if name in names:
             pair[name] = _pair_scorer(sc, corpus, cache, use_references=True)
     if bridge is not None:
-        pair["BRIDGE"] = lambda ids, cands, refs, _b=bridge: _b.score_corpus_pairs(corpus, ids, cands)
+        def bridge_pairs(ids, cands, refs, _b=bridge):
+            return _b.score_corpus_pairs(corpus, ids, cands)
+
+        bridge_pairs.identity = {"scorer": bridge.cache_identity(),
+                                 "template_source": getattr(bridge, "template_source", None)}
+        pair["BRIDGE"] = bridge_pairs
 
     # Specificity rate (SPECS Eqs. 1-2) where the corpus can produce detail units.
     specificity: dict = {}
@@ -544,6 +572,8 @@ def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, Callable]:
         "ROUGE-L": text_metric(rouge_l),
         "CIDEr-D": text_metric(cider_d),
     }
+    for k, fn in table.items():
+        fn.identity = {"metric": k, "implementation": "evaluation.caption_metrics"}
     return {k: table[k] for k in names}
 
 
@@ -639,7 +669,8 @@ def run(args) -> dict[str, Path]:
         with timer.stage("human correlation", 6, total):
             kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
             scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}
-            human = human_correlation_table(corpus, scorers, image_based=set(pair_scorers) | set(kcca_scorers))
+            human = human_correlation_table(corpus, scorers, image_based=set(pair_scorers) | set(kcca_scorers),
+                                            cache=cache)
             kcca_models = {k: _jsonable(getattr(f, "model", {})) for k, f in kcca_scorers.items()}
         with timer.stage("report", 7, total):
             test = pools["test"]
