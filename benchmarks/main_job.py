@@ -60,7 +60,11 @@ def main(argv=None) -> None:
         b = _numbers(json.loads((tmp / "run2" / "results.json").read_text()))
     out = {"cold_s": round(cold, 2), "warm_s": round(warm, 2), "target_cold_s": 120, "target_warm_s": 20,
            "quick": args.quick, "systems": len(a["systems"]), "identical_results": a == b,
-           "stage_timings_cold_s": res.get("timings_s", {})}
+           "stage_timings_cold_s": res.get("timings_s", {}),
+           "neural_timings_cold_s": res.get("provenance", {}).get("neural_timings_s", {}),
+           "annotation_R@10_R-precision": {s: [v["annotation"]["R@10"], v["annotation"].get("R-precision")]
+                                           for s, v in res.get("systems", {}).items()},
+           "specificity": res.get("specificity", {})}
     if args.json:
         print(json.dumps(out))
     else:
