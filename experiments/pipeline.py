@@ -47,12 +47,9 @@ class PipelineError(RuntimeError):
 
 
 def available_systems() -> list[str]:
-    try:
-        from kcca.systems import list_systems
+    from kcca.systems import list_systems
 
-        return list_systems()
-    except Exception:  # pragma: no cover - only while kcca.systems is absent
-        return list(DEFAULT_SYSTEMS)
+    return list_systems()
 
 
 @dataclass
@@ -380,22 +377,20 @@ def restrict_rows(rows, keep: Sequence[bool]):
 
 # ---------------------------------------------------------------------------------------------- neural
 def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
-    """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file)."""
-    model = args.clip_model or "tiny"
-    if model == "tiny":
-        if args.clip_pretrained:
-            raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
-                                "e.g. ViT-B-32); the tiny CLIP is always trained here")
-        from neural.tiny_clip import train_tiny_clip
-
-        steps = args.clip_steps if getattr(args, "clip_steps", None) else (40 if args.quick else None)
-        return train_tiny_clip(corpus, seed=args.seed, steps=steps, cache=cache,
-                               show_progress=not args.no_progress, device=args.device)
-    from neural.backbone import load_backbone
+    """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file), via
+    :func:`neural.tiny_clip.backbone_for`; loading failures become :class:`PipelineError`."""
     from neural.checkpoints import WeightsError
+    from neural.tiny_clip import backbone_for
 
+    tiny = (args.clip_model or "tiny") == "tiny"
+    if tiny and args.clip_pretrained:
+        raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
+                            "e.g. ViT-B-32); the tiny CLIP is always trained here")
+    steps = args.clip_steps if getattr(args, "clip_steps", None) else (40 if args.quick else None)
     try:
-        return load_backbone(model, args.clip_pretrained or "openai", device=args.device)
+        return backbone_for(corpus, None if tiny else args.clip_model, args.clip_pretrained, seed=args.seed,
+                            cache=cache, device=args.device, show_progress=not args.no_progress,
+                            **({"steps": steps} if tiny else {}))
     except (WeightsError, FileNotFoundError, RuntimeError, ValueError) as exc:
         raise PipelineError(str(exc)) from exc
 
