@@ -38,6 +38,7 @@ setup(
     extras_require={
         "test": ["pytest>=7.4"],
         # Third-party CCA implementations compared against ours in benchmarks/kcca.py.
-        "bench": ["pyrcca", "cca-zoo", "mvlearn"],
+        # mvlearn 0.5.0 pins matplotlib <= 3.3.4 (no wheels for Python >= 3.10): 0.4.1 is the last usable one.
+        "bench": ["pyrcca", "cca-zoo", "mvlearn<0.5"],
     },
 )

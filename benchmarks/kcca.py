@@ -6,7 +6,9 @@ Measures, on synthetic PSD kernels with a planted shared latent variable (RBF ke
 * ``ours_fit_s`` – one exact KCCA fit (κ = 0.1, float64) on ``N = 6000`` precomputed training kernels;
 * ``ours_sweep_s`` – the full Hodosh model-selection sweep: that fit, the core re-solved for the other
   three κ, dev features, and the dev evaluation of 46 n × 4 κ × 2 tasks on a 1000-image dev pool;
-  ``ours_sweep_breakdown`` splits it.  The same for ``dtype="float32"`` (``ours_float32_*``) and for the
+  ``ours_sweep_breakdown`` splits it.  The same for ``dtype="float32"`` (``ours_float32_*``), for float32
+  restricted to its numerical rank (``jitter="auto"``: eigenvalues above ``N · eps32 · λ_max``;
+  ``ours_float32_rank_*``) and for the
   low-rank solver at rank 1500 (``ours_lowrank_r1500_*``);
 * the same fit with pyrcca, cca-zoo and mvlearn when importable (optional ``bench`` extra);
   ``max_abs_corr_diff`` – largest difference of the top-10 training canonical correlations between ours
@@ -56,78 +58,161 @@ def _corr_cols(P, Q):
     return (P * Q).sum(0) / np.sqrt((P * P).sum(0) * (Q * Q).sum(0))
 
 
-def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes: list[str]) -> dict:
-    """Fit pyrcca / cca-zoo / mvlearn where importable; compare top-10 training correlations.
+def _mvlearn_sklearn_tags_shim(notes: list[str]) -> None:
+    """mvlearn 0.4.1 (the last release that installs on Python ≥ 3.10: 0.5.0 pins matplotlib ≤ 3.3.4)
+    predates scikit-learn 1.6's estimator tags: its internal ``SimpleSplitter`` is not a
+    ``BaseEstimator``, so ``KMCCA.fit`` fails in ``check_is_fitted``.  Give that helper class the
+    default tags (nothing else changes) so the library can be timed and compared."""
+    try:
+        import mvlearn.compose.split as split
+        from sklearn.base import BaseEstimator
+        from sklearn.utils import get_tags
+    except ImportError:
+        return
+    cls = split.SimpleSplitter
+    if BaseEstimator in cls.__mro__ or "__sklearn_tags__" in cls.__dict__:
+        return
+    try:
+        get_tags(cls())
+    except Exception:
+        cls.__sklearn_tags__ = lambda self: get_tags(BaseEstimator())
+        notes.append("mvlearn: its SimpleSplitter was given scikit-learn's default estimator tags "
+                     "(mvlearn 0.4.1 predates the tags API of scikit-learn ≥ 1.6)")
+
+
+def _pyrcca_scipy_shim(notes: list[str]) -> None:
+    """pyrcca 0.2 calls ``scipy.linalg.eigh(..., eigvals=(lo, hi))``, an argument SciPy 1.14 removed in
+    favour of ``subset_by_index``; route that one call to the new name (nothing else changes)."""
+    import inspect
+
+    import rcca.rcca as mod
+    import scipy.linalg
+
+    if "eigvals" in inspect.signature(scipy.linalg.eigh).parameters or getattr(mod.eigh, "_shim", False):
+        return
+
+    def eigh(a, b=None, *args, eigvals=None, **kw):
+        return scipy.linalg.eigh(a, b, *args, subset_by_index=eigvals, **kw)
+
+    eigh._shim = True
+    mod.eigh = eigh
+    notes.append("pyrcca: its eigh(..., eigvals=) call was routed to SciPy's subset_by_index "
+                 "(pyrcca 0.2 predates SciPy 1.14)")
+
+
+def _fit_library(lib: str, Kx, Ky, X, Y, gamma_x: float, kappa: float, ours_train_corr: np.ndarray,
+                 notes: list[str]) -> tuple[float, dict]:
+    """Fit one third-party KCCA on the same problem; return (fit seconds, {label: max |Δρ| top-10}).
 
     Every library orders its components by its generalised eigenvalue, a monotone function of our
     regularised ρ, so component k is compared with our component k (Pearson correlation of the paired
     training projections, sign-free)."""
-    out = {"pyrcca_fit_s": None, "cca_zoo_fit_s": None, "mvlearn_fit_s": None}
-    diffs = {}
     n = Kx.shape[0]
-    Kxc, Kyc = _centre(Kx), _centre(Ky)
-    # --- cca-zoo: constraint (1-c) cov(K) + c K = (1-c)/(n-1) (K² + κ K) with c = κ / (κ + n - 1)
-    try:
-        try:
-            from cca_zoo.classical import KCCA as ZooKCCA
-        except ImportError:
-            from cca_zoo.models import KCCA as ZooKCCA
+    if lib == "cca_zoo":
+        # constraint (1-c) cov(K) + c K = (1-c)/(n-1) (K² + κ K) with c = κ / (κ + n - 1)
+        Kxc, Kyc = _centre(Kx), _centre(Ky)
         c = kappa / (kappa + n - 1)
+        try:  # cca-zoo ≥ 3: cca_zoo.nonparametric.KCCA(n_components, shrinkage=...)
+            from cca_zoo.nonparametric import KCCA as ZooKCCA
+
+            zoo = ZooKCCA(n_components=TOP, kernel="precomputed", shrinkage=[c, c], center=False)
+        except ImportError:  # cca-zoo 1.x / 2.x
+            try:
+                from cca_zoo.classical import KCCA as ZooKCCA
+            except ImportError:
+                from cca_zoo.models import KCCA as ZooKCCA
+            zoo = ZooKCCA(latent_dimensions=TOP, kernel="precomputed", c=[c, c], eps=1e-12)
         t = time.perf_counter()
-        zoo = ZooKCCA(latent_dimensions=TOP, kernel="precomputed", c=[c, c], eps=1e-12)
-        zoo.fit((Kxc, Kyc))
-        out["cca_zoo_fit_s"] = time.perf_counter() - t
-        Zx, Zy = zoo.transform((Kxc, Kyc))
-        diffs["cca_zoo"] = float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())
-        notes.append("cca-zoo: KCCA(kernel='precomputed', c=κ/(κ+n−1)) on our centred kernels — its "
-                     "constraint (1−c)K²/(n−1)+cK is proportional to Eq. 3's K²+κK (eps=1e-12 ridge)")
-    except ImportError as exc:
-        notes.append(f"cca-zoo not importable ({exc.__class__.__name__}: {exc}); optional 'bench' extra")
-    except Exception as exc:  # a library failing on this input is reported, not fatal
-        notes.append(f"cca-zoo failed: {exc.__class__.__name__}: {exc}")
-    # --- mvlearn: diag_mode 'A' is (1-r)K² + rK = (1-r)(K² + κK) with r = κ/(1+κ)
-    try:
+        zoo.fit([Kxc, Kyc])
+        fit_s = time.perf_counter() - t
+        Zx, Zy = zoo.transform([Kxc, Kyc])
+        notes.append("cca-zoo: KCCA(kernel='precomputed', shrinkage c=κ/(κ+n−1)) on our centred kernels — its "
+                     "constraint (1−c)K²/(n−1)+cK is proportional to Eq. 3's K²+κK")
+        return fit_s, {"cca_zoo": float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
+    if lib == "mvlearn":
+        # diag_mode 'A' is (1-r)K² + rK = (1-r)(K² + κK) with r = κ/(1+κ)
         from mvlearn.embed import KMCCA
 
+        _mvlearn_sklearn_tags_shim(notes)
         t = time.perf_counter()
         mv = KMCCA(n_components=TOP, kernel="precomputed", regs=kappa / (1 + kappa), sval_thresh=1e-12,
                    diag_mode="A", center=True)
         mv.fit([Kx, Ky])
-        out["mvlearn_fit_s"] = time.perf_counter() - t
+        fit_s = time.perf_counter() - t
         Zx, Zy = mv.transform([Kx, Ky])
-        diffs["mvlearn"] = float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())
         notes.append("mvlearn: KMCCA(kernel='precomputed', regs=κ/(1+κ), diag_mode='A', sval_thresh=1e-12) — "
                      "(1−r)K²+rK ∝ K²+κK")
-    except ImportError as exc:
-        notes.append(f"mvlearn not importable ({exc.__class__.__name__}: {exc}); optional 'bench' extra")
-    except Exception as exc:
-        notes.append(f"mvlearn failed: {exc.__class__.__name__}: {exc}")
-    # --- pyrcca: kernel mode builds its own kernels from data and regularises with K² + reg·I
-    # (a ridge on α, not Eq. 3's κK), so it is timed on the same RBF kernel but its correlations are
-    # compared in the one setting where the formulations coincide: linear CCA in the primal
-    # (X^T X + reg I  ⇔  our linear kernel with κ = reg).
-    try:
+        return fit_s, {"mvlearn": float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
+    if lib == "pyrcca":
+        # kernel mode builds its own kernels from data and regularises with K² + reg·I (a ridge on α, not
+        # Eq. 3's κK), so it is timed on the same RBF kernel but its correlations are compared in the one
+        # setting where the formulations coincide: linear CCA in the primal (X^T X + reg I ⇔ our linear
+        # kernel with κ = reg).
         import rcca
 
-        X, Y = data
+        _pyrcca_scipy_shim(notes)
         t = time.perf_counter()
         cca = rcca.CCA(kernelcca=True, ktype="gaussian", reg=kappa, numCC=TOP, verbose=False)
-        cca.gausigma = float(np.sqrt(0.5 / data_gamma[0]))  # exp(-d²/2σ²) = exp(-γ d²); not an __init__ arg
+        cca.gausigma = float(np.sqrt(0.5 / gamma_x))  # exp(-d²/2σ²) = exp(-γ d²); not an __init__ arg
         cca.train([X, Y])
-        out["pyrcca_fit_s"] = time.perf_counter() - t
+        fit_s = time.perf_counter() - t
         Xc, Yc = X - X.mean(0), Y - Y.mean(0)
         lin = rcca.CCA(kernelcca=False, reg=kappa, numCC=TOP, verbose=False).train([Xc, Yc])
         ours_lin = KCCA(reg=kappa).fit(Xc @ Xc.T, Yc @ Yc.T)
         theirs = np.abs(np.ravel(lin.cancorrs))[:TOP]  # both ordered by the regularised ρ
         k = min(TOP, theirs.size, ours_lin.train_correlations_.size)
-        diffs["pyrcca(linear primal)"] = float(np.abs(theirs[:k] - ours_lin.train_correlations_[:k]).max())
         notes.append("pyrcca: timed in kernel mode (gaussian kernel of the same bandwidth); its kernel "
                      "regulariser is K²+reg·I (ridge on α) ≠ Eq. 3's K²+κK, so correlations are compared "
                      "on linear CCA in the primal, where X^TX+reg·I equals our linear-kernel κ")
+        return fit_s, {"pyrcca(linear primal)": float(np.abs(theirs[:k] - ours_lin.train_correlations_[:k]).max())}
+    raise ValueError(f"unknown library {lib!r}")
+
+
+LIBRARIES = {"cca_zoo": "cca-zoo", "mvlearn": "mvlearn", "pyrcca": "pyrcca"}
+
+
+def _library_child(lib: str, data_path: str) -> dict:
+    """Child-process entry: load the shared problem, fit one library, print one JSON line."""
+    z = np.load(data_path)
+    notes: list[str] = []
+    res = {"fit_s": None, "diffs": {}, "notes": notes}
+    try:
+        res["fit_s"], res["diffs"] = _fit_library(lib, z["Kx"], z["Ky"], z["X"], z["Y"], float(z["gamma_x"]),
+                                                  float(z["kappa"]), z["ours"], notes)
     except ImportError as exc:
-        notes.append(f"pyrcca not importable ({exc.__class__.__name__}: {exc}); optional 'bench' extra")
-    except Exception as exc:
-        notes.append(f"pyrcca failed: {exc.__class__.__name__}: {exc}")
+        notes.append(f"{LIBRARIES[lib]} not importable ({exc.__class__.__name__}: {exc}); optional 'bench' extra")
+    except Exception as exc:  # a library failing on this input is reported, not fatal
+        notes.append(f"{LIBRARIES[lib]} failed: {exc.__class__.__name__}: {exc}")
+    return res
+
+
+def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes: list[str],
+                 timeout_s: float = 600.0) -> dict:
+    """Fit pyrcca / cca-zoo / mvlearn, each in its own subprocess with a wall-clock limit, on exactly our
+    training kernels (RBF, centred as the library expects); compare the top-10 training correlations."""
+    import tempfile
+
+    out = {"pyrcca_fit_s": None, "cca_zoo_fit_s": None, "mvlearn_fit_s": None}
+    diffs: dict = {}
+    X, Y = data
+    with tempfile.TemporaryDirectory(prefix="kcca_bench_") as tmp:
+        path = os.path.join(tmp, "problem.npz")
+        np.savez(path, Kx=Kx, Ky=Ky, X=X, Y=Y, gamma_x=data_gamma[0], kappa=kappa, ours=ours_train_corr)
+        for lib, label in LIBRARIES.items():
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--_library_child", lib, path]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                notes.append(f"{label}: fit did not finish within {timeout_s:.0f} s at N = {Kx.shape[0]} "
+                             f"(killed; raise --others-timeout to wait longer)")
+                continue
+            if proc.returncode != 0 or not proc.stdout.strip():
+                notes.append(f"{label} crashed: {proc.stderr.strip()[-300:]}")
+                continue
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            out[f"{lib}_fit_s"] = None if res["fit_s"] is None else round(res["fit_s"], 3)
+            diffs.update(res["diffs"])
+            notes.extend(res["notes"])
     out["corr_diffs"] = diffs
     out["max_abs_corr_diff"] = max(diffs.values()) if diffs else None
     return out
@@ -155,6 +240,15 @@ def _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, **kw) -> dict:
             "best_dev_R@10": {t: table.best(t, "R@10")["dev_value"] for t in ("annotation", "search")}}
 
 
+#: Exact-solver variants: name -> KCCA keyword arguments.
+VARIANTS = {
+    "float64": {"dtype": "float64"},
+    "float32": {"dtype": "float32"},
+    # float32 restricted to its numerical rank (eigenvalues > N·eps32·λ_max; see KCCA's ``jitter``)
+    "float32_rank": {"dtype": "float32", "jitter": "auto"},
+}
+
+
 def bench_exact(n_train: int, n_dev: int, seed: int = 0, variants=("float64",), lowrank_rank=None) -> dict:
     d = make_two_view(n_train + n_dev, seed=seed, n_gamma=n_train)
     data_gamma[:] = [d.gamma_x, d.gamma_y]
@@ -165,7 +259,7 @@ def bench_exact(n_train: int, n_dev: int, seed: int = 0, variants=("float64",), 
     pool = toy_pool(n_dev)
     out = {"Kx": Kx, "Ky": Ky, "data": (d.X[tr], d.Y[tr]), "runs": {}}
     for v in variants:
-        out["runs"][v] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, dtype=v)
+        out["runs"][v] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, **VARIANTS[v])
     if lowrank_rank:
         out["runs"][f"lowrank_r{lowrank_rank}"] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, solver="lowrank",
                                                          max_rank=lowrank_rank, eta=1e-8)
@@ -200,12 +294,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-rank", type=int, default=1000, help="low-rank pivots per view")
     ap.add_argument("--eta", type=float, default=1e-4, help="low-rank residual-trace tolerance")
     ap.add_argument("--skip-lowrank", action="store_true", help="skip the 30,000-item low-rank run")
-    ap.add_argument("--float64-only", action="store_true", help="skip the float32 exact variant")
+    ap.add_argument("--float64-only", action="store_true", help="skip the float32 exact variants")
     ap.add_argument("--sweep-lowrank-rank", type=int, default=1500,
                     help="also time the sweep with the low-rank solver at this rank (0: skip)")
+    ap.add_argument("--others-timeout", type=float, default=600.0,
+                    help="wall-clock limit in seconds for each third-party library's fit (default 600)")
+    ap.add_argument("--skip-others", action="store_true", help="do not run pyrcca / cca-zoo / mvlearn")
     ap.add_argument("--_lowrank_child", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_library_child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    if args._library_child is not None:
+        res = _library_child(*args._library_child)
+        print(json.dumps(res))
+        return res
     if args._lowrank_child is not None:
         res = bench_lowrank(args._lowrank_child, args.max_rank, args.eta)
         print(json.dumps(res))
@@ -215,10 +317,16 @@ def main(argv=None) -> dict:
     n_dev = 300 if args.quick else 1000
     lr_items = args.lowrank_items or (5000 if args.quick else 30000)
     notes: list[str] = []
-    variants = ("float64",) if args.float64_only else ("float64", "float32")
+    variants = ("float64",) if args.float64_only else ("float64", "float32", "float32_rank")
     ex = bench_exact(n, n_dev, variants=variants, lowrank_rank=None if args.quick else args.sweep_lowrank_rank)
     main_run = ex["runs"]["float64"]
-    others = bench_others(ex["Kx"], ex["Ky"], ex["data"], 0.1, main_run["model"].train_correlations_, notes)
+    if args.skip_others:
+        others = {"pyrcca_fit_s": None, "cca_zoo_fit_s": None, "mvlearn_fit_s": None, "corr_diffs": {},
+                  "max_abs_corr_diff": None}
+        notes.append("--skip-others: pyrcca / cca-zoo / mvlearn not run")
+    else:
+        others = bench_others(ex["Kx"], ex["Ky"], ex["data"], 0.1, main_run["model"].train_correlations_,
+                              notes, timeout_s=args.others_timeout)
     result = {
         "n_train": n, "n_dev": n_dev,
         "ours_fit_s": round(main_run["fit_s"], 3),
@@ -240,8 +348,8 @@ def main(argv=None) -> dict:
         result[f"ours_{v}_fit_s"] = round(r["fit_s"], 3)
         result[f"ours_{v}_sweep_s"] = round(r["sweep_s"], 3)
         result[f"ours_{v}_sweep_breakdown"] = r["breakdown"]
-        if v == "float32":
-            result["float32_vs_float64_max_corr_diff"] = float(np.abs(
+        if v.startswith("float32"):
+            result[f"{v}_vs_float64_max_corr_diff"] = float(np.abs(
                 r["model"].correlations_[:TOP] - main_run["model"].correlations_[:TOP]).max())
     result["best_dev_R@10"] = {v: r["best_dev_R@10"] for v, r in ex["runs"].items()}
     del ex

@@ -57,6 +57,11 @@ Eigenvalues (squared singular values for the low-rank solver) of a centred kerne
 ``jitter · λ_max`` are treated as exact zeros: the kernel is restricted to its numerical range.
 Negative eigenvalues of an indefinite input (possible for Hodosh's Eq. 27 max-combined similarities)
 are dropped likewise, with a ``RuntimeWarning`` when they exceed ``1e-6 · λ_max`` in magnitude.
+``jitter="auto"`` sets the floor to the numerical-rank tolerance of the working precision,
+``N · eps(dtype)`` (never below 1e-10): in float32 at N = 6000 that is 7.2e-4, and the eigenpairs below
+it are rounding noise (their eigenvalues are perturbed by about ``eps · ‖K‖``, comparable to κ), so the
+float32 solver then works on the numerically meaningful range only — which also makes every per-κ core
+``rank_X × rank_Y`` instead of ``N × N``.
 Centring always creates one such null direction (the constant vector).  Canonical pairs whose
 correlation is below ``min_corr`` (default 1e-9) carry no shared signal; their directions are undefined
 and they are dropped (``n_components_`` reports what is left: at most ``min(rank_X, rank_Y)``).
@@ -386,8 +391,19 @@ class _View:
         return self.U * np.sqrt(self.lam)
 
 
-def _exact_view(K: np.ndarray, center: bool, jitter: float, dtype=np.float64) -> _View:
+def _relative_floor(jitter, n: int, dtype) -> float:
+    """The relative eigenvalue floor: ``jitter`` itself, or for ``"auto"`` the standard numerical-rank
+    tolerance ``N · eps(dtype)`` (as ``numpy.linalg.matrix_rank``), never below 1e-10."""
+    if isinstance(jitter, str):
+        if jitter != "auto":
+            raise ValueError(f"jitter must be a number in [0, 1) or 'auto', got {jitter!r}")
+        return max(1e-10, n * float(np.finfo(dtype).eps))
+    return float(jitter)
+
+
+def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
     n = K.shape[0]
+    jitter = _relative_floor(jitter, n, dtype)
     if center:
         Kc, col, grand = center_gram(K)
     else:
@@ -413,8 +429,9 @@ def _exact_view(K: np.ndarray, center: bool, jitter: float, dtype=np.float64) ->
     return v
 
 
-def _lowrank_view(source: KernelSource, center: bool, jitter: float, eta: float,
+def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
                   max_rank: int | None) -> _View:
+    jitter = _relative_floor(jitter, source.n, np.float64)
     G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank)
     if G.shape[1] == 0:
         raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
@@ -470,7 +487,7 @@ def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float
 KernelView = _View
 
 
-def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float = 1e-10, eta: float = 1e-6,
+def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float | str = 1e-10, eta: float = 1e-6,
               max_rank: int | None = None, dtype="float64") -> _View:
     """The κ-independent decomposition of one training kernel (a Gram matrix or a
     :class:`KernelSource`), reusable across fits with :meth:`KCCA.fit_decomposed`: e.g. one image-kernel
@@ -506,8 +523,11 @@ class KCCA:
         Low-rank stopping tolerance: residual trace ``≤ eta · trace(K)``.
     max_rank : int, optional
         Low-rank: at most this many pivots per side.
-    jitter : float
+    jitter : float or "auto"
         Relative eigenvalue floor: eigenvalues ``≤ jitter · λ_max`` of a centred kernel are treated as 0.
+        ``"auto"``: the numerical-rank tolerance of the working precision, ``N · eps(dtype)`` (e.g.
+        7.2e-4 for float32 at N = 6000, 1.3e-12 → 1e-10 for float64): eigenpairs below it are rounding
+        noise in that precision, and dropping them makes every per-κ core solve ``rank × rank``.
     min_corr : float
         Canonical pairs with correlation ``≤ min_corr`` are dropped (their directions are undefined).
     kernel_x, kernel_y : callable ``kernel(A, B) -> (len(A), len(B))``, optional
@@ -533,7 +553,7 @@ class KCCA:
 
     def __init__(self, n_components: int | None = None, reg: float = 0.1, *, center: bool = True,
                  solver: str = "exact", eta: float = 1e-6, max_rank: int | None = None,
-                 jitter: float = 1e-10, min_corr: float = 1e-9,
+                 jitter: float | str = 1e-10, min_corr: float = 1e-9,
                  kernel_x: Callable | None = None, kernel_y: Callable | None = None,
                  n_threads: int | None = None, dtype: str = "float64"):
         self.n_components = n_components
@@ -570,8 +590,11 @@ class KCCA:
             raise ValueError(f"reg (κ) must be a finite number ≥ 0, got {self.reg!r}")
         if self.n_components is not None and int(self.n_components) < 1:
             raise ValueError(f"n_components must be ≥ 1 or None, got {self.n_components!r}")
-        if not (0 <= self.jitter < 1):
-            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+        if isinstance(self.jitter, str):
+            if self.jitter != "auto":
+                raise ValueError(f"jitter must be a number in [0, 1) or 'auto', got {self.jitter!r}")
+        elif not (0 <= self.jitter < 1):
+            raise ValueError(f"jitter must be in [0, 1) or 'auto', got {self.jitter!r}")
         if not self.eta >= 0:
             raise ValueError(f"eta must be ≥ 0, got {self.eta!r}")
 

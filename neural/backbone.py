@@ -102,6 +102,10 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
     return tqdm(iterable, total=total, desc=desc, leave=False)
 
 
+#: Distinct texts kept per backbone by :meth:`Backbone.encode_texts` before the table is restarted.
+_TEXT_MEMO_MAX = 200_000
+
+
 @dataclass
 class Backbone:
     """A CLIP dual encoder with its preprocessing, tokenizer and provenance.
@@ -200,22 +204,43 @@ class Backbone:
         """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor."""
         return self.tokenizer(list(texts))
 
+    def _weights_state(self) -> tuple:
+        """Identity of the current weights: the model object and the sum of its parameters' in-place
+        version counters (every optimiser step or ``copy_`` bumps them)."""
+        return id(self.model), sum(int(p._version) for p in self.model.parameters())
+
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
-        """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length)."""
+        """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length).
+
+        Each distinct text is encoded once per set of weights: repeated texts (a caption's references
+        repeat across judgment rows; candidates across protocols and scorers sharing this backbone) are
+        served from an in-memory table, which is dropped as soon as the weights change (a new model
+        object or any in-place parameter update).  ``n_text_encodes`` counts texts actually encoded.
+        """
         if isinstance(texts, str):
             texts = [texts]
+        texts = list(texts)
         n = len(texts)
         if n == 0:
             raise ValueError("encode_texts: no texts given")
-        starts = range(0, n, batch_size)
-        out = []
-        self.model.eval()
-        with torch.inference_mode():
-            for s in _progress(starts, len(starts), f"encode texts ({self.name})",
-                               self.show_progress and n > self.progress_min * 4):
-                out.append(self._encode_text_batch(self.tokenize(texts[s:s + batch_size])))
-        self.n_text_encodes += n
-        return torch.cat(out)
+        state = self._weights_state()
+        memo = self.__dict__.get("_text_memo")
+        if memo is None or memo[0] != state or len(memo[1]) > _TEXT_MEMO_MAX:
+            memo = (state, {})
+            self.__dict__["_text_memo"] = memo
+        table: dict = memo[1]
+        todo = [t for t in dict.fromkeys(texts) if t not in table]
+        if todo:
+            starts = range(0, len(todo), batch_size)
+            self.model.eval()
+            with torch.inference_mode():
+                for s in _progress(starts, len(starts), f"encode texts ({self.name})",
+                                   self.show_progress and len(todo) > self.progress_min * 4):
+                    chunk = todo[s:s + batch_size]
+                    emb = self._encode_text_batch(self.tokenize(chunk))
+                    table.update(zip(chunk, emb))
+            self.n_text_encodes += len(todo)
+        return torch.stack([table[t] for t in texts])
 
     # ------------------------------------------------------------------ corpus cache
     def cache_identity(self) -> dict:

@@ -303,6 +303,28 @@ def test_float32_precision_agrees_with_float64():
         KCCA(dtype="float16").fit(Kx, Ky)
 
 
+def test_auto_jitter_is_the_numerical_rank_of_the_working_precision():
+    d = make_two_view(400, seed=8, dx=4, dy=3)  # few dimensions: a fast-decaying RBF spectrum
+    tr, te = slice(0, 320), slice(320, 400)
+    Kx, Ky = d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr])
+    full = KCCA(reg=0.5).fit(Kx, Ky)
+    auto = KCCA(reg=0.5, dtype="float32", jitter="auto").fit(Kx, Ky)
+    floor = 320 * np.finfo(np.float32).eps
+    for v, K in ((auto._vx, Kx), (full._vx, Kx), (auto._vy, Ky)):
+        lam = np.linalg.eigvalsh(center_gram(K)[0])[::-1]
+        expect = int((lam > (floor if v is not full._vx else 1e-10) * lam[0]).sum())
+        assert abs(v.lam.size - expect) <= 2, (v.lam.size, expect)  # float32 vs float64 at the boundary
+    assert auto.rank_x_ < full.rank_x_ and auto.n_components_ <= min(auto.rank_x_, auto.rank_y_)
+    np.testing.assert_allclose(auto.correlations_[:5], full.correlations_[:5], atol=1e-3)
+    Sa = full.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10)
+    Sb = auto.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10)
+    assert np.isfinite(Sb).all() and np.corrcoef(Sa.ravel(), Sb.ravel())[0, 1] > 0.99
+    # float64 "auto" is the default floor (N·eps64 < 1e-10)
+    assert KCCA(reg=0.5, jitter="auto").fit(Kx, Ky).rank_x_ == full.rank_x_
+    with pytest.raises(ValueError, match="jitter"):
+        KCCA(jitter="tiny").fit(Kx, Ky)
+
+
 def test_exact_solver_on_data_with_kernel_callables():
     d = make_two_view(160, seed=12)
     tr, te = slice(0, 120), slice(120, 160)
