@@ -256,9 +256,10 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     # Default: image power p = 2 and text diagonal factor d = 1 fixed in advance for every kernel pair
     # (on the teaching set, choosing d on dev overfits: see docs/teaching_set.md), float32 KCCA; the
     # 15-model selection always sweeps all four κ and 46 n on dev.  --full-selection chooses (p, d) on
-    # dev over p ∈ {2, 3} × d ∈ {1, 2, 5, 10, 15} with all κ and float64 KCCA.
+    # dev over p ∈ {2, 3} × d ∈ {1, 2, 5, 10, 15} with all κ and float64 KCCA.  float32 runs at its
+    # numerical rank (jitter="auto": eigenvalues above N·eps32·λ_max, see kcca.solver).
     extra: dict = {} if getattr(args, "full_selection", False) else {
-        "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32"}}
+        "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
     bar = tqdm(names, desc="classical systems", unit="system", disable=args.no_progress)
     for name in bar:
         bar.set_postfix_str(name)
@@ -515,7 +516,12 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
                                      config={"backbone": sc.backbone.name, "weights_id": sc.backbone.weights_id})
     if bridge is not None:
-        S = bridge.affinity(corpus, pool)
+        key = {"what": "bridge-affinity", "scorer": bridge.cache_identity(), "corpus": corpus.name,
+               "fingerprint": corpus.fingerprint, "split": pool.split, "image_ids": list(pool.image_ids),
+               "caption_ids": list(pool.caption_ids),
+               "template_source": getattr(bridge, "template_source", None)}
+        S = cache.get_or_compute("neural_affinity", key, lambda: {"S": np.asarray(
+            bridge.affinity(corpus, pool), dtype=np.float32)})["S"]
         outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
                                          config={"backbone": bb.name, "weights_id": bb.weights_id,
                                                  "template_source": getattr(bridge, "template_source", None)})
@@ -543,8 +549,18 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         from neural.specs import specificity_on_corpus
 
         t = time.perf_counter()
-        sr_scorers = {k: v for k, v in scorers.items() if k in names}
-        sr = specificity_on_corpus(sr_scorers, corpus, "test", max_images=100, seed=args.seed)
+        sr = {}
+        for k, v in scorers.items():
+            if k not in names:
+                continue
+            ident = v.cache_identity() if hasattr(v, "cache_identity") else None
+            key = {"what": "specificity", "scorer": ident, "corpus": corpus.name,
+                   "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": args.seed}
+            compute = (lambda k=k, v=v: {kk: np.asarray(float(x)) for kk, x in specificity_on_corpus(
+                {k: v}, corpus, "test", max_images=100, seed=args.seed)[k].items()
+                if kk in ("SR_pos", "SR_neg")})
+            got = compute() if ident is None else cache.get_or_compute("specificity", key, compute)
+            sr[k] = {kk: float(np.asarray(x)) for kk, x in got.items()}
         specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
                        for k, v in sr.items()}
         timings["specificity"] = time.perf_counter() - t

@@ -235,6 +235,107 @@ def _default_pools(corpus, seed, skip_missing_images):
 
 
 # ------------------------------------------------------------------------------------ run
+#: Bumped whenever the cached content of a KCCA system run changes meaning.
+_RUN_CACHE_VERSION = 1
+
+
+def _digest(items) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(map(str, items)).encode("utf-8")).hexdigest()
+
+
+def _pool_digest(pool) -> str:
+    return _digest([*pool.image_ids, "|", *pool.caption_ids, "|",
+                    *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
+
+
+def _plain(v):
+    """JSON-friendly form of a keyword value (for cache keys)."""
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return repr(v)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer, np.floating)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _run_to_arrays(res: SelectionResult, grid: list, p: int, d: float, score: float) -> dict:
+    """A KCCA system run as plain arrays (the DiskCache stores npz, never pickles)."""
+    import json
+
+    t = res.table
+    meta = {"p": int(p), "d": float(d), "score": float(score), "grid": grid,
+            "chosen": {task: [c.as_dict() for c in cs] for task, cs in res.chosen.items()},
+            "kappas": [float(k) for k in t.kappas], "ns": [int(n) for n in t.ns], "columns": list(t.columns),
+            "ns_by_kappa": [[float(k), [int(n) for n in v]] for k, v in t.ns_by_kappa.items()],
+            "tasks": list(t.metrics), "corr_kappas": [float(k) for k in res.correlations],
+            "timings": {k: float(v) for k, v in res.timings.items()},
+            "has_test": res.test_matrices is not None, "has_dev": res.dev_matrices is not None}
+    out = {"meta": np.array(json.dumps(meta, default=_json_default))}
+    for split, m in (("test", res.test_matrices), ("dev", res.dev_matrices)):
+        if m is not None:
+            out[f"{split}::annotation"], out[f"{split}::search"] = m.annotation, m.search
+    for k, task in enumerate(t.metrics):
+        out[f"metrics::{k}"] = t.metrics[task]
+    for k, c in enumerate(res.correlations.values()):
+        out[f"corr::{k}"] = np.asarray(c)
+    return out
+
+
+def _run_from_arrays(arrays) -> tuple[SelectionResult, list, int, float, float]:
+    import json
+
+    from evaluation.ranking import ScoreMatrices
+    from kcca.selection import ChosenModel, SweepTable
+
+    meta = json.loads(str(np.asarray(arrays["meta"])))
+    mats = {s: ScoreMatrices(annotation=np.asarray(arrays[f"{s}::annotation"]),
+                             search=np.asarray(arrays[f"{s}::search"]))
+            for s in ("test", "dev") if meta[f"has_{s}"]}
+    table = SweepTable(kappas=tuple(meta["kappas"]), ns=tuple(meta["ns"]),
+                       metrics={task: np.asarray(arrays[f"metrics::{k}"]) for k, task in enumerate(meta["tasks"])},
+                       ns_by_kappa={float(k): tuple(v) for k, v in meta["ns_by_kappa"]},
+                       columns=tuple(meta["columns"]))
+    chosen = {task: [ChosenModel(**c) for c in cs] for task, cs in meta["chosen"].items()}
+    corr = {float(k): np.asarray(arrays[f"corr::{i}"]) for i, k in enumerate(meta["corr_kappas"])}
+    res = SelectionResult(test_matrices=mats.get("test"), dev_matrices=mats.get("dev"), chosen=chosen,
+                          table=table, correlations=corr, timings=dict(meta["timings"]))
+    return res, meta["grid"], int(meta["p"]), float(meta["d"]), float(meta["score"])
+
+
+class _LazyModels(Mapping):
+    """``{κ: fitted KCCA}`` whose models are fitted on first access (a cached run keeps no models)."""
+
+    def __init__(self, kappas: tuple[float, ...], fit: Callable[[float], object]):
+        self._kappas, self._fit, self._done = kappas, fit, {}
+
+    def __getitem__(self, kappa):
+        kappa = float(kappa)
+        if kappa not in self._kappas:
+            raise KeyError(kappa)
+        if kappa not in self._done:
+            self._done[kappa] = self._fit(kappa)
+        return self._done[kappa]
+
+    def __iter__(self):
+        return iter(self._kappas)
+
+    def __len__(self) -> int:
+        return len(self._kappas)
+
+
 def run_system(
     name: str, corpus, *, seed: int = 0, cache=None, image_kernels: dict | None = None,
     text_kernels: dict | None = None, pools: Mapping[str, object] | None = None,
@@ -303,18 +404,16 @@ def run_system(
     dec_kw = {k: kk[k] for k in ("center", "jitter", "eta", "max_rank", "dtype") if k in kk}
     t = time.perf_counter()
     te = _text_entry(text_kernels, cfg.text, corpus, train_ids, seed, cache, show_progress, text_kwargs)
-    Ky_rows = {s: _text_queries(te, s, pools[s].captions) for s in ("dev", "test")}
     timings["text_kernel"] = time.perf_counter() - t
     ps = [int(fixed_power)] if fixed_power is not None else [int(p) for p in powers]
     ds = [float(fixed_diag)] if fixed_diag is not None else [float(d) for d in diag_factors]
     if ns is None:
         ns = log_spaced_ns(6000, 46, 10)
     vkey = (solver, tuple(sorted(dec_kw.items())))
-    grid: list[dict] = []
-    best: tuple[float, int, float] | None = None
     search_kappas = tuple(kappas) if pd_kappas is None else tuple(pd_kappas)
     single = len(ps) * len(ds) == 1
     timings["decompose"] = timings["select"] = 0.0
+    Ky_rows: dict = {}
 
     def views(p, d):
         t = time.perf_counter()
@@ -326,12 +425,15 @@ def run_system(
         return ie["views"][(p, vkey)], te["views"][(d, vkey)]
 
     final_models: dict = {}
+    fit_kw = {k: v for k, v in kk.items() if k not in ("eta", "max_rank")}
 
     def select(p, d, ks, final_run):
         vx, vy = views(p, d)
         t = time.perf_counter()
+        if not Ky_rows:
+            Ky_rows.update({s: _text_queries(te, s, pools[s].captions) for s in ("dev", "test")})
         Kx_rows = {s: _image_rows(ie, s, pools[s].image_ids, p) for s in ("dev", "test")}
-        models = fit_models(vx, vy, ks, **{k: v for k, v in kk.items() if k not in ("eta", "max_rank")})
+        models = fit_models(vx, vy, ks, **fit_kw)
         res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
                                   test=(Kx_rows["test"], Ky_rows["test"]) if final_run else None,
                                   kappas=ks, ns=ns, top=top, criteria=criteria, models=models,
@@ -342,31 +444,54 @@ def run_system(
             final_models.update({float(k): m for k, m in models.items()})
         return res
 
-    # compare the (p, d) pairs on dev without building ensembles; then the chosen pair's full selection
-    for p in ps:
-        for d in ds:
-            if single:
-                break
-            res = select(p, d, search_kappas, final_run=False)
-            score = dev_score(res)
-            grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(search_kappas),
+    def search_and_select() -> dict:
+        # compare the (p, d) pairs on dev without building ensembles; then the chosen pair's full selection
+        grid: list[dict] = []
+        best: tuple[float, int, float] | None = None
+        for p in ps:
+            for d in ds:
+                if single:
+                    break
+                res = select(p, d, search_kappas, final_run=False)
+                score = dev_score(res)
+                grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(search_kappas),
+                             "best_dev": res.summary()["best_dev"]})
+                if best is None or score > best[0]:
+                    best = (score, p, d)
+        if single:
+            best = (float("nan"), ps[0], ds[0])
+        _, p, d = best
+        res = select(p, d, tuple(kappas), final_run=True)
+        score = dev_score(res)
+        if single:
+            grid.append({"p": p, "d": d, "dev_score": score, "kappas": [float(k) for k in kappas],
                          "best_dev": res.summary()["best_dev"]})
-            if best is None or score > best[0]:
-                best = (score, p, d)
-    if single:
-        best = (float("nan"), ps[0], ds[0])
-    _, p, d = best
-    res = select(p, d, tuple(kappas), final_run=True)
-    score = dev_score(res)
-    if single:
-        grid.append({"p": p, "d": d, "dev_score": score, "kappas": [float(k) for k in kappas],
-                     "best_dev": res.summary()["best_dev"]})
+        return _run_to_arrays(res, grid, p, d, score)
+
+    # The whole (p, d) search + (n, κ) selection + Borda ensembles is cached on disk (namespace
+    # "kcca_runs") under everything that determines it; a hit rebuilds the fitted models only on demand
+    # (SystemRun.models, e.g. for pair_scorer).
+    key = None
+    if cache is not None and getattr(cache, "enabled", False):
+        key = {"what": "kcca-system-run", "version": _RUN_CACHE_VERSION, "system": cfg.as_dict(),
+               "corpus": getattr(corpus, "name", None), "fingerprint": getattr(corpus, "fingerprint", None),
+               "train": _digest(train_ids), "pools": {s: _pool_digest(pools[s]) for s in ("dev", "test")},
+               "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
+               "powers": ps, "diags": ds, "pd_kappas": [float(k) for k in search_kappas], "top": int(top),
+               "criteria": list(criteria), "kcca": {k: _plain(v) for k, v in sorted(kk.items())},
+               "image_kwargs": _plain(dict(image_kwargs or {})), "text_kwargs": _plain(dict(text_kwargs or {})),
+               "skip_missing_images": bool(skip_missing_images)}
+    arrays = search_and_select() if key is None else cache.get_or_compute("kcca_runs", key, search_and_select)
+    res, grid, p, d, score = _run_from_arrays(arrays)
+    if not final_models:   # loaded from the cache: fit the chosen (p, d) models when first asked for
+        final_models = _LazyModels(tuple(float(k) for k in kappas),
+                                   lambda k, p=p, d=d: fit_models(*views(p, d), (k,), **fit_kw)[k])
     timings["total"] = time.perf_counter() - t_start
     config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
               "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
               "selection": res.summary()}
     return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
-                     config=config, timings=timings, selection=res, grid=grid, models=dict(final_models))
+                     config=config, timings=timings, selection=res, grid=grid, models=final_models if isinstance(final_models, _LazyModels) else dict(final_models))
 
 
 # ------------------------------------------------------------------------------ pair scorer

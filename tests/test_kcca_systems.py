@@ -77,3 +77,37 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
     kappas_used = {c["kappa"] for cs in quick.config["selection"]["chosen"].values() for c in cs}
     assert kappas_used <= {0.1, 0.5, 1.0, 5.0} and len(quick.config["selection"]["n_components"]) == 4
     assert quick.test_matrices.shape == (n_test, n_test)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set, tmp_cache):
+    """A second run_system with the same settings and cache loads the selection from disk (no KCCA fit),
+    returns the same matrices / config, and its lazily refitted models equal the original ones."""
+    from corpora.protocol import hodosh_pool
+    from kcca.systems import _LazyModels, pair_scorer
+
+    corpus = small_teaching_set
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    kw = dict(cache=tmp_cache, pools=pools, powers=(2,), diag_factors=(1.0,),
+              kcca_kwargs={"dtype": "float32", "jitter": "auto"})
+    ik1, tk1 = {}, {}
+    first = run_system("TRI5", corpus, image_kernels=ik1, text_kernels=tk1, **kw)
+    assert list((tmp_cache.root / "kcca_runs").glob("*"))
+    ik2, tk2 = {}, {}
+    second = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2, **kw)
+    assert isinstance(second.models, _LazyModels) and not second.models._done   # nothing fitted yet
+    for split in ("test_matrices", "dev_matrices"):
+        a, b = getattr(first, split), getattr(second, split)
+        np.testing.assert_array_equal(a.annotation, b.annotation)
+        np.testing.assert_array_equal(a.search, b.search)
+    assert first.config == second.config and first.grid == second.grid
+    f1 = pair_scorer(first, corpus, image_kernels=ik1, text_kernels=tk1)
+    f2 = pair_scorer(second, corpus, image_kernels=ik2, text_kernels=tk2)
+    ids = list(pools["test"].image_ids[:4])
+    caps = [c.text for c in pools["test"].captions[:4]]
+    np.testing.assert_allclose(f1(ids, caps), f2(ids, caps), atol=1e-6)
+    assert len(second.models._done) == 1 and f1.model == f2.model
+    # a different setting is a different cache entry
+    third = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2,
+                       **{**kw, "kcca_kwargs": {"dtype": "float32"}})
+    assert len(list((tmp_cache.root / "kcca_runs").glob("*"))) == 2 and isinstance(third.models, dict)
