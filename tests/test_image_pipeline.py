@@ -72,7 +72,10 @@ def test_codebooks_deterministic_under_seed():
     a = make_kernel(None, seed=3).fit(corpus, tr).codebooks_
     b = make_kernel(None, seed=3).fit(corpus, tr).codebooks_
     c = make_kernel(None, seed=4).fit(corpus, tr).codebooks_
+    serial = make_kernel(None, seed=3, n_jobs=1).fit(corpus, tr).codebooks_   # codebooks fitted one by one
+    parallel = make_kernel(None, seed=3, n_jobs=3).fit(corpus, tr).codebooks_  # side by side on threads
     assert all(np.array_equal(a[f], b[f]) for f in a)
+    assert all(np.array_equal(serial[f], parallel[f]) and np.array_equal(a[f], serial[f]) for f in a)
     assert any(not np.array_equal(a[f], c[f]) for f in a)
 
 

@@ -250,10 +250,21 @@ class ImageKernel:
 
             samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
             self.n_extracted_ += len(pick)
+            Xs = {f: sample_rows(np.concatenate([s[f] for s in samples], axis=0), self.max_codebook_samples,
+                                 np.random.default_rng(self.seed + 1)) for f in missing}
+            # one single-threaded k-means per feature (identical results on any machine), the features'
+            # codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL)
+            from threadpoolctl import threadpool_limits
+
+            fit_one = lambda f: fit_codebook(Xs[f], self.n_words[f], seed=self.seed)  # noqa: E731
+            with threadpool_limits(limits=1):
+                if self.n_jobs > 1 and len(missing) > 1:
+                    with ThreadPoolExecutor(max_workers=min(self.n_jobs, len(missing))) as pool:
+                        fitted = dict(zip(missing, pool.map(fit_one, missing)))
+                else:
+                    fitted = {f: fit_one(f) for f in missing}
             for f in missing:
-                X = np.concatenate([s[f] for s in samples], axis=0)
-                X = sample_rows(X, self.max_codebook_samples, np.random.default_rng(self.seed + 1))
-                books[f] = fit_codebook(X, self.n_words[f], seed=self.seed)
+                books[f] = fitted[f]
                 self.cache.misses += self.cache.enabled
                 self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
         self.codebooks_ = {f: books[f] for f in self.features}
