@@ -556,30 +556,50 @@ class BRIDGE:
         b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star), c_plain), self.config.w)
         return (0.5 * (a + b)).astype(np.float32)
 
+    def corpus_pseudo_embeddings(self, corpus, image_ids: Sequence[str],
+                                 captions_file: Mapping[str, str] | None = None,
+                                 template_source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pseudo_embeddings` of corpus images with the corpus' template captions, kept per image
+        (in memory, for the current mapping module) so that retrieval and the human-correlation tables
+        compute each image's ``(v, t*)`` once."""
+        src = template_source or getattr(self, "template_source", "auto")
+        memo_key = (getattr(corpus, "name", None), getattr(corpus, "fingerprint", None), src,
+                    None if captions_file is None else id(captions_file), getattr(self, "_psi_id", None))
+        memo = self.__dict__.setdefault("_corpus_pseudo", {})
+        if set(memo) - {memo_key}:
+            memo.clear()
+        table = memo.setdefault(memo_key, {})
+        todo = [i for i in dict.fromkeys(image_ids) if i not in table]
+        if todo:
+            texts, tags = self.corpus_templates(corpus, todo, captions_file, src)
+            v, t_star = self.pseudo_embeddings([corpus.load_image(i) for i in todo], texts, tags)
+            table.update((i, (v[k], t_star[k])) for k, i in enumerate(todo))
+        return (np.stack([table[i][0] for i in image_ids]).astype(np.float32),
+                np.stack([table[i][1] for i in image_ids]).astype(np.float32))
+
     def affinity(self, corpus, pool, captions_file: Mapping[str, str] | None = None,
                  template_source: str | None = None) -> np.ndarray:
         """Score matrix over a :class:`~corpora.base.RankingPool` with the corpus' template captions
         (default: the source used in :meth:`fit`)."""
-        src = template_source or getattr(self, "template_source", "auto")
-        texts, tags = self.corpus_templates(corpus, pool.image_ids, captions_file, src)
-        images = [corpus.load_image(i) for i in pool.image_ids]
-        return self.score_matrix(images, [c.text for c in pool.captions], texts, tags)
+        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
+
+        v, t_star = self.corpus_pseudo_embeddings(corpus, pool.image_ids, captions_file, template_source)
+        captions = [c.text for c in pool.captions]
+        c_prompt = self.clip.encode_texts(with_prompt(captions, PROMPT)).numpy()
+        c_plain = self.clip.encode_texts(captions).numpy()
+        clips = clip_s(v @ c_prompt.T, self.config.w)
+        pseudo = clip_s(l2_normalize(t_star) @ c_plain.T, self.config.w)
+        return (0.5 * (clips + pseudo)).astype(np.float32)
 
     def score_corpus_pairs(self, corpus, image_ids: Sequence[str], candidates: Sequence[str],
                            captions_file: Mapping[str, str] | None = None,
                            template_source: str | None = None) -> np.ndarray:
         """Per-pair BRIDGE scores for corpus images (human-correlation tables)."""
-        src = template_source or getattr(self, "template_source", "auto")
-        uniq = list(dict.fromkeys(image_ids))
-        texts, tags = self.corpus_templates(corpus, uniq, captions_file, src)
-        images = [corpus.load_image(i) for i in uniq]
-        v, t_star = self.pseudo_embeddings(images, texts, tags)
-        row = np.array([uniq.index(i) for i in image_ids]) if len(uniq) < 5000 else \
-            np.array([{u: k for k, u in enumerate(uniq)}[i] for i in image_ids])
         from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
 
+        v, t_star = self.corpus_pseudo_embeddings(corpus, list(image_ids), captions_file, template_source)
         c_prompt = self.clip.encode_texts(with_prompt(list(candidates), PROMPT)).numpy()
         c_plain = self.clip.encode_texts(list(candidates)).numpy()
-        a = clip_s(np.einsum("nd,nd->n", v[row], c_prompt), self.config.w)
-        b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star)[row], c_plain), self.config.w)
+        a = clip_s(np.einsum("nd,nd->n", v, c_prompt), self.config.w)
+        b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star), c_plain), self.config.w)
         return (0.5 * (a + b)).astype(np.float32)
