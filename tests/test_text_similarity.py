@@ -151,3 +151,13 @@ def test_distributional_external_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         TextKernel("TRI", 5, similarity="D_ext", external_corpus=tmp_path / "missing.txt",
                    show_progress=False).fit(ts, ts.split("train"))
+
+
+def test_fast_brown_reader_equals_nltk(nltk_data_dir):
+    """D_ext's Brown reader returns exactly NLTK's tagged sentences (a spread of 50 of the 500 files)."""
+    from nltk.corpus import brown
+
+    from kernels.text.similarity import brown_tagged_sents
+
+    files = brown.fileids()[::10]
+    assert brown_tagged_sents(files) == list(brown.tagged_sents(fileids=files))
