@@ -104,6 +104,8 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
 
 #: Distinct texts kept per backbone by :meth:`Backbone.encode_texts` before the table is restarted.
 _TEXT_MEMO_MAX = 200_000
+#: Text tables shared by backbones with identical weights (keyed by weights_id, architecture, precision…).
+_SHARED_TEXT_MEMO: dict = {}
 
 
 @dataclass
@@ -204,18 +206,43 @@ class Backbone:
         """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor."""
         return self.tokenizer(list(texts))
 
+    def __post_init__(self) -> None:
+        # the weights as created (what ``weights_id`` describes); see _text_table
+        self.__dict__["_created_state"] = self._weights_state()
+
     def _weights_state(self) -> tuple:
         """Identity of the current weights: the model object and the sum of its parameters' in-place
         version counters (every optimiser step or ``copy_`` bumps them)."""
         return id(self.model), sum(int(p._version) for p in self.model.parameters())
 
+    def _text_table(self) -> dict:
+        """The table of already-encoded texts for the current weights.  While the weights are those the
+        backbone was created with, the table is shared by every backbone with the same ``weights_id``
+        (e.g. PAC-S fine-tuning that kept the initial weights); after any in-place update it is private
+        to this object and restarted whenever the weights change again."""
+        state = self._weights_state()
+        if self.weights_id and state == self.__dict__.get("_created_state"):
+            key = ("weights", self.weights_id, self.arch, self.precision, self.context_length,
+                   type(self.tokenizer).__name__)
+            table = _SHARED_TEXT_MEMO.get(key)
+            if table is None or len(table) > _TEXT_MEMO_MAX:
+                if len(_SHARED_TEXT_MEMO) >= 8:
+                    _SHARED_TEXT_MEMO.pop(next(iter(_SHARED_TEXT_MEMO)))
+                table = _SHARED_TEXT_MEMO[key] = {}
+            return table
+        memo = self.__dict__.get("_text_memo")
+        if memo is None or memo[0] != state or len(memo[1]) > _TEXT_MEMO_MAX:
+            memo = (state, {})
+            self.__dict__["_text_memo"] = memo
+        return memo[1]
+
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
         """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length).
 
         Each distinct text is encoded once per set of weights: repeated texts (a caption's references
-        repeat across judgment rows; candidates across protocols and scorers sharing this backbone) are
-        served from an in-memory table, which is dropped as soon as the weights change (a new model
-        object or any in-place parameter update).  ``n_text_encodes`` counts texts actually encoded.
+        repeat across judgment rows; candidates across protocols and scorers sharing these weights) are
+        served from an in-memory table (:meth:`_text_table`), which is dropped as soon as the weights
+        change (any in-place parameter update).  ``n_text_encodes`` counts texts actually encoded.
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -223,12 +250,7 @@ class Backbone:
         n = len(texts)
         if n == 0:
             raise ValueError("encode_texts: no texts given")
-        state = self._weights_state()
-        memo = self.__dict__.get("_text_memo")
-        if memo is None or memo[0] != state or len(memo[1]) > _TEXT_MEMO_MAX:
-            memo = (state, {})
-            self.__dict__["_text_memo"] = memo
-        table: dict = memo[1]
+        table = self._text_table()
         todo = [t for t in dict.fromkeys(texts) if t not in table]
         if todo:
             starts = range(0, len(todo), batch_size)

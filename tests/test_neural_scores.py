@@ -188,3 +188,30 @@ def test_affinity_for_pool_caches_image_features(small_teaching_set, tiny_random
     hits = tmp_cache.hits
     S3 = affinity_for_pool(s, small_teaching_set, pool, cache=tmp_cache)
     assert tmp_cache.hits == hits + 1 and np.array_equal(S3, S)
+
+
+def test_text_encodings_are_memoised_per_weights(random_tiny_backbone):
+    """Backbone.encode_texts encodes each distinct text once per set of weights, shares that with a
+    backbone of identical weights, and never serves stale embeddings after an in-place update."""
+    import copy
+
+    import torch
+
+    from neural.backbone import backbone_from_model
+
+    bb = random_tiny_backbone
+    texts = ["a red circle", "a blue star on the left", "a red circle", "a tiny green square"]
+    n0 = bb.n_text_encodes
+    a = bb.encode_texts(texts)
+    assert bb.n_text_encodes - n0 == 3 and torch.equal(a[0], a[2])
+    b = bb.encode_texts(texts[::-1])
+    assert bb.n_text_encodes - n0 == 3 and torch.equal(b, a.flip(0))
+    twin = backbone_from_model(copy.deepcopy(bb.model), bb.preprocess, bb.tokenizer, name="twin",
+                               arch=bb.arch, device="cpu", show_progress=False)
+    assert twin.weights_id == bb.weights_id
+    assert torch.equal(twin.encode_texts(texts), a) and twin.n_text_encodes == 0   # shared table
+    with torch.no_grad():
+        twin.model.text_projection.mul_(2.0).add_(0.01)   # in-place update: the twin's weights changed
+    c = twin.encode_texts(texts)
+    assert twin.n_text_encodes == 3 and not torch.allclose(c, a)
+    assert torch.equal(bb.encode_texts(texts), a)   # the original's table is untouched
