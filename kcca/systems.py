@@ -172,7 +172,10 @@ def _image_entry(image_kernels: dict, kind: str, corpus, train_ids, seed, cache,
     if key not in image_kernels:
         ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
                          **(image_kwargs or {}))
-        ik.fit(corpus, list(train_ids))
+        # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
+        peers = [e["kernel"] for k, e in image_kernels.items()
+                 if k[0] == "image" and e["train_ids"] == tuple(train_ids)]
+        ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
         image_kernels[key] = {"kernel": ik, "train_ids": tuple(train_ids), "feature_grams": {},
                               "views": {}, "combined": {}}
     entry = image_kernels[key]

@@ -164,3 +164,19 @@ def test_teaching_set_colour_words(small_teaching_set):
     assert same.mean() > 5 * diff.mean()
     auc = (same[:, None] > diff[None, :]).mean()
     assert auc > 0.9, auc
+
+
+def test_histogram_kernel_shares_the_pyramid_kernels_words(tmp_cache):
+    """Two kinds over the same corpus, descriptors and codebooks reuse one set of visual words in memory;
+    the Grams equal those of an independently fitted kernel; different codebooks are never shared."""
+    corpus = synthetic_corpus(8)
+    tr = corpus.split("train")
+    pyr = make_kernel(tmp_cache).fit(corpus, tr)
+    hist = make_kernel(tmp_cache, kind="histogram").fit(corpus, tr, share_words_with=pyr)
+    alone = make_kernel(None, kind="histogram").fit(corpus, tr)
+    assert hist._words is pyr._words
+    test = corpus.split("test")
+    for f, K in hist.feature_grams(test, tr).items():
+        np.testing.assert_array_equal(K, alone.feature_grams(test, tr)[f])
+    other = make_kernel(tmp_cache, kind="histogram", seed=5).fit(corpus, tr, share_words_with=pyr)
+    assert other._words is not pyr._words

@@ -212,9 +212,13 @@ class ImageKernel:
                 bar.close()
         return out
 
-    def fit(self, corpus, train_ids: Sequence[str]) -> "ImageKernel":
+    def fit(self, corpus, train_ids: Sequence[str], share_words_with: "ImageKernel | None" = None) -> "ImageKernel":
         """Fit the codebooks on descriptors of (a seeded sample of) ``train_ids`` and compute the
         training images' words.
+
+        ``share_words_with``: another fitted kernel (e.g. the histogram kernel next to the pyramid one)
+        whose in-memory visual words are reused when they are provably the same — same corpus,
+        descriptor parameters, features and codebooks — instead of being read back from the cache.
 
         Up to ``codebook_images`` training images are drawn with ``seed``; from each, up to
         ``samples_per_image[f]`` descriptors per feature are sampled (per-image seeds, so the result does
@@ -269,6 +273,12 @@ class ImageKernel:
                 self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
         self.codebooks_ = {f: books[f] for f in self.features}
         self._digests = None
+        other = share_words_with
+        if (other is not None and other is not self and getattr(other, "codebooks_", None) is not None
+                and other.corpus_ is corpus and tuple(other.features) == tuple(self.features)
+                and other._base_key() == self._base_key()
+                and other._codebook_digests() == self._codebook_digests()):
+            self._words = other._words   # the same words keys: shared, not copied
         self._ensure_words(train_ids)
         return self
 
