@@ -8,7 +8,8 @@ docs/teaching_set.md, "TRI5SEM vs TRI5 on annotation".
 
 Runs the required systems once (module-scoped fixture) on ``make_teaching_set()`` (2000 images, seed 0)
 with cheap fixed settings: ``powers=(2,)``, ``diag_factors=(1.0,)``, ``pd_kappas=(1.0,)``,
-``kcca_kwargs={"dtype": "float32"}``, the Hodosh pools of ``hodosh_pool(corpus, split, seed=0)``; image
+``kcca_kwargs={"dtype": "float32", "jitter": "auto"}`` (the main job's default), the Hodosh pools of
+``hodosh_pool(corpus, split, seed=0)``; image
 and text kernels shared across systems and cached under a temporary directory.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ def results(tmp_path_factory):
     for name in SYSTEMS:
         run = run_system(name, ts, seed=0, cache=cache, image_kernels=ik, text_kernels=tk, pools=pools,
                          pd_kappas=(1.0,), powers=(2,), diag_factors=(1.0,),
-                         kcca_kwargs={"dtype": "float32"})
+                         kcca_kwargs={"dtype": "float32", "jitter": "auto"})
         out[name] = evaluate_pool(run.test_matrices, pools["test"])
     out["_n"] = pools["test"].n_images
     return out
