@@ -262,10 +262,21 @@ class BRIDGE:
         self.psi: MappingModule | None = None
         self.mlp: nn.Module | None = None
         self.bank_texts: list[str] = []
-        self.bank_emb: np.ndarray | None = None
+        self._bank_emb: np.ndarray | None = None
         self.bank_tags: list = []
         self.log: list = []
         self._init_modules()
+
+    @property
+    def bank_emb(self) -> np.ndarray | None:
+        """CLIP embeddings of the caption bank (the training captions), encoded on first access."""
+        if self._bank_emb is None and self.bank_texts:
+            self._bank_emb = self.clip.encode_texts(self.bank_texts).numpy()
+        return self._bank_emb
+
+    @bank_emb.setter
+    def bank_emb(self, value) -> None:
+        self._bank_emb = None if value is None else np.asarray(value, np.float32)
 
     # ------------------------------------------------------------------ modules
     def _init_modules(self) -> None:
@@ -406,7 +417,7 @@ class BRIDGE:
             raise ValueError(f"BRIDGE.fit: split {split!r} of {corpus.name!r} has no captions")
         self.bank_texts = [c.text for c in caps]
         self.bank_tags = [c.pos for c in caps]
-        self.bank_emb = self.clip.encode_texts(self.bank_texts).numpy()
+        self._bank_emb = None   # encoded on first use (a run served from the caches never needs it)
         source = self.resolve_source(corpus, captions_file, template_source)
         self.template_source = source
         key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
