@@ -549,18 +549,21 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         from neural.specs import specificity_on_corpus
 
         t = time.perf_counter()
-        sr = {}
-        for k, v in scorers.items():
-            if k not in names:
-                continue
-            ident = v.cache_identity() if hasattr(v, "cache_identity") else None
-            key = {"what": "specificity", "scorer": ident, "corpus": corpus.name,
-                   "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": args.seed}
-            compute = (lambda k=k, v=v: {kk: np.asarray(float(x)) for kk, x in specificity_on_corpus(
-                {k: v}, corpus, "test", max_images=100, seed=args.seed)[k].items()
-                if kk in ("SR_pos", "SR_neg")})
-            got = compute() if ident is None else cache.get_or_compute("specificity", key, compute)
-            sr[k] = {kk: float(np.asarray(x)) for kk, x in got.items()}
+        # cached per scorer (under its identity); the scorers not in the cache are computed in one call,
+        # which builds the detail units and loads the images once for all of them
+        keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
+                    "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": args.seed}
+                if hasattr(v, "cache_identity") else None
+                for k, v in scorers.items() if k in names}
+        sr = {k: hit for k, key in keys.items()
+              if key is not None and (hit := cache.load("specificity", key)) is not None}
+        missing = {k: scorers[k] for k in keys if k not in sr}
+        if missing:
+            fresh = specificity_on_corpus(missing, corpus, "test", max_images=100, seed=args.seed)
+            for k in missing:
+                sr[k] = {m: np.asarray(float(fresh[k][m])) for m in ("SR_pos", "SR_neg")}
+                if keys[k] is not None:
+                    cache.store("specificity", keys[k], sr[k])
         specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
                        for k, v in sr.items()}
         timings["specificity"] = time.perf_counter() - t

@@ -591,8 +591,7 @@ class KCCA:
         if self.n_components is not None and int(self.n_components) < 1:
             raise ValueError(f"n_components must be ≥ 1 or None, got {self.n_components!r}")
         if isinstance(self.jitter, str):
-            if self.jitter != "auto":
-                raise ValueError(f"jitter must be a number in [0, 1) or 'auto', got {self.jitter!r}")
+            _relative_floor(self.jitter, 1, np.float64)   # raises for anything but "auto"
         elif not (0 <= self.jitter < 1):
             raise ValueError(f"jitter must be in [0, 1) or 'auto', got {self.jitter!r}")
         if not self.eta >= 0:

@@ -253,19 +253,6 @@ def _pool_digest(pool) -> str:
                     *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
 
 
-def _plain(v):
-    """JSON-friendly form of a keyword value (for cache keys)."""
-    if isinstance(v, Mapping):
-        return {str(k): _plain(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.integer, np.floating)):
-        return v.item()
-    if isinstance(v, (str, int, float, bool)) or v is None:
-        return v
-    return repr(v)
-
-
 def _json_default(o):
     if isinstance(o, (np.integer, np.floating)):
         return o.item()
@@ -472,8 +459,9 @@ def run_system(
         return _run_to_arrays(res, grid, p, d, score)
 
     # The whole (p, d) search + (n, κ) selection + Borda ensembles is cached on disk (namespace
-    # "kcca_runs") under everything that determines it; a hit rebuilds the fitted models only on demand
-    # (SystemRun.models, e.g. for pair_scorer).
+    # "kcca_runs") under everything that determines it (DiskCache canonicalises the key); a hit rebuilds
+    # the fitted models only on demand (SystemRun.models, e.g. for pair_scorer).  A hit also returns
+    # the selection timings recorded when the entry was computed (config["selection"]["timings"]).
     key = None
     if cache is not None and getattr(cache, "enabled", False):
         key = {"what": "kcca-system-run", "version": _RUN_CACHE_VERSION, "system": cfg.as_dict(),
@@ -481,8 +469,8 @@ def run_system(
                "train": _digest(train_ids), "pools": {s: _pool_digest(pools[s]) for s in ("dev", "test")},
                "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
                "powers": ps, "diags": ds, "pd_kappas": [float(k) for k in search_kappas], "top": int(top),
-               "criteria": list(criteria), "kcca": {k: _plain(v) for k, v in sorted(kk.items())},
-               "image_kwargs": _plain(dict(image_kwargs or {})), "text_kwargs": _plain(dict(text_kwargs or {})),
+               "criteria": list(criteria), "kcca": kk, "image_kwargs": dict(image_kwargs or {}),
+               "text_kwargs": dict(text_kwargs or {}),
                "skip_missing_images": bool(skip_missing_images)}
     arrays = search_and_select() if key is None else cache.get_or_compute("kcca_runs", key, search_and_select)
     res, grid, p, d, score = _run_from_arrays(arrays)
@@ -494,7 +482,7 @@ def run_system(
               "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
               "selection": res.summary()}
     return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
-                     config=config, timings=timings, selection=res, grid=grid, models=final_models if isinstance(final_models, _LazyModels) else dict(final_models))
+                     config=config, timings=timings, selection=res, grid=grid, models=final_models)
 
 
 # ------------------------------------------------------------------------------ pair scorer

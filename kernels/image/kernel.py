@@ -260,7 +260,9 @@ class ImageKernel:
             # codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL)
             from threadpoolctl import threadpool_limits
 
-            fit_one = lambda f: fit_codebook(Xs[f], self.n_words[f], seed=self.seed)  # noqa: E731
+            def fit_one(f):
+                return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
+
             with threadpool_limits(limits=1):
                 if self.n_jobs > 1 and len(missing) > 1:
                     with ThreadPoolExecutor(max_workers=min(self.n_jobs, len(missing))) as pool:
