@@ -44,12 +44,13 @@ def test_api_shapes_and_on_demand_extraction(tmp_cache):
     corpus = synthetic_corpus()
     ik = make_kernel(tmp_cache).fit(corpus, corpus.split("train"))
     tr, te = list(corpus.split("train")), list(corpus.split("test"))
-    assert ik.n_extracted_ == 2 * len(tr)  # codebook sample + words of the training images
+    # the codebook images' descriptors are kept and reused for their words: each image extracted once
+    assert ik.n_extracted_ == len(tr)
     K = ik.gram(tr)
     assert K.shape == (7, 7) and K.dtype == np.float32 and np.array_equal(K, K.T)
     np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-5)
     Kt = ik.gram(te, tr)                     # test images extracted on demand
-    assert Kt.shape == (3, 7) and ik.n_extracted_ == 2 * len(tr) + len(te)
+    assert Kt.shape == (3, 7) and ik.n_extracted_ == len(tr) + len(te)
     Fg = ik.feature_grams(te, tr)
     assert set(Fg) == {"color", "texture", "sift"}
     np.testing.assert_allclose(Kt, ((Fg["color"] + Fg["texture"] + Fg["sift"]) / 3) ** 2, rtol=1e-5)
@@ -180,3 +181,22 @@ def test_histogram_kernel_shares_the_pyramid_kernels_words(tmp_cache):
         np.testing.assert_array_equal(K, alone.feature_grams(test, tr)[f])
     other = make_kernel(tmp_cache, kind="histogram", seed=5).fit(corpus, tr, share_words_with=pyr)
     assert other._words is not pyr._words
+
+
+def test_codebook_descriptor_reuse_gives_the_same_words(tmp_path, monkeypatch):
+    """Reusing the codebook images' descriptors for their words (ImageKernel.fit) changes nothing but
+    the number of extractions: same words, same Gram as with the memo disabled."""
+    import kernels.image.kernel as kmod
+    from corpora.cache import DiskCache
+
+    corpus = synthetic_corpus()
+    tr = list(corpus.split("train"))
+    a = make_kernel(DiskCache(tmp_path / "a")).fit(corpus, tr)
+    monkeypatch.setattr(kmod, "DESCRIPTOR_MEMO_BYTES", 0)
+    b = make_kernel(DiskCache(tmp_path / "b")).fit(corpus, tr)
+    assert a.n_extracted_ == len(tr) and b.n_extracted_ == 2 * len(tr)
+    assert not a._desc_memo and not b._desc_memo          # nothing held after fit
+    for i in tr:
+        for f in a.features:
+            assert np.array_equal(a._words[i][f][0], b._words[i][f][0]) and a._words[i][f][1] == b._words[i][f][1]
+    np.testing.assert_array_equal(a.gram(tr), b.gram(tr))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -33,6 +34,10 @@ from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 log = logging.getLogger(__name__)
 
 KINDS = ("pyramid", "histogram")
+#: Memory (bytes) that :meth:`ImageKernel.fit` may spend keeping the full descriptors of the codebook
+#: images, so that computing their visual words right after k-means does not extract them again.
+DESCRIPTOR_MEMO_BYTES = 512 * 2**20
+
 #: Descriptors sampled per codebook image (before the per-feature cap).
 DEFAULT_SAMPLES_PER_IMAGE = {"color": 256, "texture": 256, "sift": 128}
 
@@ -138,6 +143,7 @@ class ImageKernel:
         self.train_ids_: tuple[str, ...] = ()
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
+        self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
 
     # ------------------------------------------------------------------ keys
     def _base_key(self) -> dict:
@@ -231,6 +237,7 @@ class ImageKernel:
         self.corpus_ = corpus
         self.train_ids_ = train_ids
         self._words = {}
+        self._desc_memo: dict[str, dict] = {}
         books: dict[str, np.ndarray] = {}
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
@@ -246,10 +253,22 @@ class ImageKernel:
                                                                       replace=False)))
             seeds = rng.integers(0, 2**63 - 1, size=len(pick))
 
+            # The codebook images' full descriptors are kept (up to DESCRIPTOR_MEMO_BYTES) when every
+            # feature is being fitted, and reused by _ensure_words below instead of re-extracting them:
+            # extraction is deterministic, so the words are identical either way.
+            keep = set(missing) == set(self.features)
+            lock, used = threading.Lock(), [0]
+
             def sample(args):
                 image_id, s = args
                 desc = extract_descriptors(self._load(image_id), self.descriptor_params, missing)
                 r = np.random.default_rng(int(s))
+                if keep:
+                    nbytes = sum(d.nbytes for d, _ in desc.values())
+                    with lock:
+                        if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
+                            used[0] += nbytes
+                            self._desc_memo[image_id] = desc
                 return {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in missing}
 
             samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
@@ -281,7 +300,10 @@ class ImageKernel:
                 and other._base_key() == self._base_key()
                 and other._codebook_digests() == self._codebook_digests()):
             self._words = other._words   # the same words keys: shared, not copied
-        self._ensure_words(train_ids)
+        try:
+            self._ensure_words(train_ids)
+        finally:
+            self._desc_memo = {}
         return self
 
     def _compact(self, words: np.ndarray) -> np.ndarray:
@@ -305,8 +327,14 @@ class ImageKernel:
         if not todo:
             return
 
+        reused = [0]
+
         def work(image_id):
-            desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+            desc = self._desc_memo.pop(image_id, None)
+            if desc is None:
+                desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+            else:
+                reused[0] += 1
             words = {f: (quantise(d, self.codebooks_[f]), shape) for f, (d, shape) in desc.items()}
             arrays = {}
             for f, (w, shape) in words.items():
@@ -317,7 +345,7 @@ class ImageKernel:
 
         for image_id, words in self._map(work, todo, "image features"):
             self._words[image_id] = words
-        self.n_extracted_ += len(todo)
+        self.n_extracted_ += len(todo) - reused[0]
 
     # ------------------------------------------------------------------ histograms
     def pyramid_histograms(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
