@@ -196,14 +196,18 @@ def _ext_sentences(tk, path) -> list[list[str]]:
                     f"D_ext needs an external corpus: pass external_corpus=<plain-text file> or install "
                     f"NLTK's Brown corpus ({e})") from None
             token_of: dict = {}   # (word, tag) -> token or None: each word type is processed once
+            lemma_of: dict = {}   # (lower-cased word, WordNet POS) -> token or None: lemmatised once
 
             def token(w, t):
                 w = w.lower()
                 if not _is_word(w) or w in stop:
                     return None
-                l = lem(w, _WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
-                l = tk.pre.token_map.get(l, l)
-                return None if l in stop else l
+                k = (w, _WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
+                if k not in lemma_of:
+                    l = lem(*k)
+                    l = tk.pre.token_map.get(l, l)
+                    lemma_of[k] = None if l in stop else l
+                return lemma_of[k]
 
             for s in brown_tagged_sents():
                 toks = []
