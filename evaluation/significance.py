@@ -97,6 +97,13 @@ _STATS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+#: The reassignments depend only on (seed, n, n_resamples, chunk), so the last set drawn is kept and
+#: reused by the next test with the same settings (``compare`` runs one test per system and metric with
+#: one seed): identical p-values, one draw.  Only sets of at most this many cells (bools) are kept.
+_SWAP_MEMO_CELLS = 16_000_000
+_SWAP_MEMO: dict = {}
+
+
 def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_resamples: int = 100_000,
                               seed: int = 0, chunk: int | None = None) -> TestResult:
     """Fisher's paired randomisation test of ``statistic(x) − statistic(y)`` (two-sided).
@@ -134,10 +141,20 @@ def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_res
     rng = np.random.default_rng(seed)
     count = 0
     bits = np.arange(n, dtype=np.int64)
-    for lo in range(0, total, chunk):
+    memo = None
+    if not exact and total * n <= _SWAP_MEMO_CELLS:
+        memo_key = (seed, n, total, chunk)
+        memo = _SWAP_MEMO.get(memo_key)
+        if memo is None:
+            memo = [rng.random((min(total, lo + chunk) - lo, n)) < 0.5 for lo in range(0, total, chunk)]
+            _SWAP_MEMO.clear()
+            _SWAP_MEMO[memo_key] = memo
+    for c, lo in enumerate(range(0, total, chunk)):
         hi = min(total, lo + chunk)
         if exact:
             swap = ((np.arange(lo, hi, dtype=np.int64)[:, None] >> bits[None, :]) & 1).astype(bool)
+        elif memo is not None:
+            swap = memo[c]
         else:
             swap = rng.random((hi - lo, n)) < 0.5
         if statistic == "mean" or f is _STATS["mean"]:

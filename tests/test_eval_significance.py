@@ -138,3 +138,18 @@ def test_ranking_agreement_table7():
     swapped = dict(median, s3=12.0, s4=8.0)
     out = ranking_agreement(r_at_1, swapped, higher_is_better_b=False)
     assert out["kendall"] == pytest.approx(stats.kendalltau([10, 20, 30, 25], [-40, -20, -12, -8]).statistic)
+
+
+def test_randomisation_reuses_reassignments_without_changing_p_values(monkeypatch):
+    """The kept reassignments (same seed, n, n_resamples) give exactly the p-values of a fresh draw."""
+    import evaluation.significance as sig
+
+    rng = np.random.default_rng(7)
+    pairs = [(rng.normal(size=40), rng.normal(size=40) + d) for d in (0.0, 0.3, 0.6)]
+    with_memo = [sig.paired_randomization_test(x, y, st, n_resamples=3000, seed=5).pvalue
+                 for x, y in pairs for st in ("mean", "median")]
+    assert sig._SWAP_MEMO                                    # a set was kept and reused
+    monkeypatch.setattr(sig, "_SWAP_MEMO_CELLS", 0)         # no memo: every test draws afresh
+    fresh = [sig.paired_randomization_test(x, y, st, n_resamples=3000, seed=5).pvalue
+             for x, y in pairs for st in ("mean", "median")]
+    assert with_memo == fresh
