@@ -81,6 +81,29 @@ class RefPACScore(PACScore):
 
 
 # ---------------------------------------------------------------------------- training data
+class LazySequence(Sequence):
+    """A read-only sequence of ``n`` items made by ``make(k)`` on first access (then kept), so that
+    generated tuples whose fine-tuned weights are already cached are never generated."""
+
+    def __init__(self, n: int, make):
+        self._n, self._make, self._memo = int(n), make, {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._n))]
+        k = int(k)
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError(f"index {k} out of range for {self._n} items")
+        if k not in self._memo:
+            self._memo[k] = self._make(k)
+        return self._memo[k]
+
+
 @dataclass
 class PositiveTuples:
     """Tuples ``(v, t, v', t')``: real image, real caption, generated image, generated caption.
@@ -117,20 +140,22 @@ def teaching_tuples(corpus, split: str = "train", *, seed: int = 0, captions_per
                         "supply generated images and captions with load_tuples()")
     ids = list(corpus.split(split))[: max_images or None]
     rng = np.random.default_rng(seed)
-    images, texts, gimages, gtexts, cids = [], [], [], [], []
+    rows, texts, cids = [], [], []   # rows: (image id, caption id, k)
     for i in ids:
         caps = corpus.captions_of(i)
         pick = rng.choice(len(caps), size=min(captions_per_image, len(caps)), replace=False)
         for k, j in enumerate(sorted(pick)):
             c = caps[int(j)]
-            images.append(corpus.load_image(i))
+            rows.append((i, c.id, k))
             texts.append(c.text)
-            gimages.append(corpus.rerender(i, seed + k))
-            gtexts.append(corpus.paraphrase(c.id, seed).text)
             cids.append(c.id)
     ident = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "seed": seed,
              "caption_ids": cids, "generator": "teaching rerender/paraphrase"}
-    return PositiveTuples(images, texts, gimages, gtexts, identity=ident)
+    # images, re-rendered images and paraphrases are made on first use (a cached fine-tune needs none)
+    n = len(rows)
+    return PositiveTuples(LazySequence(n, lambda r: corpus.load_image(rows[r][0])), texts,
+                          LazySequence(n, lambda r: corpus.rerender(rows[r][0], seed + rows[r][2])),
+                          LazySequence(n, lambda r: corpus.paraphrase(rows[r][1], seed).text), identity=ident)
 
 
 def load_tuples(path: str | Path, image_root: str | Path | None = None) -> PositiveTuples:
@@ -326,7 +351,7 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         data = {}
         for split, tup in (("train", train), ("val", val)):
             data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
-                           "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(tup.gen_texts)}
+                           "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(list(tup.gen_texts))}
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         gen = torch.Generator().manual_seed(cfg.seed)
