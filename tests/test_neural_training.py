@@ -91,6 +91,19 @@ def test_pacs_loss_matches_hand_computation():
     assert abs(parts["L_VT"] - float(l_it + l_ti)) < 1e-6
 
 
+def test_teaching_tuples_are_generated_on_first_use(teaching):
+    tup = teaching_tuples(teaching, "dev", seed=3, max_images=6)
+    assert len(tup) == 6 and not tup.gen_images._memo and not tup.gen_texts._memo   # nothing made yet
+    ids = list(teaching.split("dev"))[:6]
+    cid = tup.identity["caption_ids"]
+    assert np.array_equal(tup.gen_images[-1], teaching.rerender(ids[-1], 3))
+    assert tup.gen_texts[2] == teaching.paraphrase(cid[2], 3).text
+    assert np.array_equal(tup.images[1], teaching.load_image(ids[1]))
+    assert [len(x) for x in (tup.images[1:4], list(tup.gen_texts))] == [3, 6]
+    with pytest.raises(IndexError):
+        tup.images[6]
+
+
 def test_pacs_finetuning_lowers_loss_and_moves_only_trainable_params(tiny, teaching, cache_dir):
     from corpora.cache import DiskCache
 
