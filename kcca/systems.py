@@ -536,7 +536,8 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
     to a corpus caption reuses that caption's lemma/POS, any other text is lemmatised with NLTK.  Kernel
     rows are computed once per distinct image / text and kept for later calls (in the ``image_kernels``
     / ``text_kernels`` entries, so scorers of other systems over the same kernels reuse them); each call
-    projects the distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used.
+    projects the distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used;
+    the model itself is fitted (or taken from ``run.models``) on the first call.
 
     Raises
     ------
@@ -557,7 +558,6 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
                          "re-run it with kcca.systems.run_system")
     best = run.selection.table.best("annotation", criterion)
     kappa, n = float(best["kappa"]), int(best["n"])
-    model = run.models[kappa]
     p, d = int(run.config["image_power"]), float(run.config["text_diag"])
     ikey, tkey = ("image", cfg.image_kind), ("text", cfg.text)
     if ikey not in image_kernels:
@@ -568,9 +568,22 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
                          f"run_system for {run.name!r}")
     ie, te = image_kernels[ikey], text_kernels[tkey]
     train_ids = list(ie["train_ids"])
-    if te["train_ids"] != ie["train_ids"] or len(train_ids) != model.n_train_:
-        raise ValueError(f"pair_scorer: the kernel dicts describe a training set of {len(train_ids)} images, "
-                         f"the {run.name!r} model was trained on {model.n_train_}")
+    fitted: list = []
+
+    def model_of_run():
+        # fitted on the first call, not here: a run served from the cache keeps no models, and a caller
+        # whose pair scores are cached (keyed by score_fn.model) never needs one
+        if not fitted:
+            m = run.models[kappa]
+            if len(train_ids) != m.n_train_:
+                raise ValueError(f"pair_scorer: the kernel dicts describe a training set of {len(train_ids)} "
+                                 f"images, the {run.name!r} model was trained on {m.n_train_}")
+            fitted.append(m)
+        return fitted[0]
+
+    if te["train_ids"] != ie["train_ids"]:
+        raise ValueError(f"pair_scorer: the image and text kernel dicts of {run.name!r} describe different "
+                         "training sets")
     # kernel rows shared by every scorer over the same kernels (image rows before the power p: per feature)
     feature_rows: dict[str, dict[str, np.ndarray]] = ie.setdefault("pair_feature_rows", {})
     text_rows: dict[str, np.ndarray] = te.setdefault("pair_rows", {})
@@ -608,6 +621,7 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
             look = caption_lookup()
             K = te["kernel"].gram_queries([_query_caption(t, look) for t in new_txt])
             text_rows.update(zip(new_txt, K))
+        model = model_of_run()
         P = model.transform_x(np.stack([image_rows[i] for i in u_img]), n).astype(np.float64)
         Q = model.transform_y(np.stack([text_rows[t] for t in u_txt]), n).astype(np.float64)
         P /= np.maximum(np.linalg.norm(P, axis=1), 1e-30)[:, None]   # zero vectors → affinity 0

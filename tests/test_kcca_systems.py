@@ -103,6 +103,7 @@ def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set,
     assert first.config == second.config and first.grid == second.grid
     f1 = pair_scorer(first, corpus, image_kernels=ik1, text_kernels=tk1)
     f2 = pair_scorer(second, corpus, image_kernels=ik2, text_kernels=tk2)
+    assert not second.models._done and f1.model == f2.model     # making a scorer fits nothing
     ids = list(pools["test"].image_ids[:4])
     caps = [c.text for c in pools["test"].captions[:4]]
     np.testing.assert_allclose(f1(ids, caps), f2(ids, caps), atol=1e-6)
