@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
                         "openai tag)")
     s.add_argument("--clip-steps", type=int, default=None, metavar="N",
-                   help="training steps of the tiny CLIP (default 56, 40 with --quick; ~25 s on 2 cores)")
+                   help="training steps of the tiny CLIP (default 56, 40 with --quick; ~15 s on 2 cores)")
     s.add_argument("--pacs-positives", default=None, metavar="FILE",
                    help="PAC-S fine-tuning tuples for real data: a JSON file of generated positives "
                         "(see docs/neural.md); default: none (on the teaching set the generator "

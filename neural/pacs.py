@@ -52,7 +52,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neural.backbone import Backbone, _progress, backbone_from_model
+from neural.backbone import Backbone, _progress, adamw, backbone_from_model
 from neural.base import PROMPT
 from neural.checkpoints import state_dict_sha256
 from neural.clipscore import CLIPScore
@@ -353,7 +353,7 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
             data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
                            "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(list(tup.gen_texts))}
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         gen = torch.Generator().manual_seed(cfg.seed)
         B = cfg.batch_size
         val_batches = [torch.arange(s, min(s + B, len(val))) for s in range(0, len(val), B)]

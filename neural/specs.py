@@ -39,6 +39,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from neural.backbone import adamw
 from neural.lclip import _bar, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
 
 __all__ = [
@@ -282,7 +283,7 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
     dev = next(model.parameters()).device
     X = bb.preprocess_images([corpus.load_image(ids[i]) for i in multi]).to(dev)
     model.train()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+    opt = adamw([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                             weight_decay=cfg.weight_decay)
     B = min(cfg.batch_size, len(multi))
     rows = []

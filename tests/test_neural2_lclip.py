@@ -57,7 +57,7 @@ def test_weight_multiplexing_shares_one_tensor(teacher):
     # is the sum of both uses
     calls = []
     h = vt.blocks[0].in_proj.register_forward_hook(lambda *a: calls.append(1))
-    x = torch.randn(2, 3, 64, 64)
+    x = torch.randn(2, 3, *teacher.model.visual.image_size)
     s.encode_image(x).sum().backward()
     h.remove()
     assert len(calls) == 2
@@ -74,7 +74,7 @@ def test_weight_multiplexing_shares_one_tensor(teacher):
 def test_identity_mixing_single_repeat_reproduces_teacher(teacher):
     m = teacher.model
     s = MultiplexedCLIP(m, vision_shared=4, vision_repeats=1, text_shared=3, text_repeats=1, embed_rank=128)
-    x = torch.randn(2, 3, 64, 64)
+    x = torch.randn(2, 3, *teacher.model.visual.image_size)
     tok = teacher.tokenize(["a red circle left of a blue square", "two dogs"])
     with torch.no_grad():
         assert torch.allclose(s.encode_image(x), m.encode_image(x), atol=1e-4)

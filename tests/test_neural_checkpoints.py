@@ -67,7 +67,7 @@ def test_openai_torchscript_archive_and_extra_keys(tiny, probe, tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(_outputs(tiny, probe), _outputs(bb, probe)))
     # OpenAI state dicts carry non-parameter entries, which are dropped
     sd = dict(tiny.model.state_dict())
-    sd.update(input_resolution=torch.tensor(64), context_length=torch.tensor(32), vocab_size=torch.tensor(49408))
+    sd.update(input_resolution=torch.tensor(48), context_length=torch.tensor(32), vocab_size=torch.tensor(49408))
     q = save_state_dict(sd, tmp_path / "openai_sd.pt", "state_dict")
     bb2 = load_backbone("itr-tiny-clip", q, device="cpu", show_progress=False)
     assert torch.equal(_outputs(tiny, probe)[1], _outputs(bb2, probe)[1])

@@ -131,3 +131,30 @@ def test_pacs_finetuning_lowers_loss_and_moves_only_trainable_params(tiny, teach
                        show_progress=False)
     h = es.training["history"]
     assert es.training["best_epoch"] == int(np.argmin([x["val_loss"] for x in h]))
+
+
+def test_adamw_helper_matches_the_reference_update():
+    """neural.backbone.adamw (fused / multi-tensor kernels) follows the same AdamW rule as torch's
+    single-tensor loop, with parameter groups and weight decay."""
+    from neural.backbone import adamw
+
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 3))
+    b = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 3))
+    b.load_state_dict(a.state_dict())
+
+    def groups(m):
+        return [{"params": [m[0].weight, m[1].weight], "weight_decay": 0.1},
+                {"params": [m[1].bias], "weight_decay": 0.0}]
+
+    oa = torch.optim.AdamW(groups(a), lr=1e-2, betas=(0.9, 0.98), eps=1e-6, foreach=False)
+    ob = adamw(groups(b), lr=1e-2, betas=(0.9, 0.98), eps=1e-6)
+    assert ob.defaults.get("fused") or ob.defaults.get("foreach")
+    x = torch.randint(0, 50, (16,))
+    for _ in range(5):
+        for m, o in ((a, oa), (b, ob)):
+            o.zero_grad()
+            m(x).pow(2).mean().backward()
+            o.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
