@@ -158,3 +158,26 @@ def test_adamw_helper_matches_the_reference_update():
             o.step()
     for pa, pb in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
+
+
+def test_text_encoding_cut_at_end_of_text_equals_full_context(tiny, teaching):
+    """encode_texts sorts texts by length and cuts each batch after its last end-of-text token: exact
+    under the causal mask (same features as the full-context forward), also for a stretched context."""
+    import torch.nn.functional as F
+
+    from neural.specs import stretch_backbone
+
+    texts = [c.text for i in list(teaching.split("test"))[:12] for c in teaching.captions_of(i)[:2]]
+    texts += ["a", "a red circle", " ".join(["a red circle left of a blue square"] * 6)]   # short / truncated
+    import neural.backbone as nb
+
+    for bb in (tiny, stretch_backbone(tiny, 80, 8, precision="fp32")):
+        nb._SHARED_TEXT_MEMO.clear()                       # encode afresh, through the cut path
+        bb.__dict__.pop("_text_memo", None)
+        got = bb.encode_texts(texts, batch_size=5)
+        tok = bb.tokenize(texts)
+        assert int(tok.argmax(1).max()) + 1 <= tok.shape[1]
+        with torch.no_grad():
+            ref = F.normalize(bb.model.encode_text(tok).float(), dim=-1)
+        torch.testing.assert_close(got, ref, rtol=0, atol=2e-5)
+    assert tiny._text_trim() is not None
