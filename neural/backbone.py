@@ -202,36 +202,11 @@ class Backbone:
         f = self.model.encode_image(x)
         return F.normalize(f.float(), dim=-1).cpu()
 
-    def _text_trim(self):
-        """``(token_embedding, encode_from_embeddings)`` when trailing padding can be cut exactly, else
-        ``None``: a causal text tower pooled at the end-of-text token (``argmax`` pooling, as CLIP), where
-        no output at or before that token depends on later positions."""
-        cached = self.__dict__.get("_trim_parts")
-        if cached is not None and cached[0] == id(self.model):
-            return cached[1]
-        parts = None
-        try:
-            from neural.bridge import encode_text_from_embeddings
-            from neural.lclip import text_tower_parts
-
-            tok_emb, pos, _, _, _, mask, pool, _ = text_tower_parts(self.model)
-            if mask is not None and pool == "argmax" and pos is not None:
-                parts = (tok_emb, encode_text_from_embeddings)
-        except (AttributeError, NotImplementedError, TypeError):
-            parts = None
-        self.__dict__["_trim_parts"] = (id(self.model), parts)
-        return parts
-
     def _encode_text_batch(self, tokens: torch.Tensor) -> torch.Tensor:
-        tokens = tokens.to(self.device)
-        parts = self._text_trim()
-        L = int(tokens.argmax(dim=1).max().item()) + 1 if parts is not None and len(tokens) else tokens.shape[1]
-        if L < tokens.shape[1]:
-            # only up to the batch's last end-of-text token (encode_texts batches texts of similar length)
-            t = tokens[:, :L]
-            f = parts[1](self.model, parts[0](t), t)
-        else:
-            f = self.model.encode_text(tokens)
+        from neural.bridge import encode_text_to_eot
+
+        # cut after the batch's last end-of-text token where exact (encode_texts batches by length)
+        f = encode_text_to_eot(self.model, tokens.to(self.device))
         return F.normalize(f.float(), dim=-1).cpu()
 
     def encode_images(self, images: Sequence[np.ndarray], batch_size: int = 64) -> torch.Tensor:

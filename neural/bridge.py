@@ -80,6 +80,22 @@ def encode_text_from_embeddings(model: nn.Module, x: torch.Tensor, tokens: torch
     return _project(_pool_text(h, tokens, pool, eos), proj)
 
 
+def encode_text_to_eot(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """``model.encode_text(tokens)`` (projected, un-normalised), computed only up to the batch's last
+    end-of-text token when that is exact: a causal text tower pooled at the end-of-text token
+    (``argmax`` pooling, as CLIP), where no output at or before that token depends on later positions.
+    Any other tower runs the full context."""
+    try:
+        tok_emb, _, _, _, _, mask, pool, _ = text_tower_parts(model)
+    except (AttributeError, NotImplementedError):
+        return model.encode_text(tokens)
+    L = int(tokens.argmax(dim=1).max().item()) + 1 if len(tokens) else tokens.shape[1]
+    if mask is None or pool != "argmax" or L >= tokens.shape[1]:
+        return model.encode_text(tokens)
+    t = tokens[:, :L]
+    return encode_text_from_embeddings(model, tok_emb(t), t)
+
+
 def _token_embedding(model: nn.Module) -> nn.Module:
     return text_tower_parts(model)[0]
 

@@ -213,13 +213,10 @@ class SPECSConfig:
 
 def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """Normalised text features, computing only up to the longest end-of-text position (exact under the
-    causal mask)."""
-    from neural.bridge import encode_text_from_embeddings
+    causal mask; :func:`neural.bridge.encode_text_to_eot`)."""
+    from neural.bridge import encode_text_to_eot
 
-    L = int(tokens.argmax(dim=1).max().item()) + 1
-    t = tokens[:, :L]
-    emb = text_tower_parts(model)[0](t)
-    return F.normalize(encode_text_from_embeddings(model, emb, t).float(), dim=-1)
+    return F.normalize(encode_text_to_eot(model, tokens).float(), dim=-1)
 
 
 def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | None = None, *, cache=None,

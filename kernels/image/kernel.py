@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -237,7 +237,7 @@ class ImageKernel:
         self.corpus_ = corpus
         self.train_ids_ = train_ids
         self._words = {}
-        self._desc_memo: dict[str, dict] = {}
+        self._desc_memo = {}
         books: dict[str, np.ndarray] = {}
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
