@@ -4,6 +4,11 @@
 * **Ranking pools** (Sec. 4.1.2): the dev and test pools hold N images and **one caption per image**
   (N = 1,000 for Flickr8k).  Image annotation ranks the N captions for each image, image search ranks the
   N images for each caption – :func:`hodosh_pool`.
+* **Caption pools** (not in the paper; a variance check): :func:`caption_pools` returns one pool per
+  caption index, pool ``k`` holding caption ``k`` of every image, so every caption of the split is a
+  query exactly once across the pools.  One pool of 300 captions moves R-precision by several points
+  depending on which caption each image contributes; the mean over the caption pools shows whether a
+  difference between two systems is more than that draw (``benchmarks/quality_bar.py``).
 
   - If the corpus fixes the pool (``corpus.fixed_pools[split]``; Flickr8k test = the 1,000 caption ids
     judged in CrowdFlowerAnnotations.txt) that pool is used.
@@ -48,7 +53,7 @@ from corpora.base import (
     RankingPool,
 )
 
-__all__ = ["hodosh_pool", "train_items", "TrainItems", "relevance_stats", "select_caption_index",
+__all__ = ["hodosh_pool", "caption_pools", "train_items", "TrainItems", "relevance_stats", "select_caption_index",
            "skipped_images", "available_images", "N_MISSING_SHOWN"]
 
 #: How many missing paths the MissingImagesError message lists.
@@ -158,6 +163,50 @@ def hodosh_pool(corpus: Corpus, split: str, *, seed: int = 0, skip_missing_image
         relevance=corpus.judge_relevance(images, caption_ids),
     )
     return _attach_skipped(pool, skipped)
+
+
+def caption_pools(corpus: Corpus, split: str, *, n_pools: int | None = None, skip_missing_images: bool = False,
+                  require_images: bool = False) -> tuple[RankingPool, ...]:
+    """One Hodosh-style pool per caption index: pool ``k`` holds caption ``k mod n_i`` of every image ``i``.
+
+    Parameters
+    ----------
+    corpus, split, skip_missing_images, require_images
+        As for :func:`hodosh_pool` (``corpus.fixed_pools`` is ignored: every caption is used).
+    n_pools : int or None
+        Number of pools (default: the largest number of captions of an image in the split, 5 for
+        Flickr8k and the teaching set).
+
+    Returns
+    -------
+    tuple of RankingPool
+        Pool ``k`` has ``image_ids`` in split order, ``caption_ids[j]`` = caption ``k mod n_j`` of image
+        ``j``, ``gold_caption = gold_image = arange(N)`` and ``relevance`` from ``corpus.judge_relevance``.
+        With ``n_pools`` equal to the number of captions per image every caption is a query exactly once.
+    """
+    images, skipped = available_images(corpus, corpus.split(split), split=split,
+                                       skip_missing_images=skip_missing_images,
+                                       require_images=require_images)
+    caps_of = []
+    for im in images:
+        caps = corpus.captions_of(im)
+        if not caps:
+            raise CorpusError(f"image {im} of split {split!r} has no captions")
+        caps_of.append(caps)
+    if n_pools is None:
+        n_pools = max((len(c) for c in caps_of), default=0)
+    if n_pools < 1:
+        raise ValueError(f"caption_pools: n_pools={n_pools} (split {split!r} has no captions?)")
+    n = len(images)
+    pools = []
+    for k in range(int(n_pools)):
+        chosen = tuple(c[k % len(c)] for c in caps_of)
+        cids = tuple(c.id for c in chosen)
+        pool = RankingPool(split=split, image_ids=tuple(images), caption_ids=cids, captions=chosen,
+                           gold_caption=np.arange(n, dtype=np.int64), gold_image=np.arange(n, dtype=np.int64),
+                           relevance=corpus.judge_relevance(images, cids))
+        pools.append(_attach_skipped(pool, skipped))
+    return tuple(pools)
 
 
 class TrainItems(NamedTuple):

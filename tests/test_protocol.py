@@ -11,6 +11,7 @@ from corpora.base import Caption, Corpus, CorpusError, CrowdJudgment, MissingIma
 from corpora.flickr8k import load_flickr8k
 from corpora.images import PathImageLoader
 from corpora.protocol import (
+    caption_pools,
     hodosh_pool,
     relevance_stats,
     select_caption_index,
@@ -93,6 +94,27 @@ def test_fixed_pool_must_have_one_caption_per_image():
     c = make_corpus(fixed=[caption_id(im, 0) for im in ids] + ["img00.jpg#0"])
     with pytest.raises(CorpusError, match="outside the split"):
         hodosh_pool(c, "test")
+
+
+def test_caption_pools_use_every_caption_once():
+    ids = [f"img{i:02d}.jpg" for i in range(9, 12)]
+    crowd = [CrowdJudgment(ids[0], caption_id(ids[1], 2), 1.0, 3, 0)]
+    fixed = [caption_id(im, 0) for im in ids]
+    c = make_corpus(crowd=crowd, fixed=fixed)
+    c.captions[ids[2]] = c.captions[ids[2]][:3]          # an image with fewer captions wraps around
+    pools = caption_pools(c, "test")
+    assert len(pools) == 5
+    for k, p in enumerate(pools):                         # the fixed pool is ignored: caption k of each
+        assert p.caption_ids == (caption_id(ids[0], k), caption_id(ids[1], k), caption_id(ids[2], k % 3))
+        np.testing.assert_array_equal(p.gold_caption, np.arange(3))
+        np.testing.assert_array_equal(p.gold_image, np.arange(3))
+        np.testing.assert_array_equal(p.relevance, c.judge_relevance(p.image_ids, p.caption_ids))
+        assert p.relevance[0, 1] == (k == 2)              # the crowd judged caption 2 of image 1 for image 0
+    allcaps = [cid for p in pools[:3] for cid in p.caption_ids]
+    assert len(set(allcaps)) == 9
+    assert [p.caption_ids for p in caption_pools(c, "test", n_pools=2)] == [p.caption_ids for p in pools[:2]]
+    with pytest.raises(ValueError, match="n_pools"):
+        caption_pools(c, "test", n_pools=0)
 
 
 def test_train_items_all_captions():

@@ -1,9 +1,11 @@
 """Quality bar on the default teaching set (issue 6, §5): the paper's orderings must show.
 
 Known gap (issue 6 stays open): TRI5SEM ≥ TRI5 holds for image search but not for annotation
-(−1.0 R-precision point on seed 0; −3.8 / −2.4 on teaching-set seeds 1 / 2), so only the search half of
-that ordering is asserted.  The measured cause (mainly the √idf weights hurting the subsequence kernel
-on the teaching set) and the generator / external-corpus variants tried without success are in
+(−1.1 R-precision points on the fixed pool of seed 0, −3.9 on average over the five caption pools;
+−3.8 / −2.4 on teaching-set seeds 1 / 2), so only the search half of that ordering is asserted.  TRI5SEM
+differs from TRI5 in two ways, measured apart (``benchmarks/quality_bar.py``): the lexical similarities
+help (TRI5SEM ≥ TRI5^√idf on both tasks, asserted below), the √idf word weights hurt the subsequence
+kernel on the teaching set by about 6 points on both tasks.  Details and the variants tried in
 docs/teaching_set.md, "TRI5SEM vs TRI5 on annotation".
 
 Runs the required systems once (module-scoped fixture) on ``make_teaching_set()`` (2000 images, seed 0)
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "BoW5^Histo", "TRI5^Histo", "TRI5SEM")
+SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "BoW5^Histo", "TRI5^Histo", "TRI5SEM", "TRI5^sqrtidf")
 KCCA = SYSTEMS[1:]
 
 
@@ -62,6 +64,15 @@ def test_paper_ordering(results, task):
 def test_lexical_similarity_helps_search(results):
     rp = {n: _m(results, n, "search", "R-precision") for n in ("TRI5SEM", "TRI5")}
     assert rp["TRI5SEM"] >= rp["TRI5"], rp
+
+
+@pytest.mark.parametrize("task", ["annotation", "search"])
+def test_lexical_similarities_help_at_equal_word_weights(results, task):
+    """TRI5SEM = TRI5^√idf + the lexical similarities A, D_ext+ic: the similarities alone must help.
+
+    Measured (benchmarks/quality_bar.py, seed 0): +6.8 / +9.7 R-precision points on the fixed pool,
+    +2.1 / +5.4 on average over the five caption pools."""
+    assert _m(results, "TRI5SEM", task, "R-precision") >= _m(results, "TRI5^sqrtidf", task, "R-precision")
 
 
 @pytest.mark.parametrize("task", ["annotation", "search"])

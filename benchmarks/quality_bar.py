@@ -1,0 +1,112 @@
+"""The quality bar of issue 6 (§5) measured on the fixed test pool *and* on every caption of the test split.
+
+Usage::
+
+    python benchmarks/quality_bar.py                  # default teaching set (seed 0), ~2 min on 2 cores
+    python benchmarks/quality_bar.py --seed 1 --json  # another teaching set; one JSON object on stdout
+
+Runs the quality-bar systems of ``tests/test_quality_bar.py`` (same settings: ``powers=(2,)``,
+``diag_factors=(1.0,)``, ``pd_kappas=(1.0,)``, float32 KCCA, dev pool ``hodosh_pool(ts, "dev", seed=0)``)
+plus two systems that split TRI5SEM's change against TRI5 into its parts: ``TRI5^sqrtidf`` (the √idf word
+weights alone) and ``TRI5_{A,D_ext+ic}`` (the lexical similarities alone).  Each trained system is scored on
+
+* the **fixed pool** (``hodosh_pool(ts, "test")``: one seeded caption per image, the protocol of the
+  paper and of the test), and
+* the five **caption pools** (:func:`corpora.protocol.caption_pools`: pool k = caption k of every test
+  image, so each of the 1,500 test captions is a query once).
+
+It prints R-precision (%) per system, then every ordering ``a ≥ b`` as the difference on the fixed pool,
+the mean difference over the caption pools and the per-pool differences.  A difference whose sign
+changes across the caption pools is within the noise of *which caption* each image contributes, whatever
+the fixed pool says.  JSON keys: ``seed``, ``systems`` (name -> ``{"fixed": {task: R-prec},
+"pools": [{task: R-prec}, ...], "mean": {task: R-prec}}``), ``orderings`` (list of ``{"task", "a", "b",
+"fixed", "mean", "pools", "paper"}``; ``paper`` is true for the ten orderings the issue requires),
+``wall_s``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TASKS = ("annotation", "search")
+SYSTEMS = ("BoW1", "BoW5", "TRI5", "TRI5SEM", "BoW5^Histo", "TRI5^Histo", "TRI5^sqrtidf", "TRI5_A,D_ext+ic")
+#: (a, b, required by the issue): a ≥ b on R-precision for both tasks
+ORDERINGS = (("TRI5SEM", "TRI5", True), ("TRI5", "BoW5", True), ("BoW5", "BoW1", True),
+             ("BoW5", "BoW5^Histo", True), ("TRI5", "TRI5^Histo", True),
+             ("TRI5SEM", "TRI5^sqrtidf", False), ("TRI5_A,D_ext+ic", "TRI5", False), ("TRI5^sqrtidf", "TRI5", False))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0, help="teaching-set seed (default 0: the default set)")
+    ap.add_argument("--cache", default=None,
+                    help="cache directory for kernels and KCCA runs (default: a temporary directory)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    args = ap.parse_args(argv)
+
+    from corpora.cache import DiskCache
+    from corpora.protocol import caption_pools, hodosh_pool
+    from corpora.teaching import make_teaching_set
+    from evaluation.ranking import evaluate_pool
+    from kcca.systems import run_system
+
+    t0 = time.perf_counter()
+    tmp = None
+    if args.cache is None:
+        tmp = tempfile.TemporaryDirectory(prefix="itr_quality_bar_")
+    cache = DiskCache(args.cache or tmp.name)
+    ts = make_teaching_set(seed=args.seed)
+    dev = hodosh_pool(ts, "dev", seed=0)
+    tests = [hodosh_pool(ts, "test", seed=0), *caption_pools(ts, "test")]
+    ik, tk = {}, {}
+    rp = {name: [] for name in SYSTEMS}
+    for name in SYSTEMS:
+        for pool in tests:   # the model is trained once; later pools reuse the cached decompositions
+            run = run_system(name, ts, seed=0, cache=cache, image_kernels=ik, text_kernels=tk,
+                             pools={"dev": dev, "test": pool}, pd_kappas=(1.0,), powers=(2,), diag_factors=(1.0,),
+                             kcca_kwargs={"dtype": "float32", "jitter": "auto"})
+            ev = evaluate_pool(run.test_matrices, pool)
+            rp[name].append({t: float(ev[t].metrics["R-precision"]) for t in TASKS})
+        if not args.json:
+            print(f"  {name:<16} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    out = {"seed": args.seed, "systems": {}, "orderings": []}
+    for name, vals in rp.items():
+        out["systems"][name] = {"fixed": vals[0], "pools": vals[1:],
+                                "mean": {t: float(np.mean([v[t] for v in vals[1:]])) for t in TASKS}}
+    for a, b, paper in ORDERINGS:
+        for t in TASKS:
+            d = [x[t] - y[t] for x, y in zip(rp[a], rp[b])]
+            out["orderings"].append({"task": t, "a": a, "b": b, "paper": paper, "fixed": d[0],
+                                     "mean": float(np.mean(d[1:])), "pools": d[1:]})
+    out["wall_s"] = time.perf_counter() - t0
+    if tmp is not None:
+        tmp.cleanup()
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return out
+    print(f"\nR-precision (%) on the teaching set (seed {args.seed}): fixed pool | mean ± sd over the 5 caption pools")
+    print(f"{'system':<16} {'annotation':>24} {'search':>24}")
+    for name, s in out["systems"].items():
+        cells = [f"{s['fixed'][t]:5.1f} | {s['mean'][t]:5.1f} ± {np.std([p[t] for p in s['pools']]):3.1f}" for t in TASKS]
+        print(f"{name:<16} {cells[0]:>24} {cells[1]:>24}")
+    print("\nOrderings a >= b: difference on the fixed pool | mean over the caption pools [per pool]"
+          "  (* = required by the issue)")
+    for o in out["orderings"]:
+        flag = "" if o["fixed"] >= 0 and o["mean"] >= 0 else "   <- fails" + (" (fixed)" if o["fixed"] < 0 else "") + \
+            (" (mean)" if o["mean"] < 0 else "")
+        print(f"{'*' if o['paper'] else ' '} {o['task']:<10} {o['a']:>15} >= {o['b']:<15} {o['fixed']:+5.1f} | "
+              f"{o['mean']:+5.1f} [{' '.join(f'{x:+.1f}' for x in o['pools'])}]{flag}")
+    print(f"\nwall time {out['wall_s']:.0f} s")
+    return out
+
+
+if __name__ == "__main__":
+    main()
