@@ -103,6 +103,23 @@ def skipped_images(pool: RankingPool) -> tuple[ImageId, ...]:
     return tuple(getattr(pool, "skipped_image_ids", ()))
 
 
+def _one_caption_pool(corpus: Corpus, split: str, images: Sequence[ImageId], chosen: Sequence[Caption],
+                      skipped: tuple[ImageId, ...]) -> RankingPool:
+    """The pool of ``images`` with ``chosen[j]`` the caption of ``images[j]`` (gold = diagonal)."""
+    caption_ids = tuple(c.id for c in chosen)
+    n = len(images)
+    pool = RankingPool(
+        split=split,
+        image_ids=tuple(images),
+        caption_ids=caption_ids,
+        captions=tuple(chosen),
+        gold_caption=np.arange(n, dtype=np.int64),
+        gold_image=np.arange(n, dtype=np.int64),
+        relevance=corpus.judge_relevance(images, caption_ids),
+    )
+    return _attach_skipped(pool, skipped)
+
+
 def hodosh_pool(corpus: Corpus, split: str, *, seed: int = 0, skip_missing_images: bool = False,
                 require_images: bool = False) -> RankingPool:
     """The ranking pool of ``split`` under the Hodosh protocol (Sec. 4.1.2): N images, one caption each.
@@ -151,18 +168,7 @@ def hodosh_pool(corpus: Corpus, split: str, *, seed: int = 0, skip_missing_image
             if not caps:
                 raise CorpusError(f"image {im} of split {split!r} has no captions")
             chosen.append(caps[select_caption_index(im, len(caps), seed)])
-    caption_ids = tuple(c.id for c in chosen)
-    n = len(images)
-    pool = RankingPool(
-        split=split,
-        image_ids=tuple(images),
-        caption_ids=caption_ids,
-        captions=tuple(chosen),
-        gold_caption=np.arange(n, dtype=np.int64),
-        gold_image=np.arange(n, dtype=np.int64),
-        relevance=corpus.judge_relevance(images, caption_ids),
-    )
-    return _attach_skipped(pool, skipped)
+    return _one_caption_pool(corpus, split, images, chosen, skipped)
 
 
 def caption_pools(corpus: Corpus, split: str, *, n_pools: int | None = None, skip_missing_images: bool = False,
@@ -184,29 +190,14 @@ def caption_pools(corpus: Corpus, split: str, *, n_pools: int | None = None, ski
         ``j``, ``gold_caption = gold_image = arange(N)`` and ``relevance`` from ``corpus.judge_relevance``.
         With ``n_pools`` equal to the number of captions per image every caption is a query exactly once.
     """
-    images, skipped = available_images(corpus, corpus.split(split), split=split,
-                                       skip_missing_images=skip_missing_images,
-                                       require_images=require_images)
-    caps_of = []
-    for im in images:
-        caps = corpus.captions_of(im)
-        if not caps:
-            raise CorpusError(f"image {im} of split {split!r} has no captions")
-        caps_of.append(caps)
+    images, caps_of, skipped = train_items(corpus, split=split, skip_missing_images=skip_missing_images,
+                                           require_images=require_images)
     if n_pools is None:
         n_pools = max((len(c) for c in caps_of), default=0)
     if n_pools < 1:
         raise ValueError(f"caption_pools: n_pools={n_pools} (split {split!r} has no captions?)")
-    n = len(images)
-    pools = []
-    for k in range(int(n_pools)):
-        chosen = tuple(c[k % len(c)] for c in caps_of)
-        cids = tuple(c.id for c in chosen)
-        pool = RankingPool(split=split, image_ids=tuple(images), caption_ids=cids, captions=chosen,
-                           gold_caption=np.arange(n, dtype=np.int64), gold_image=np.arange(n, dtype=np.int64),
-                           relevance=corpus.judge_relevance(images, cids))
-        pools.append(_attach_skipped(pool, skipped))
-    return tuple(pools)
+    return tuple(_one_caption_pool(corpus, split, images, [c[k % len(c)] for c in caps_of], skipped)
+                 for k in range(int(n_pools)))
 
 
 class TrainItems(NamedTuple):
@@ -228,7 +219,7 @@ class TrainItems(NamedTuple):
 
 def train_items(corpus: Corpus, *, split: str = "train", skip_missing_images: bool = False,
                 require_images: bool = False) -> TrainItems:
-    """The training images of ``split`` with all their captions (Sec. 4.1: 6,000 images × 5 captions).
+    """The images of ``split`` with all their captions (Sec. 4.1: 6,000 training images × 5 captions).
 
     Returns a :class:`TrainItems` ``(image_ids, captions, skipped_image_ids)``; unpacks as
     ``ids, caps, skipped = train_items(corpus)``.
@@ -240,7 +231,7 @@ def train_items(corpus: Corpus, *, split: str = "train", skip_missing_images: bo
     for im in images:
         c = corpus.captions_of(im)
         if not c:
-            raise CorpusError(f"training image {im} of split {split!r} has no captions")
+            raise CorpusError(f"image {im} of split {split!r} has no captions")
         caps.append(c)
     return TrainItems(tuple(images), caps, skipped)
 
