@@ -83,14 +83,15 @@ def word_statistics(docs, item_of, min_count: int = 5) -> dict:
     if n != len(item_of):
         raise ValueError(f"word_statistics: {n} documents but {len(item_of)} item indices")
     V = 1 + max((int(d.max()) for d in docs if len(d)), default=-1)
-    rows = np.repeat(np.arange(n), [len(np.unique(d)) for d in docs])
-    cols = np.concatenate([np.unique(d) for d in docs]) if n else np.zeros(0, np.int64)
+    present = [np.unique(np.asarray(d, np.int64)) for d in docs]   # each word once per caption
+    rows = np.repeat(np.arange(n), [len(u) for u in present])
+    cols = np.concatenate(present) if n else np.zeros(0, np.int64)
     n_items = int(item_of.max()) + 1 if n else 0
     per_item = np.bincount(item_of, minlength=n_items)
     # captions of each item containing each word, then, over captions s containing w:
     # num[w] = Σ (n_w(item(s)) − 1), den[w] = Σ (n(item(s)) − 1)
     pair = item_of[rows] * V + cols
-    uniq, inv, cnt = np.unique(pair, return_inverse=True, return_counts=True)
+    _, inv, cnt = np.unique(pair, return_inverse=True, return_counts=True)
     nw = cnt[inv]
     num = np.bincount(cols, weights=nw - 1, minlength=V)
     den = np.bincount(cols, weights=per_item[item_of[rows]] - 1, minlength=V)
