@@ -30,7 +30,8 @@ the captions; most of the teaching set's from words in over 10 %).
 test), caption 0 of every image is a query and the image's captions 1..4 form its item; each query ranks
 all items by the text kernel (fitted on the items, so IDF comes from them).  Printed for BoW5 and for the
 TRI kernel at maximum subsequence length 1, 2 and 3, each without and with √idf: R@1, R@10, mean
-reciprocal rank (ties count half) and median rank of the query's own image.  The difference
+reciprocal rank and median rank of the query's own image, ranked by :func:`evaluation.ranking.evaluate`
+(the toolkit's evaluator, pessimistic ties).  The difference
 "√idf − none" per kernel is the text-side effect of the weights, apart from any image features.
 
 JSON keys: ``corpus``, ``seed``, ``n_words``, ``evidence_idf_corr``, ``mean_consistency``, ``bands``
@@ -135,17 +136,11 @@ def heldout_items(corpus, image_ids):
     return [corpus.captions_of(im)[0] for im in ims], items
 
 
-def own_image_ranks(scores: np.ndarray) -> np.ndarray:
-    """Rank (1 = best, ties count half) of the diagonal entry in every row of a square score matrix."""
-    s = np.asarray(scores, np.float64)
-    own = np.diag(s)[:, None]
-    return 1.0 + (s > own).sum(1) + 0.5 * ((s == own).sum(1) - 1)
-
-
 def text_only_retrieval(corpus, image_ids, kernels=RETRIEVAL_KERNELS, progress: bool = True) -> dict:
     """Own-image retrieval by the text kernels alone (module docstring); kernel label -> metrics."""
     from tqdm.auto import tqdm
 
+    from evaluation.ranking import evaluate
     from kernels.text import TextKernel
 
     queries, items = heldout_items(corpus, image_ids)
@@ -153,9 +148,9 @@ def text_only_retrieval(corpus, image_ids, kernels=RETRIEVAL_KERNELS, progress: 
     out = {}
     for label, base, kw in tqdm(kernels, desc="text-only retrieval", disable=not progress):
         tk = TextKernel.from_name(base, show_progress=False, **kw).fit(items, ims)
-        r = own_image_ranks(tk.gram_queries(queries))
-        out[label] = {"R@1": float(np.mean(r <= 1)), "R@10": float(np.mean(r <= 10)),
-                      "MRR": float(np.mean(1.0 / r)), "median_rank": float(np.median(r))}
+        res = evaluate(tk.gram_queries(queries), gold=np.arange(len(ims)), ks=(1, 10))
+        out[label] = {"R@1": res["R@1"] / 100, "R@10": res["R@10"] / 100,
+                      "MRR": float(np.mean(1.0 / res.ranks)), "median_rank": res["median_rank"]}
     return out
 
 

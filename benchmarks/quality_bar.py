@@ -59,10 +59,10 @@ def main(argv=None) -> dict:
     from kcca.systems import run_system
 
     t0 = time.perf_counter()
-    tmp = None
-    if args.cache is None:
-        tmp = tempfile.TemporaryDirectory(prefix="itr_quality_bar_")
-    cache = DiskCache(args.cache or tmp.name)
+    if args.cache is None:   # removed on any exit, interrupted runs included
+        with tempfile.TemporaryDirectory(prefix="itr_quality_bar_") as tmp:
+            return main([*(argv if argv is not None else sys.argv[1:]), "--cache", tmp])
+    cache = DiskCache(args.cache)
     ts = make_teaching_set(seed=args.seed)
     dev = hodosh_pool(ts, "dev", seed=0)
     tests = [hodosh_pool(ts, "test", seed=0), *caption_pools(ts, "test")]
@@ -87,8 +87,6 @@ def main(argv=None) -> dict:
             out["orderings"].append({"task": t, "a": a, "b": b, "paper": paper, "fixed": d[0],
                                      "mean": float(np.mean(d[1:])), "pools": d[1:]})
     out["wall_s"] = time.perf_counter() - t0
-    if tmp is not None:
-        tmp.cleanup()
     if args.json:
         print(json.dumps(out, indent=1))
         return out

@@ -47,11 +47,6 @@ def test_consistency_and_evidence_by_hand(idfs):
         idfs.word_statistics(docs, item_of[:-1])
 
 
-def test_own_image_ranks_count_ties_half(idfs):
-    s = np.array([[3.0, 1.0, 3.0], [5.0, 2.0, 0.0], [1.0, 1.0, 1.0]])
-    assert idfs.own_image_ranks(s).tolist() == [1.5, 2.0, 2.0]
-
-
 def test_text_only_retrieval_on_a_small_teaching_set(idfs, small_teaching_set):
     ts = small_teaching_set
     ims = ts.split("train")
