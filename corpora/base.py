@@ -227,6 +227,39 @@ class Corpus:
     def missing_images(self, image_ids: Sequence[ImageId]) -> list[ImageId]:
         return [i for i in image_ids if not self.has_image(i)]
 
+    def image_signature(self, image_id: ImageId) -> str:
+        """What one image's pixels are made from, for the cache keys of image features.
+
+        Image features (visual words, CLIP image embeddings) must not depend on the captions or the
+        splits, so their cache keys use this instead of :attr:`fingerprint`.  For an image file: its
+        name, size and modification time (``file:<name>:<bytes>:<mtime_ns>``; replacing or editing the
+        file changes it, moving it with ``mv`` / ``cp -p`` does not).  A missing file gives
+        ``missing:<name>``.  An image made in memory by ``image_loader`` (no path) falls back to the
+        corpus name and fingerprint plus the id; generated corpora that know what their images are
+        rendered from override ``_image_source`` (:class:`corpora.teaching.TeachingSet`).  Memoised
+        per corpus object.
+        """
+        memo = self.__dict__.setdefault("_image_signatures", {})
+        sig = memo.get(image_id)
+        if sig is None:
+            sig = memo[image_id] = self._image_source(image_id)
+        return sig
+
+    def _image_source(self, image_id: ImageId) -> str:
+        """Unmemoised :meth:`image_signature` (subclasses that render their images override this)."""
+        path = self.image_path(image_id)
+        if path is None:
+            return f"corpus:{self.name}:{self.fingerprint}:{image_id}"
+        try:
+            st = Path(path).stat()
+        except OSError:
+            return f"missing:{Path(path).name}"
+        return f"file:{Path(path).name}:{st.st_size}:{st.st_mtime_ns}"
+
+    def images_fingerprint(self, image_ids: Iterable[ImageId]) -> str:
+        """Hash of the :meth:`image_signature` of ``image_ids`` (in order) and the ids themselves."""
+        return _fingerprint(f"{i}\t{self.image_signature(i)}" for i in image_ids)
+
     # ------------------------------------------------------------------ relevance
     def judge_relevance(
         self, image_ids: Sequence[ImageId], caption_ids: Sequence[CaptionId]

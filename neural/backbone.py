@@ -309,7 +309,8 @@ class Backbone:
 
         The cache (``corpora.cache.DiskCache``, namespace ``"neural_image_features"``) is keyed by the
         model identity (:meth:`cache_identity`: architecture, weights hash, precision, preprocessing),
-        the corpus name and fingerprint, and the image ids.  To keep the number of (atomically written,
+        the image ids and their signatures (:meth:`corpora.base.Corpus.image_signature`: what the pixels
+        are made from, not the captions).  To keep the number of (atomically written,
         fsync'ed) files small, ids are stored in chunks of ``chunk`` consecutive requested ids; a rerun
         with the same ids reads every chunk and encodes nothing.
         """
@@ -328,8 +329,8 @@ class Backbone:
         parts = []
         for s in range(0, len(ids), chunk):
             sub = ids[s:s + chunk]
-            key = {"what": "clip-image-features", "model": ident, "corpus": corpus.name,
-                   "fingerprint": corpus.fingerprint, "image_ids": sub}
+            key = {"what": "clip-image-features", "keys": 2, "model": ident, "image_ids": sub,
+                   "images": corpus.images_fingerprint(sub)}
             arr = cache.get_or_compute(
                 "neural_image_features", key,
                 lambda sub=sub: {"features": self.encode_images(

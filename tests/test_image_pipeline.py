@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from corpora.base import Corpus
+from corpora.base import Caption, Corpus
 from corpora.cache import DiskCache
 from kernels.image import ImageKernel
 
@@ -102,6 +102,60 @@ def test_cache_reuse_without_recomputation(tmp_cache, monkeypatch):
     # a different parameter is a different key: it must recompute (and here, fail loudly)
     with pytest.raises(AssertionError, match="recomputed"):
         make_kernel(tmp_cache, seed=1).fit(corpus, tr)
+
+
+def _file_corpus(folder, captions: str) -> Corpus:
+    """The synthetic images as PNG files in ``folder`` (written once), with captions ``captions``."""
+    import cv2
+
+    base = synthetic_corpus()
+    paths = {}
+    for im in base.image_ids:
+        paths[im] = folder / f"{im}.png"
+        if not paths[im].exists():
+            assert cv2.imwrite(str(paths[im]), base.load_image(im)[:, :, ::-1])
+    caps = {im: (Caption(id=f"{im}#0", image_id=im, index=0, text=f"{captions} {im}"),) for im in base.image_ids}
+
+    def load(image_id):
+        return cv2.imread(str(paths[image_id]), cv2.IMREAD_COLOR)[:, :, ::-1].copy()
+
+    return Corpus(name="files", image_ids=base.image_ids, captions=caps, splits=base.splits,
+                  image_loader=load, image_paths=paths)
+
+
+def test_image_cache_keyed_by_the_pixels_not_the_captions(tmp_path, tmp_cache):
+    """Editing captions keeps cached image features valid; replacing one image file recomputes that
+    image only (its words and the Grams it enters), nothing else."""
+    folder = tmp_path / "images"
+    folder.mkdir()
+    a = _file_corpus(folder, "a dog")
+    tr, te = a.split("train"), a.split("test")
+    ik = make_kernel(tmp_cache).fit(a, tr)
+    K_a = ik.gram(te, tr)
+    assert ik.n_extracted_ == len(tr) + len(te)
+    b = _file_corpus(folder, "two cats")                      # other captions: other corpus fingerprint
+    assert b.fingerprint != a.fingerprint and b.images_fingerprint(tr) == a.images_fingerprint(tr)
+    ik_b = make_kernel(tmp_cache).fit(b, tr)
+    assert np.array_equal(ik_b.gram(te, tr), K_a) and ik_b.n_extracted_ == 0
+    # replace one test image (new pixels, new modification time): only it is extracted again
+    import cv2
+
+    target = folder / f"{te[0]}.png"
+    img = cv2.imread(str(target))
+    cv2.imwrite(str(target), 255 - img)
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    c = _file_corpus(folder, "two cats")
+    assert c.image_signature(te[0]) != b.image_signature(te[0])
+    assert c.image_signature(te[1]) == b.image_signature(te[1])
+    ik_c = make_kernel(tmp_cache).fit(c, tr)
+    K_c = ik_c.gram(te, tr)
+    assert ik_c.n_extracted_ == 1
+    assert np.array_equal(K_c[1:], K_a[1:]) and not np.array_equal(K_c[0], K_a[0])
+    # a missing file has its own signature (never a stale hit)
+    d = _file_corpus(folder, "x")
+    target.unlink()
+    assert d.image_signature(te[0]) == f"missing:{target.name}"
 
 
 def test_interrupted_write_leaves_no_valid_entry_and_corruption_recomputes(tmp_path, monkeypatch):

@@ -190,6 +190,25 @@ def test_affinity_for_pool_caches_image_features(small_teaching_set, tiny_random
     assert tmp_cache.hits == hits + 1 and np.array_equal(S3, S)
 
 
+def test_image_feature_cache_is_keyed_by_the_pixels_not_the_captions(tiny_random, tmp_cache):
+    """``encode_corpus_images`` caches by image signature: a caption-only change re-encodes nothing, a
+    re-rendered scene (other pixels) is encoded again."""
+    from corpora.teaching import make_teaching_set
+
+    ts = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=5)
+    ids = list(ts.split("test"))
+    n0 = tiny_random.n_image_encodes
+    F = tiny_random.encode_corpus_images(ts, ids, cache=tmp_cache)
+    assert tiny_random.n_image_encodes - n0 == len(ids)
+    same_images = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=5)
+    same_images.fingerprint = "captions-edited"
+    F2 = tiny_random.encode_corpus_images(same_images, ids, cache=tmp_cache)
+    assert tiny_random.n_image_encodes - n0 == len(ids) and np.array_equal(F, F2)
+    other = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=5, image_size=(128, 96))
+    tiny_random.encode_corpus_images(other, ids, cache=tmp_cache)
+    assert tiny_random.n_image_encodes - n0 == 2 * len(ids)
+
+
 def test_text_encodings_are_memoised_per_weights(random_tiny_backbone):
     """Backbone.encode_texts encodes each distinct text once per set of weights, shares that with a
     backbone of identical weights, and never serves stale embeddings after an in-place update."""

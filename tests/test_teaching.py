@@ -187,6 +187,16 @@ def test_determinism_and_seed():
     assert [x.text for im in ids for x in e.captions[im]] == [x.text for im in ids for x in a.captions[im]]
     assert e.fingerprint != a.fingerprint
     assert d.load_image(ids[0]).shape == (96, 128, 3)
+    # image signatures (image-feature cache keys): what the pixels are rendered from, not the captions
+    sig = [a.image_signature(im) for im in ids]
+    assert sig == [b.image_signature(im) for im in ids] and len(set(sig)) == len(ids)
+    assert all(x != y for x, y in zip(sig, (c.image_signature(im) for im in ids)))
+    assert all(x != y for x, y in zip(sig, (d.image_signature(im) for im in ids)))
+    assert sum(x != y for x, y in zip(sig, (e.image_signature(im) for im in ids))) >= len(ids) // 2
+    a2 = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=3)
+    a2.fingerprint = "captions-edited"     # the caption / split hash does not enter the signature
+    assert [a2.image_signature(im) for im in ids] == sig
+    assert a.images_fingerprint(ids[:5]) == a2.images_fingerprint(ids[:5]) != a.images_fingerprint(ids[1:6])
     with pytest.raises(ValueError, match="n_train"):
         make_teaching_set(n_images=10, n_train=8, n_dev=5)
 

@@ -102,6 +102,15 @@ class TeachingSet(Corpus):
         except KeyError:
             raise KeyError(f"unknown image id {image_id!r} in the teaching set") from None
 
+    def _image_source(self, image_id: ImageId) -> str:
+        """:meth:`~corpora.base.Corpus.image_signature` of a rendered image: generator / renderer version,
+        seed, the image's index (its render stream), image size and the scene.  Unlike
+        :attr:`fingerprint` it does not cover the captions, so a change to the captions alone keeps
+        cached image features valid."""
+        i = self._idx(image_id)
+        part = f"v{GENERATOR_VERSION}|seed={self.seed}|i={i}|size={tuple(self.image_size)}|{self.scenes[image_id]!r}"
+        return "scene:" + hashlib.sha256(part.encode()).hexdigest()[:16]
+
     def _load_image(self, image_id: ImageId) -> np.ndarray:
         i = self._idx(image_id)
         if not self._rendered[i]:

@@ -3,12 +3,18 @@
 Hodosh et al. (2013), Sec. 3.3, end to end, with every expensive step cached on disk
 (:class:`corpora.cache.DiskCache`, atomic + checksummed writes):
 
-* codebooks (namespace ``image_codebook``), keyed by corpus fingerprint, training ids, descriptor
-  parameters, vocabulary size, seed and sampling parameters;
-* visual words of every image (``image_words``, one entry per image), keyed by corpus fingerprint, image
-  id, descriptor parameters and the codebooks' content digests;
-* per-feature Gram matrices (``image_gram``), keyed by all of the above plus the row / column ids and
-  the kernel kind.
+* codebooks (namespace ``image_codebook``), keyed by the training ids and their image signatures,
+  descriptor parameters, vocabulary size, seed and sampling parameters;
+* visual words of every image (``image_words``, one entry per image), keyed by image id, the image's
+  signature, descriptor parameters and the codebooks' content digests;
+* per-feature Gram matrices (``image_gram``), keyed by all of the above plus the row / column ids, their
+  image signatures and the kernel kind.
+
+An image's signature (:meth:`corpora.base.Corpus.image_signature`) names what its pixels are made from:
+file name, size and modification time for an image file; scene, render stream and generator version for
+the teaching set.  The keys do not use the corpus fingerprint, which also covers captions and splits:
+editing captions or changing a split keeps every cached image feature valid (a new split still refits
+the codebooks, which are keyed by the training ids).
 
 >>> ik = ImageKernel(kind="pyramid", power=2)
 >>> ik.fit(corpus, corpus.split("train"))
@@ -34,6 +40,8 @@ from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 log = logging.getLogger(__name__)
 
 KINDS = ("pyramid", "histogram")
+#: Version of the cache-key layout (2: images named by their signatures instead of the corpus fingerprint).
+_KEY_VERSION = 2
 #: Memory (bytes) that :meth:`ImageKernel.fit` may spend keeping the full descriptors of the codebook
 #: images, so that computing their visual words right after k-means does not extract them again.
 DESCRIPTOR_MEMO_BYTES = 512 * 2**20
@@ -146,12 +154,19 @@ class ImageKernel:
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
 
     # ------------------------------------------------------------------ keys
+    # Image features depend on the pixels, not on the captions or splits: the keys name the images by
+    # their signatures (Corpus.image_signature: file name, size and mtime; the teaching set's scene and
+    # render stream), not by the corpus fingerprint.
     def _base_key(self) -> dict:
-        return {"corpus": self.corpus_.fingerprint, "descriptors": self.descriptor_params.key()}
+        return {"descriptors": self.descriptor_params.key(), "keys": _KEY_VERSION}
+
+    def _images_fp(self, ids) -> str:
+        return self.corpus_.images_fingerprint(ids)
 
     def _codebook_key(self, feature: str) -> dict:
         return {**self._base_key(), "stage": "codebook", "feature": feature,
-                "train_ids": list(self.train_ids_), "n_words": self.n_words[feature], "seed": self.seed,
+                "train_ids": list(self.train_ids_), "train_images": self._images_fp(self.train_ids_),
+                "n_words": self.n_words[feature], "seed": self.seed,
                 "codebook_images": self.codebook_images,
                 "samples_per_image": self.samples_per_image[feature],
                 "max_codebook_samples": self.max_codebook_samples, "version": 1}
@@ -163,12 +178,14 @@ class ImageKernel:
 
     def _words_key(self, image_id: str) -> dict:
         return {**self._base_key(), "stage": "words", "image": image_id,
-                "codebooks": self._codebook_digests()}
+                "pixels": self.corpus_.image_signature(image_id), "codebooks": self._codebook_digests()}
 
     def _gram_key(self, feature: str, rows, cols) -> dict:
         return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
                 "levels": self.levels, "codebook": self._codebook_digests()[feature],
-                "rows": list(rows), "cols": None if cols is None else list(cols), "version": 1}
+                "rows": list(rows), "cols": None if cols is None else list(cols),
+                "row_images": self._images_fp(rows), "col_images": None if cols is None else self._images_fp(cols),
+                "version": 1}
 
     def _check_fitted(self) -> None:
         if self.codebooks_ is None:
