@@ -82,3 +82,23 @@ def random_tiny_backbone():
     m, p, t = create_architecture("itr-tiny-clip")
     return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cpu",
                                show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def benchmark_module():
+    """``benchmark_module("quality_bar")``: a script of ``benchmarks/`` imported as a module (the folder is
+    not a package; each script is loaded once per session)."""
+    import importlib.util
+
+    folder = Path(__file__).resolve().parent.parent / "benchmarks"
+    loaded: dict = {}
+
+    def load(name: str):
+        if name not in loaded:
+            spec = importlib.util.spec_from_file_location(f"benchmark_{name}", folder / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            loaded[name] = mod
+        return loaded[name]
+
+    return load

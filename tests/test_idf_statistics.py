@@ -6,21 +6,13 @@ images; on the default teaching set neither holds.
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "idf_statistics.py"
-
 
 @pytest.fixture(scope="module")
-def idfs():
-    spec = importlib.util.spec_from_file_location("idf_statistics", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def idfs(benchmark_module):
+    return benchmark_module("idf_statistics")
 
 
 def test_consistency_and_evidence_by_hand(idfs):
