@@ -8,7 +8,7 @@ help (TRI5SEM ≥ TRI5^√idf on both tasks, asserted below), the √idf word we
 kernel on the teaching set by about 6 points on both tasks.  Details and the variants tried in
 docs/teaching_set.md, "TRI5SEM vs TRI5 on annotation", "Where the √idf penalty lives" (a long tail of
 objects gives the captions Flickr8k-like word statistics; the √idf penalty in KCCA stays) and "Training-set
-size" (fewer training images narrow the gap but put TRI5 below BoW5).
+size and image kernel power" (fewer training images or p = 3 narrow the gap but put TRI5 below BoW5).
 
 Runs the required systems once (module-scoped fixture) on ``make_teaching_set()`` (2000 images, seed 0)
 with cheap fixed settings: ``powers=(2,)``, ``diag_factors=(1.0,)``, ``pd_kappas=(1.0,)``,
