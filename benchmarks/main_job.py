@@ -1,7 +1,8 @@
 """Time the main job cold (empty cache) and warm (cached) on the built-in teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured 2026-11-21, idle: 112–119 s cold, ≈ 16 s warm; README "Runtime").
+(measured 2026-11-21, idle: 112–119 s cold, ≈ 16 s warm; on a slower day of the same machine 144.7 s cold,
+18.2 s warm; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...

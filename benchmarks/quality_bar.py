@@ -29,8 +29,6 @@ only (dev and test unchanged, so the comparison with the full split is paired). 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
 import json
 import sys
 import tempfile
@@ -50,18 +48,14 @@ ORDERINGS = (("TRI5SEM", "TRI5", True), ("TRI5", "BoW5", True), ("BoW5", "BoW1",
 
 
 def first_train(corpus, n: int | None):
-    """``corpus`` with its training split cut to its first ``n`` images (dev, test, images unchanged).
-
-    The fingerprint (text-kernel cache keys) covers the cut; image features are keyed by
-    :meth:`~corpora.base.Corpus.image_signature`, so the cached image words stay valid.
-    """
+    """``corpus`` with its training split cut to its first ``n`` images (:meth:`Corpus.with_splits`:
+    dev, test and images unchanged, the fingerprint covers the cut)."""
     train = corpus.splits["train"]
     if n is None or n == len(train):
         return corpus
     if not 1 <= n <= len(train):
         raise ValueError(f"--n-train {n}: the training split has {len(train)} images")
-    fp = hashlib.sha256(f"{corpus.fingerprint}|train[:{n}]".encode()).hexdigest()[:16]
-    return dataclasses.replace(corpus, splits={**corpus.splits, "train": train[:n]}, fingerprint=fp)
+    return corpus.with_splits(train=train[:n])
 
 
 def main(argv=None) -> dict:

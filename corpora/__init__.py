@@ -20,6 +20,6 @@ from corpora.protocol import caption_pools, hodosh_pool, relevance_stats, train_
 __all__ = [
     "CROWD_RELEVANCE_THRESHOLD", "Caption", "Corpus", "CorpusError", "CrowdJudgment", "ExpertJudgment",
     "MissingImagesError", "RankingPool", "caption_id", "split_caption_id", "DiskCache", "cache_key",
-    "default_cache_dir", "load_flickr8k", "load_captions_csv", "load_karpathy", "read_image", "hodosh_pool", "caption_pools",
-    "relevance_stats", "train_items",
+    "default_cache_dir", "load_flickr8k", "load_captions_csv", "load_karpathy", "read_image", "hodosh_pool",
+    "caption_pools", "relevance_stats", "train_items",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -185,6 +185,20 @@ class Corpus:
                 + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
                 + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
             )
+
+    def with_splits(self, **splits: Sequence[ImageId]) -> "Corpus":
+        """A copy with the named splits replaced (e.g. ``corpus.with_splits(train=ids[:700])``).
+
+        The copy's :attr:`fingerprint` is derived from this one and the new splits, so cache keys that
+        cover the splits (text kernels, KCCA runs) see the change; assigning ``corpus.splits`` directly
+        would leave the fingerprint stale.  Images and their :meth:`image_signature` are unchanged.
+        """
+        unknown = set(splits) - set(self.splits)
+        if unknown:
+            raise KeyError(f"corpus {self.name!r} has no split {sorted(unknown)} (has: {sorted(self.splits)})")
+        new = {k: tuple(v) for k, v in splits.items()}
+        fp = _fingerprint([self.fingerprint] + [f"{k}:{','.join(v)}" for k, v in sorted(new.items())])
+        return replace(self, splits={**self.splits, **new}, fingerprint=fp)
 
     # ------------------------------------------------------------------ captions
     def caption(self, cid: CaptionId) -> Caption:

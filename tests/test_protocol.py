@@ -117,6 +117,20 @@ def test_caption_pools_use_every_caption_once():
         caption_pools(c, "test", n_pools=0)
 
 
+def test_with_splits_copies_and_refingerprints():
+    c = make_corpus()
+    cut = c.with_splits(train=c.splits["train"][:4])
+    assert cut.splits["train"] == c.splits["train"][:4] and len(c.splits["train"]) == 6
+    assert cut.splits["dev"] == c.splits["dev"] and cut.splits["test"] == c.splits["test"]
+    assert cut.captions == c.captions and cut.fixed_pools == c.fixed_pools
+    assert cut.fingerprint != c.fingerprint
+    assert cut.fingerprint == c.with_splits(train=list(c.splits["train"][:4])).fingerprint
+    assert cut.fingerprint != c.with_splits(train=c.splits["train"][:5]).fingerprint
+    assert train_items(cut).image_ids == c.splits["train"][:4]
+    with pytest.raises(KeyError, match="no split"):
+        c.with_splits(val=c.splits["dev"])
+
+
 def test_train_items_all_captions():
     c = make_corpus()
     ids, caps, skipped = train_items(c)

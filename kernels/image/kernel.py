@@ -160,12 +160,9 @@ class ImageKernel:
     def _base_key(self) -> dict:
         return {"descriptors": self.descriptor_params.key(), "keys": _KEY_VERSION}
 
-    def _images_fp(self, ids) -> str:
-        return self.corpus_.images_fingerprint(ids)
-
     def _codebook_key(self, feature: str) -> dict:
         return {**self._base_key(), "stage": "codebook", "feature": feature,
-                "train_ids": list(self.train_ids_), "train_images": self._images_fp(self.train_ids_),
+                "train_ids": list(self.train_ids_), "train_images": self.corpus_.images_fingerprint(self.train_ids_),
                 "n_words": self.n_words[feature], "seed": self.seed,
                 "codebook_images": self.codebook_images,
                 "samples_per_image": self.samples_per_image[feature],
@@ -184,7 +181,8 @@ class ImageKernel:
         return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
                 "levels": self.levels, "codebook": self._codebook_digests()[feature],
                 "rows": list(rows), "cols": None if cols is None else list(cols),
-                "row_images": self._images_fp(rows), "col_images": None if cols is None else self._images_fp(cols),
+                "row_images": self.corpus_.images_fingerprint(rows),
+                "col_images": None if cols is None else self.corpus_.images_fingerprint(cols),
                 "version": 1}
 
     def _check_fitted(self) -> None:
