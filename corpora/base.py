@@ -185,13 +185,25 @@ class Corpus:
                 + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
                 + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
             )
+        self._sealed = True
+
+    #: Fields the fingerprint is computed from: fixed once the corpus is built.
+    _SEALED_FIELDS = frozenset({"image_ids", "captions", "splits"})
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in Corpus._SEALED_FIELDS and self.__dict__.get("_sealed", False):
+            raise AttributeError(
+                f"Corpus.{name} cannot be reassigned on corpus {self.name!r}: its fingerprint, and so every "
+                f"cache key built from it, covers the {name}; use corpus.with_splits(...) for new splits or "
+                f"dataclasses.replace(corpus, {name}=...) for a new corpus")
+        object.__setattr__(self, name, value)
 
     def with_splits(self, **splits: Sequence[ImageId]) -> "Corpus":
         """A copy with the named splits replaced (e.g. ``corpus.with_splits(train=ids[:700])``).
 
         The copy's :attr:`fingerprint` is derived from this one and the new splits, so cache keys that
-        cover the splits (text kernels, KCCA runs) see the change; assigning ``corpus.splits`` directly
-        would leave the fingerprint stale.  Images and their :meth:`image_signature` are unchanged.
+        cover the splits (text kernels, KCCA runs) see the change (assigning ``corpus.splits`` directly
+        is refused for that reason).  Images and their :meth:`image_signature` are unchanged.
         """
         unknown = set(splits) - set(self.splits)
         if unknown:

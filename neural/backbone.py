@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 #: Environment variable: set to ``1`` to forbid any weight download (also honoured: ``HF_HUB_OFFLINE``).
 OFFLINE_ENV = "ITR_OFFLINE"
+#: Version of the image-feature cache-key layout (2: images named by their signatures, as the image
+#: kernels' ``_KEY_VERSION``).
+_FEATURE_KEY_VERSION = 2
 
 #: Architectures defined by this toolkit (not in open_clip's registry).  ``itr-tiny-clip`` is the
 #: small CLIP trained on the teaching set (:mod:`neural.tiny_clip`).  Heads are ``width // 64`` so that
@@ -329,8 +332,8 @@ class Backbone:
         parts = []
         for s in range(0, len(ids), chunk):
             sub = ids[s:s + chunk]
-            key = {"what": "clip-image-features", "keys": 2, "model": ident, "image_ids": sub,
-                   "images": corpus.images_fingerprint(sub)}
+            key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
+                   "image_ids": sub, "images": corpus.images_fingerprint(sub)}
             arr = cache.get_or_compute(
                 "neural_image_features", key,
                 lambda sub=sub: {"features": self.encode_images(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -49,7 +50,7 @@ def test_select_caption_index_is_stable():
 
 def test_seeded_pool_choice_deterministic_and_seed_dependent():
     c = make_corpus(n_images=400)
-    c.splits = {"train": c.image_ids[:100], "dev": c.image_ids[100:], "test": ()}
+    c = c.with_splits(train=c.image_ids[:100], dev=c.image_ids[100:], test=())
     p0, p0b, p1 = hodosh_pool(c, "dev", seed=0), hodosh_pool(c, "dev", seed=0), hodosh_pool(c, "dev", seed=1)
     assert p0.caption_ids == p0b.caption_ids
     assert p0.caption_ids != p1.caption_ids
@@ -131,6 +132,18 @@ def test_with_splits_copies_and_refingerprints():
         c.with_splits(val=c.splits["dev"])
 
 
+def test_fingerprinted_fields_cannot_be_reassigned():
+    """Reassigning what the fingerprint covers would leave cache keys stale: refused, with the way out."""
+    c = make_corpus()
+    fp, splits = c.fingerprint, dict(c.splits)
+    for name, value in (("splits", {"train": c.image_ids}), ("captions", {}), ("image_ids", ())):
+        with pytest.raises(AttributeError, match=rf"Corpus\.{name} cannot be reassigned.*with_splits"):
+            setattr(c, name, value)
+    assert c.fingerprint == fp and dict(c.splits) == splits
+    c.notes = ["fields outside the fingerprint stay assignable"]
+    assert replace(c, splits={"train": c.image_ids}).splits["train"] == c.image_ids
+
+
 def test_train_items_all_captions():
     c = make_corpus()
     ids, caps, skipped = train_items(c)
@@ -165,7 +178,7 @@ def test_missing_images_policy(tmp_path):
 
 def test_skipping_keeps_choices_of_remaining_images(tmp_path):
     c = make_corpus(n_images=40, image_dir=tmp_path, present=[f"img{i:02d}.jpg" for i in range(0, 40, 2)])
-    c.splits = {"dev": c.image_ids}
+    c = c.with_splits(dev=c.image_ids)
     full = dict(zip(hodosh_pool(c, "dev", seed=3).image_ids, hodosh_pool(c, "dev", seed=3).caption_ids))
     with pytest.warns(UserWarning):
         part = hodosh_pool(c, "dev", seed=3, skip_missing_images=True)
