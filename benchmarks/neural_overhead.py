@@ -46,11 +46,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="fewer images / captions")
-    ap.add_argument("--clip-model", default="itr-tiny-clip")
-    ap.add_argument("--clip-pretrained", default=None)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clip-model", default="itr-tiny-clip",
+                    help="open_clip architecture to time (default: itr-tiny-clip, randomly initialised "
+                         "unless --clip-pretrained is given)")
+    ap.add_argument("--clip-pretrained", default=None,
+                    help="pretrained tag or weights file for --clip-model (default: none, random weights); "
+                         "an OpenAI TorchScript .pt file needs ITR_TRUST_TORCHSCRIPT=1")
+    ap.add_argument("--device", default="cpu", help="auto | cpu | cuda (default: cpu)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the best is reported (default 3)")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 

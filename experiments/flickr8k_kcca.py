@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
                         "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
+                        "an OpenAI TorchScript .pt file is loaded only with ITR_TRUST_TORCHSCRIPT=1 "
+                        "(it can run code; or convert it to .safetensors, see docs/neural.md); "
                         "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
                         "openai tag)")
     s.add_argument("--clip-steps", type=int, default=None, metavar="N",

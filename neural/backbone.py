@@ -16,6 +16,7 @@ Numbers depend on precision and library versions (Hessel et al. 2021 warn about 
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import platform
@@ -189,6 +190,18 @@ class Backbone:
         return int(s[0] if isinstance(s, (tuple, list)) else s)
 
     @property
+    def model_config_id(self) -> str:
+        """Hash of the network's structure (``repr`` of the module tree: layer types and sizes, the
+        activation — GELU or QuickGELU —, attention settings).  Two backbones with the same weights but a
+        different structure encode differently, so this enters every cache key (:meth:`cache_identity`)
+        and the shared text table.  Computed once per model object."""
+        memo = self.__dict__.get("_config_id")
+        if memo is None or memo[0] is not self.model:
+            memo = (self.model, hashlib.sha256(repr(self.model).encode()).hexdigest()[:16])
+            self.__dict__["_config_id"] = memo
+        return memo[1]
+
+    @property
     def embed_dim(self) -> int:
         proj = getattr(self.model, "text_projection", None)
         if isinstance(proj, torch.Tensor):
@@ -250,8 +263,8 @@ class Backbone:
         to this object and restarted whenever the weights change again."""
         state = self._weights_state()
         if self.weights_id and state == self.__dict__.get("_created_state"):
-            key = ("weights", self.weights_id, self.arch, self.precision, self.context_length,
-                   type(self.tokenizer).__name__)
+            key = ("weights", self.weights_id, self.arch, self.model_config_id, self.precision, str(self.device),
+                   self.context_length, type(self.tokenizer).__name__)
             table = _SHARED_TEXT_MEMO.get(key)
             if table is None or len(table) > _TEXT_MEMO_MAX:
                 if len(_SHARED_TEXT_MEMO) >= 8:
@@ -302,6 +315,7 @@ class Backbone:
             "arch": self.arch,
             "name": self.name,
             "weights": self.weights_id,
+            "config": self.model_config_id,
             "precision": self.precision,
             "preprocess": repr(self.preprocess),
         }
@@ -516,7 +530,8 @@ def _missing_weights_message(model: str, pretrained: str, why: str) -> str:
 def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "openai", *,
                   device: str | torch.device = "auto", precision: str = "fp32",
                   quick_gelu: bool | None = None, allow_download: bool | None = None,
-                  cache_dir: str | None = None, show_progress: bool = True) -> Backbone:
+                  cache_dir: str | None = None, show_progress: bool = True,
+                  trust_torchscript: bool | None = None) -> Backbone:
     """Load an open_clip CLIP backbone.
 
     Parameters
@@ -541,13 +556,18 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
         Whether a missing tagged checkpoint may be downloaded.  Default: yes unless ``$ITR_OFFLINE`` or
         ``$HF_HUB_OFFLINE`` is set.  When not allowed, missing weights raise
         :class:`~neural.checkpoints.MissingWeightsError` before open_clip touches the network.
+    trust_torchscript : bool, optional
+        Whether a weights *file* that is a TorchScript archive (an OpenAI release ``.pt``) may be loaded
+        with :func:`torch.jit.load`.  Default: from ``$ITR_TRUST_TORCHSCRIPT`` (no unless set); see
+        :mod:`neural.checkpoints`.  The file of a pretrained *tag* is trusted: open_clip downloaded it from
+        the tag's official source.
 
     Raises
     ------
     MissingWeightsError
         Weights not on disk (offline), or the download failed; the message says how to supply a file.
     UnsafeCheckpointError
-        The file would need unpickling of arbitrary objects.
+        The file would need unpickling of arbitrary objects, or is an untrusted TorchScript archive.
     WeightsError
         The weights do not fit the architecture.
     """
@@ -599,7 +619,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     state_dict = fmt = None
     weights_id = ""
     if file_path is not None:
-        state_dict, fmt = read_state_dict(file_path)
+        state_dict, fmt = read_state_dict(file_path, trust_torchscript=True if tag_cfg else trust_torchscript)
         weights_id = file_sha256(file_path)[:16]
     if quick_gelu is None:
         if tag_cfg:

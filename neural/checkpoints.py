@@ -6,11 +6,15 @@ Formats (detected from the file, not from its name):
     A ``.safetensors`` file (open_clip's ``open_clip_model.safetensors``, or what
     :func:`save_state_dict` writes).  Read with :func:`safetensors.torch.load_file` — no code runs.
 ``"torchscript"``
-    An OpenAI release ``.pt`` (``ViT-B-32.pt`` …) is a TorchScript archive.  It is read with
-    :func:`torch.jit.load`, which executes no Python pickle opcodes of arbitrary classes: TorchScript
-    archives are deserialised by the TorchScript importer, which only rebuilds tensors and TorchScript
-    types.  The extra entries ``input_resolution``, ``context_length`` and ``vocab_size`` that OpenAI's
-    archives keep in their state dict are dropped.
+    An OpenAI release ``.pt`` (``ViT-B-32.pt`` …) is a TorchScript archive, read with
+    :func:`torch.jit.load` **only when trusted**: a TorchScript archive carries code that the loader
+    deserialises and may run (``__setstate__`` methods), which is why PyTorch ≥ 2.6 refuses such archives
+    under ``torch.load(..., weights_only=True)`` (CVE-2025-32434).  A file given by path is trusted only
+    with ``trust_torchscript=True`` or ``$ITR_TRUST_TORCHSCRIPT=1`` (:data:`TRUST_TORCHSCRIPT_ENV`);
+    otherwise it is refused with :class:`UnsafeCheckpointError`, which says how to convert it once to
+    ``.safetensors``.  (:func:`neural.backbone.load_backbone` trusts the file of a pretrained *tag*, which
+    open_clip itself downloaded from the tag's official source.)  The extra entries ``input_resolution``,
+    ``context_length`` and ``vocab_size`` that OpenAI's archives keep in their state dict are dropped.
 ``"state_dict"``
     A plain ``torch.save``'d state dict (OpenAI key names == open_clip key names for the standard CLIP
     class), read with ``torch.load(..., weights_only=True)``.
@@ -21,13 +25,15 @@ Formats (detected from the file, not from its name):
     The PAC-S release format (Sarto et al. 2023, aimagelab/pacscore): a dict whose ``'state_dict'`` entry is
     a full CLIP state dict in OpenAI key names.  Read with ``weights_only=True``.
 
-Security: nothing is ever unpickled beyond tensors and plain containers.  A file whose unpickling needs
-arbitrary Python objects makes ``torch.load(..., weights_only=True)`` fail; that failure is re-raised as
-:class:`UnsafeCheckpointError` with an explanation and a conversion recipe.
+Security: nothing is ever unpickled beyond tensors and plain containers, and no TorchScript archive is
+loaded unless trusted (above).  A file whose unpickling needs arbitrary Python objects makes
+``torch.load(..., weights_only=True)`` fail; that failure is re-raised as :class:`UnsafeCheckpointError`
+with an explanation and a conversion recipe.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,6 +84,29 @@ def state_dict_sha256(state_dict: Mapping[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+#: Environment variable: ``1`` trusts TorchScript archives given by path (see the module docstring).
+TRUST_TORCHSCRIPT_ENV = "ITR_TRUST_TORCHSCRIPT"
+
+
+def torchscript_trusted(trust: bool | None = None) -> bool:
+    """``trust`` if given, else whether ``$ITR_TRUST_TORCHSCRIPT`` is set to a true value (``1``, ``true``,
+    ``yes``)."""
+    if trust is not None:
+        return bool(trust)
+    return os.environ.get(TRUST_TORCHSCRIPT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _torchscript_refused(p: Path) -> str:
+    return (
+        f"{p}: refused — this is a TorchScript archive (e.g. an OpenAI release .pt). Loading one runs the "
+        "TorchScript deserialiser on code stored in the file, which PyTorch does not consider safe for "
+        "untrusted files (torch.load(..., weights_only=True) refuses them since PyTorch 2.6, CVE-2025-32434). "
+        "If you trust the file and its source (e.g. OpenAI's own download), either set "
+        f"{TRUST_TORCHSCRIPT_ENV}=1 (or pass trust_torchscript=True), or convert it once to .safetensors in "
+        "a separate session — torch.jit.load(path).state_dict() written with safetensors.torch.save_file — "
+        "and pass that file instead (see docs/neural.md, 'Backbones').")
+
+
 def is_torchscript_archive(path: str | Path) -> bool:
     """True for a TorchScript zip archive (has ``code/`` and ``constants.pkl`` members)."""
     if not zipfile.is_zipfile(path):
@@ -111,7 +140,8 @@ def _strip_module(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return sd
 
 
-def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
+def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
+                    ) -> tuple[dict[str, torch.Tensor], str]:
     """Read a CLIP weights file into a CPU state dict without unpickling arbitrary objects.
 
     Parameters
@@ -119,6 +149,9 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
     path : path
         ``.safetensors``, an OpenAI TorchScript ``.pt``, a ``torch.save``'d state dict, an open_clip
         training checkpoint, or a PAC-S checkpoint (see the module docstring).
+    trust_torchscript : bool, optional
+        Whether a TorchScript archive may be loaded with :func:`torch.jit.load`.  Default: from
+        ``$ITR_TRUST_TORCHSCRIPT`` (:func:`torchscript_trusted`), i.e. no unless set.
 
     Returns
     -------
@@ -132,7 +165,8 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
     MissingWeightsError
         The file does not exist.
     UnsafeCheckpointError
-        ``torch.load(..., weights_only=True)`` refused the file (it pickles arbitrary objects).
+        ``torch.load(..., weights_only=True)`` refused the file (it pickles arbitrary objects), or the file
+        is a TorchScript archive that is not trusted.
     WeightsError
         Anything else that makes the file unusable (names the file).
     """
@@ -148,6 +182,8 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
             raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from exc
         return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
     if is_torchscript_archive(p):
+        if not torchscript_trusted(trust_torchscript):
+            raise UnsafeCheckpointError(_torchscript_refused(p))
         try:
             import warnings
 

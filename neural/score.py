@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "Default: ViT-B-32 with --clip-pretrained openai")
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag (openai, laion2b_s32b_b82k, …) or a weights file (OpenAI .pt, "
-                         "open_clip .pt/.safetensors, PAC-S .pth). Default: openai")
+                         "open_clip .pt/.safetensors, PAC-S .pth). An OpenAI TorchScript .pt file is "
+                         "loaded only with ITR_TRUST_TORCHSCRIPT=1 (it can run code; or convert it to "
+                         ".safetensors, see docs/neural.md). Default: openai")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA")
     ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")

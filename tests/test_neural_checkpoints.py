@@ -57,13 +57,24 @@ def test_round_trip_identical_outputs(tiny, probe, tmp_path, fmt, suffix):
     assert len(bb.weights_id) == 16 and bb.name.endswith(p.name)
 
 
-def test_openai_torchscript_archive_and_extra_keys(tiny, probe, tmp_path):
-    # an OpenAI release .pt is a TorchScript archive; read with torch.jit.load (no arbitrary unpickling)
+def test_openai_torchscript_archive_and_extra_keys(tiny, probe, tmp_path, monkeypatch):
+    # an OpenAI release .pt is a TorchScript archive: it can carry code, so it is read with
+    # torch.jit.load only when trusted (argument or $ITR_TRUST_TORCHSCRIPT), and refused otherwise
     p = tmp_path / "ViT-tiny.pt"
     torch.jit.script(tiny.model).save(str(p))
+    monkeypatch.delenv("ITR_TRUST_TORCHSCRIPT", raising=False)
+    with pytest.raises(UnsafeCheckpointError, match=r"TorchScript archive.*ITR_TRUST_TORCHSCRIPT=1.*safetensors"):
+        read_state_dict(p)
+    with pytest.raises(UnsafeCheckpointError, match="ViT-tiny.pt"):
+        load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False)
+    monkeypatch.setenv("ITR_TRUST_TORCHSCRIPT", "1")
+    with pytest.raises(UnsafeCheckpointError):
+        read_state_dict(p, trust_torchscript=False)   # the argument wins over the environment
     sd, fmt = read_state_dict(p)
     assert fmt == "torchscript"
-    bb = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False)
+    monkeypatch.delenv("ITR_TRUST_TORCHSCRIPT")
+    assert read_state_dict(p, trust_torchscript=True)[1] == "torchscript"
+    bb = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False, trust_torchscript=True)
     assert all(torch.equal(x, y) for x, y in zip(_outputs(tiny, probe), _outputs(bb, probe)))
     # OpenAI state dicts carry non-parameter entries, which are dropped
     sd = dict(tiny.model.state_dict())
@@ -149,3 +160,22 @@ def test_precision_and_provenance(tiny):
     assert prov["precision"] == "fp32" and prov["device"] == "cpu"
     with pytest.raises(ValueError, match="train_tiny_clip"):
         load_backbone("tiny", None)
+
+
+def test_same_weights_other_activation_never_share_cached_embeddings(tiny, probe, tmp_path):
+    """QuickGELU vs GELU over the same weights file: different encoders, so different cache identities
+    and text tables (a shared key would hand one model's embeddings to the other)."""
+    p = save_state_dict(tiny.model, tmp_path / "w.safetensors", "safetensors")
+    quick = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False, quick_gelu=True)
+    plain = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False, quick_gelu=False)
+    assert quick.weights_id == plain.weights_id
+    assert quick.cache_identity() != plain.cache_identity()
+    q_txt = quick.encode_texts(probe[1])
+    p_txt = plain.encode_texts(probe[1])
+    assert plain.n_text_encodes == len(probe[1])               # not served from quick's table
+    with torch.inference_mode():                                  # the reference: each model run directly
+        direct = plain.model.encode_text(plain.tokenize(probe[1]))
+    assert torch.allclose(p_txt, torch.nn.functional.normalize(direct.float(), dim=-1), atol=1e-6)
+    assert not torch.allclose(q_txt, p_txt, atol=1e-5)
+    same = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False, quick_gelu=True)
+    assert same.cache_identity() == quick.cache_identity()     # equal settings still share
