@@ -308,7 +308,9 @@ def kappa_sweep(metric_scores, human_scores, *, human_threshold: float,
     (Hodosh et al. 2013, Tables 8–10: agreement of binarised metrics with binarised expert scores).
 
     With ``metric_thresholds=None`` a single *rate-matched* θ is used: the metric quantile that labels the
-    same share of rows positive as the human binarisation.  Returns one dict per θ:
+    same share of rows positive as the human binarisation (exactly when the metric has no ties at θ;
+    rows tied at θ are all positive, so ``metric_positive_rate`` reports the share actually reached).
+    Returns one dict per θ:
     ``{"threshold", "kappa", "metric_positive_rate", "human_positive_rate"}``.
     """
     from evaluation.caption_metrics import cohen_kappa

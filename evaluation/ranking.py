@@ -312,7 +312,7 @@ def evaluate(
             # R-precision: t = r-th largest score; the items above t are all in the top r, the remaining
             # r − #(s > t) slots are filled from the items tied at t, non-relevant ones first
             r = n_rel[lo:hi]
-            t = -np.sort(-S, axis=1)[rows, r - 1][:, None]
+            t = np.sort(S, axis=1)[rows, N - r][:, None]      # no negation: safe for unsigned / bool
             above = S > t
             at = S == t
             slots = r - above.sum(axis=1)

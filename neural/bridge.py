@@ -151,13 +151,20 @@ def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]]
                           max_per_image: int | None = None) -> TemplateBatch:
     """Tokenise every template replica with ``*`` in the slots and locate the slots.
 
-    A replica whose slots were cut by truncation is dropped; an image left without any replica gets one
-    with the whole (truncated) caption masked.
+    A replica whose slots were cut by truncation is dropped; an image left without any replica (every
+    noun chunk lies beyond the context length) gets one with the whole caption masked, as
+    :func:`~neural.text_units.mask_templates` does for a caption without noun chunks: the template is
+    the slots alone and its chunk the whole caption.  An image with no template at all is an error.
     """
     slot = _slot_id(tokenizer)
     texts, owner, chunks = [], [], []
+    whole: dict[int, str] = {}
     for i, tpls in enumerate(templates):
         tpls = list(tpls)[:max_per_image] if max_per_image else list(tpls)
+        if not tpls:
+            raise ValueError(f"template captions[{i}]: no template (empty caption?)")
+        t0 = tpls[0]
+        whole[i] = " ".join(p for p in (t0.prefix.strip(), t0.chunk.strip(), t0.suffix.strip()) if p)
         for t in tpls:
             texts.append(MaskTemplate(t.prefix.replace(SLOT_WORD, " "), t.suffix.replace(SLOT_WORD, " "),
                                       t.chunk, n_pseudo).render(SLOT_WORD))
@@ -167,13 +174,22 @@ def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]]
     slots = tokens == slot
     ok = (slots.sum(1) == n_pseudo).numpy()
     owner_a = np.asarray(owner, dtype=np.int64)
-    keep = ok.copy()
-    for i in range(len(templates)):
-        if not np.any(ok & (owner_a == i)):
-            raise ValueError(f"template captions[{i}]: no replica keeps its {n_pseudo} slots within the "
-                             "context length (caption too long or empty)")
-    idx = np.flatnonzero(keep)
-    return TemplateBatch(tokens[idx], slots[idx], owner_a[idx], [chunks[k] for k in idx])
+    lost = [i for i in range(len(templates)) if not np.any(ok & (owner_a == i))]
+    idx = np.flatnonzero(ok)
+    tokens, slots, owner_a, chunks = tokens[idx], slots[idx], owner_a[idx], [chunks[k] for k in idx]
+    if lost:
+        extra = tokenizer([MaskTemplate("", "", whole[i], n_pseudo).render(SLOT_WORD) for i in lost])
+        extra_slots = extra == slot
+        if tokens.shape[0] == 0:
+            tokens, slots = extra, extra_slots
+        else:
+            tokens, slots = torch.cat([tokens, extra]), torch.cat([slots, extra_slots])
+        owner_a = np.concatenate([owner_a, np.asarray(lost, dtype=np.int64)])
+        chunks = chunks + [whole[i] for i in lost]
+        order = np.argsort(owner_a, kind="stable")         # replicas grouped by image, in image order
+        tokens, slots, owner_a = tokens[torch.from_numpy(order)], slots[torch.from_numpy(order)], owner_a[order]
+        chunks = [chunks[k] for k in order]
+    return TemplateBatch(tokens, slots, owner_a, chunks)
 
 
 # ============================================================================ ψ

@@ -82,6 +82,24 @@ def test_rank_matches_bruteforce_random():
         assert res.r_precision[q] == pytest.approx(rel[q, order[:r]].mean())
 
 
+def test_integer_and_boolean_scores_match_float():
+    """Any numeric dtype is accepted, so every metric must agree with the same scores as floats
+    (negating an unsigned or boolean matrix would wrap around or fail)."""
+    rng = np.random.default_rng(7)
+    S = rng.integers(0, 4, (40, 12)).astype(np.uint8)
+    S[0] = [0, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+    gold = rng.integers(0, 12, 40)
+    rel = rng.random((40, 12)) < 0.25
+    rel[np.arange(40), gold] = True
+    ref = evaluate(S.astype(np.float64), gold, rel).metrics
+    for dtype in (np.uint8, np.uint16, np.int8, np.int64):
+        assert evaluate(S.astype(dtype), gold, rel).metrics == ref
+    B = S >= 2
+    assert evaluate(B, gold, rel).metrics == evaluate(B.astype(np.float32), gold, rel).metrics
+    one = evaluate(np.array([[0, 3, 2, 1]], np.uint8), [1], np.array([[0, 1, 1, 0]], bool)).metrics
+    assert one["R-precision"] == 100.0
+
+
 def test_bad_inputs_give_clear_errors():
     S = np.random.default_rng(0).random((3, 4))
     with pytest.raises(ValueError, match="gold must have shape"):

@@ -61,10 +61,17 @@ def test_template_tokens_locate_three_slots(backbone):
     # slots sit where the chunk was: right after <start> for the first replica
     assert tb.slots[0, 1:4].all() and not tb.slots[0, 0]
     assert chunk_prompt("a big orange box") == "a photo of a big orange box"
-    # a replica cut by truncation is dropped; an image left with none is an error naming it
+    # a replica cut by truncation is dropped; an image left with none gets one masking the whole
+    # caption (slots right after <start>, chunk = the caption); the other images keep theirs, in order
     long = " ".join(["word"] * 60) + " a dog"
-    with pytest.raises(ValueError, match=r"template captions\[0\]"):
-        build_template_tokens(backbone.tokenizer, [mask_templates(long, ["VB"] * 60 + ["DT", "NN"])])
+    tb = build_template_tokens(backbone.tokenizer, [mask_templates(text, tags),
+                                                    mask_templates(long, ["VB"] * 60 + ["DT", "NN"])])
+    assert tb.owner.tolist() == [0, 0, 1]
+    assert tb.chunks == ["A green diamond", "a big orange box", long]
+    assert tb.slots.sum(1).tolist() == [3, 3, 3] and tb.slots[2, 1:4].all()
+    assert int(tb.tokens[2, 4]) == int(backbone.tokenizer([""])[0, 1])     # <end> right after the slots
+    with pytest.raises(ValueError, match=r"template captions\[0\]: no template"):
+        build_template_tokens(backbone.tokenizer, [[]])
 
 
 def test_mapping_module_shapes_and_only_slots_change():
