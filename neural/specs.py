@@ -20,9 +20,11 @@
   own (trainable) temperature.  One step k is drawn per image and step.  AdamW, lr 1e-5 and weight
   decay 1e-2 as in the paper; every parameter is trained.  The tiny CLIP needs a larger lr
   (:meth:`SPECSConfig.for_tiny`: 1e-4) to move in a few dozen steps.
-* **Score** (Eq. 5, :class:`SPECSScore`): ``SPECS(I, T) = w · max(cos(v, t), 0)`` with ``w = 1`` (the
-  plain cosine clipped at 0, range [0, 1]) and no prompt prefix — long captions are scored as written,
-  tokenised to the stretched context.
+* **Score** (Eq. 5, :class:`SPECSScore`): ``SPECS(I, T) = w · max((cos(v, t) + 1) / 2, 0)`` with
+  ``w = 1`` (range [0, 1]), as the authors' reference code computes it (mbzuai-nlp/SPECS, README,
+  "Compute SPECS scores"), and no prompt prefix — long captions are scored as written, tokenised to the
+  stretched context.  The map is strictly increasing in the cosine, so negative cosines do not tie at 0
+  (they would count as failures in the specificity rates).
 * :func:`specificity_on_corpus` computes SR_pos / SR_neg (:mod:`neural.specificity`) of any scorer on a
   corpus: the teaching set's own detail units (``describe``) and false units (``negative_unit``), or on
   real data the detail units of each image's longest caption (:func:`neural.text_units.detail_units`)
@@ -324,8 +326,9 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
 
 # ============================================================================ the score
 class SPECSScore:
-    """SPECS (Eq. 5): ``w · max(cos(v, t), 0)`` on the fine-tuned long-context backbone, ``w = 1``, no
-    prompt.  ``score_matrix`` gives the ``(n_images, n_captions)`` affinities for the evaluator."""
+    """SPECS (Eq. 5): ``w · max((cos(v, t) + 1) / 2, 0)`` on the fine-tuned long-context backbone,
+    ``w = 1``, no prompt (the reference code's formula; see the module docstring).  ``score_matrix`` gives
+    the ``(n_images, n_captions)`` affinities for the evaluator."""
 
     def __init__(self, backbone, w: float = 1.0, prompt: str | None = "", name: str = "SPECS"):
         self.backbone = backbone
@@ -334,7 +337,13 @@ class SPECSScore:
         self.name = name
 
     def cache_identity(self) -> dict:
-        return {"scorer": "SPECS", "w": self.w, "prompt": self.prompt, "backbone": self.backbone.cache_identity()}
+        return {"scorer": "SPECS", "w": self.w, "prompt": self.prompt, "map": "(cos+1)/2",
+                "backbone": self.backbone.cache_identity()}
+
+    def _map(self, cos: np.ndarray) -> np.ndarray:
+        """``w · max((cos + 1) / 2, 0)`` as float32."""
+        c = np.asarray(cos, dtype=np.float32)
+        return (np.float32(self.w) * np.maximum((c + np.float32(1.0)) / np.float32(2.0), 0.0)).astype(np.float32)
 
     def _texts(self, texts: Sequence[str]) -> np.ndarray:
         from neural.base import with_prompt
@@ -343,17 +352,17 @@ class SPECSScore:
 
     def score(self, images, candidates: Sequence[str], references=None) -> np.ndarray:
         """Per-instance SPECS (reference-free: ``references`` is ignored)."""
-        from neural.base import clip_s, image_embeddings
+        from neural.base import image_embeddings
 
         v = image_embeddings(self.backbone, images)
         if v.shape[0] != len(candidates):
             raise ValueError(f"SPECS.score: {v.shape[0]} images but {len(candidates)} candidates")
-        return clip_s(np.einsum("nd,nd->n", v, self._texts(candidates)), self.w)
+        return self._map(np.einsum("nd,nd->n", v, self._texts(candidates)))
 
     def score_matrix(self, images, captions: Sequence[str]) -> np.ndarray:
-        from neural.base import clip_s, image_embeddings
+        from neural.base import image_embeddings
 
-        return clip_s(image_embeddings(self.backbone, images) @ self._texts(captions).T, self.w)
+        return self._map(image_embeddings(self.backbone, images) @ self._texts(captions).T)
 
 
 def _raw_cosine_fn(scorer):

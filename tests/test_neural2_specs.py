@@ -122,5 +122,12 @@ def test_fine_tuning_and_score_matrix(backbone, small_teaching_set, tmp_cache):
     ims = [ts.load_image(i) for i in pool.image_ids[:2]]
     np.testing.assert_allclose(scorer.score(ims, [c.text for c in pool.captions[:2]]),
                                np.diag(scorer.score_matrix(ims, [c.text for c in pool.captions[:2]])), atol=1e-5)
+    # the reference code's map of the raw cosine, (cos + 1) / 2 (strictly increasing: no ties at 0)
+    from neural.base import image_embeddings
+    cos = image_embeddings(sb, ims) @ sb.encode_texts([c.text for c in pool.captions[:3]]).numpy().T
+    np.testing.assert_allclose(scorer.score_matrix(ims, [c.text for c in pool.captions[:3]]), (cos + 1) / 2,
+                               atol=1e-5)
+    np.testing.assert_allclose(scorer._map(np.array([-1.0, -0.4, 0.0, 0.3, 1.0])), [0.0, 0.3, 0.5, 0.65, 1.0],
+                               atol=1e-6)
     sr = specificity_on_corpus({"SPECS": scorer}, ts, max_images=6)
     assert set(sr) == {"SPECS"} and 0.0 <= sr["SPECS"]["SR_pos"] <= 1 and 0.0 <= sr["SPECS"]["SR_neg"] <= 1
