@@ -54,6 +54,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from neural.base import PROMPT
+
 __all__ = [
     "MultiplexedCLIP", "SharedBlock", "RepeatAdapter", "LCLIPConfig", "distill_loss",
     "similarity_regulator", "train_lclip", "train_lclip_on_corpus", "LCLIPScore", "count_parameters", "encode_speed",
@@ -603,15 +605,14 @@ class LCLIPScore:
 
     ``score`` gives ``w · max(cos(c, v), 0)`` per (image, candidate), or with references
     ``H(L-CLIPS, max(max_r cos(c, r), 0))``; ``score_matrix`` the ``(n_images, n_captions)`` L-CLIPS
-    affinities.  Texts are prefixed with ``prompt`` ("A photo depicts").
+    affinities.  Texts are prefixed with ``prompt`` (default "A photo depicts"; ``None`` or ``""``: no
+    prefix, as in :class:`~neural.clipscore.CLIPScore`).
     """
 
-    def __init__(self, backbone, w: float = 2.5, prompt: str | None = None, name: str = "L-CLIPScore"):
-        from neural.base import PROMPT
-
+    def __init__(self, backbone, w: float = 2.5, prompt: str | None = PROMPT, name: str = "L-CLIPScore"):
         self.backbone = backbone
         self.w = float(w)
-        self.prompt = PROMPT if prompt is None else prompt
+        self.prompt = prompt                    # None or "": no prefix, as in CLIPScore
         self.name = name
 
     def cache_identity(self) -> dict:

@@ -404,7 +404,14 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         arrays["final_train_loss"] = np.array(final_train)
         return arrays
 
-    arrays = cache.get_or_compute("pacs_finetune", key, compute) if key is not None else compute()
+    def compute_deterministic():
+        from neural.tiny_clip import deterministic
+
+        with deterministic():       # deterministic algorithms, as the other fine-tunes (same seed, same weights)
+            return compute()
+
+    arrays = (cache.get_or_compute("pacs_finetune", key, compute_deterministic) if key is not None
+              else compute_deterministic())
     with torch.no_grad():
         for n, p in model.named_parameters():
             if "param::" + n in arrays:

@@ -117,5 +117,12 @@ def test_distillation_lowers_loss_and_feeds_evaluator(teacher, small_teaching_se
     ims = [ts.load_image(i) for i in pool.image_ids[:3]]
     s = scorer.score(ims, cands)
     np.testing.assert_allclose(s, np.diag(scorer.score_matrix(ims, cands)), atol=1e-5)
+    # prompt: "A photo depicts" by default; None switches it off, as in CLIPScore
+    from neural.base import image_embeddings
+    v = image_embeddings(student, ims)
+    for prompt, texts in ((None, cands), ("A photo depicts", ["A photo depicts " + c for c in cands])):
+        want = 2.5 * np.maximum(np.einsum("nd,nd->n", v, student.encode_texts(texts).numpy()), 0)
+        got = s if prompt else LCLIPScore(student, prompt=prompt).score(ims, cands)
+        np.testing.assert_allclose(got, want, atol=1e-5)
     ref = scorer.score(ims, cands, [[c] for c in cands])  # reference = candidate -> ref term 1
     np.testing.assert_allclose(ref, np.where(s > 0, 2 * s / (s + 1), 0), atol=1e-5)
