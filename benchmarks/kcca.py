@@ -315,12 +315,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--quick", action="store_true", help="small sizes (N=1500, 5000 low-rank items)")
     ap.add_argument("--n", type=int, default=None, help="training pairs for the exact fit (default 6000)")
     ap.add_argument("--lowrank-items", type=int, default=None, help="default 30000 (quick: 5000)")
-    ap.add_argument("--max-rank", type=int, default=1000, help="low-rank pivots per view")
-    ap.add_argument("--eta", type=float, default=1e-4, help="low-rank residual-trace tolerance")
+    ap.add_argument("--max-rank", type=int, default=1000, help="low-rank pivots per view (default 1000)")
+    ap.add_argument("--eta", type=float, default=1e-4, help="low-rank residual-trace tolerance (default 1e-4)")
     ap.add_argument("--skip-lowrank", action="store_true", help="skip the 30,000-item low-rank run")
     ap.add_argument("--float64-only", action="store_true", help="skip the float32 exact variants")
     ap.add_argument("--sweep-lowrank-rank", type=int, default=1500,
-                    help="also time the sweep with the low-rank solver at this rank (0: skip)")
+                    help="also time the sweep with the low-rank solver at this rank (default 1500; 0: skip; "
+                         "not run with --quick)")
     ap.add_argument("--others-timeout", type=float, default=600.0,
                     help="wall-clock limit in seconds for each third-party library's fit (default 600)")
     ap.add_argument("--others-small-n", type=int, default=1500,

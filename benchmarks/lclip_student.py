@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", nargs="+", default=None, help="architectures (default: itr-tiny-clip ViT-B-32)")
     ap.add_argument("--quick", action="store_true", help="tiny CLIP only, small batches")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own setting)")
     args = ap.parse_args(argv)
     archs = args.arch or (["itr-tiny-clip"] if args.quick else ["itr-tiny-clip", "ViT-B-32"])
     n_img, n_txt = (16, 64) if args.quick else (32, 128)

@@ -61,6 +61,30 @@ _HODOSH_METRICS = {
 }
 
 
+#: Every metric name ``--metrics`` accepts.
+METRIC_NAMES = (*_BASE_METRICS, METEOR_NAME, *_HODOSH_METRICS)
+
+
+def split_metric_list(value: str, known=METRIC_NAMES) -> list[str]:
+    """``--metrics`` value → metric names.  Commas separate names, but two names contain one
+    (``"Hodosh BLEU (unigram, pre)"``): consecutive pieces are joined back whenever together they form a
+    known name (longest match first).  Unknown pieces are kept, so that :func:`metric_table` names them."""
+    parts = [t.strip() for t in value.split(",")]
+    out, i = [], 0
+    while i < len(parts):
+        for j in range(len(parts), i, -1):
+            name = ", ".join(parts[i:j])
+            if name in known:
+                out.append(name)
+                i = j
+                break
+        else:
+            if parts[i]:
+                out.append(parts[i])
+            i += 1
+    return out
+
+
 def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
                  progress: bool = True, only: list[str] | None = None) -> dict:
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
@@ -186,7 +210,8 @@ def main(argv=None) -> int:
     p.add_argument("--kappa", action="store_true",
                    help="also print Cohen's κ of binarised metrics vs binarised expert scores (table mode)")
     p.add_argument("--metrics", default=None,
-                   help="comma-separated subset of metrics to compute (default: all available)")
+                   help="comma-separated subset of metrics to compute (default: all available): "
+                        + "; ".join(METRIC_NAMES))
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
@@ -200,7 +225,7 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")  # loader notes (known Flickr8k quirks) are listed in corpus.notes
         corpus = load_flickr8k(args.data)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
-    only = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    only = split_metric_list(args.metrics) if args.metrics else None
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
                               only=only)

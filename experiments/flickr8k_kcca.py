@@ -21,6 +21,17 @@ import sys
 import textwrap
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1 (0 or a negative count is an error, not "use the default")."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     from experiments.pipeline import (
         ALL_NEURAL,
@@ -49,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--skip-missing-images", action="store_true",
                    help="restrict every split to the images present on disk and report how many were "
                         "skipped (default: stop with an error naming the missing files)")
-    d.add_argument("--teaching-size", type=int, default=None, metavar="N",
-                   help="number of teaching-set images (default 2000; 600 with --quick); split 70/15/15")
+    d.add_argument("--teaching-size", type=positive_int, default=None, metavar="N",
+                   help="number of teaching-set images (default 2000; 600 with --quick; at least 60); "
+                        "split 70/15/15; only without --data")
     s = p.add_argument_group("methods")
     s.add_argument("--systems", default=None, metavar="LIST",
                    help="comma-separated classical systems, 'all' for the paper's grid, or 'none' "
@@ -75,13 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(it can run code; or convert it to .safetensors, see docs/neural.md); "
                         "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
                         "openai tag)")
-    s.add_argument("--clip-steps", type=int, default=None, metavar="N",
+    s.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
                    help="training steps of the tiny CLIP (default 56, 40 with --quick; ~15 s on 2 cores)")
     s.add_argument("--pacs-positives", default=None, metavar="FILE",
                    help="PAC-S fine-tuning tuples for real data: a JSON file of generated positives "
                         "(see docs/neural.md); default: none (on the teaching set the generator "
                         "supplies them; otherwise the PAC-S formula runs on the backbone as given)")
-    s.add_argument("--permutations", type=int, default=10000, metavar="N",
+    s.add_argument("--permutations", type=positive_int, default=10000, metavar="N",
                    help="reassignments of Fisher's paired randomisation test (default 10000; the "
                         "paper's 100000 is slower)")
     r = p.add_argument_group("run")

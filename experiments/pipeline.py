@@ -84,12 +84,15 @@ def load_corpus(args) -> Corpus:
     if args.data is None:
         from corpora.teaching import make_teaching_set
 
-        n = args.teaching_size or (600 if args.quick else 2000)
+        n = args.teaching_size if args.teaching_size is not None else (600 if args.quick else 2000)
         if n < 60:
             raise PipelineError(f"--teaching-size must be at least 60 (got {n})")
         n_train = int(round(n * 0.7))
         n_dev = int(round(n * 0.15))
         return make_teaching_set(n_images=n, n_train=n_train, n_dev=n_dev, seed=args.seed)
+    if getattr(args, "teaching_size", None) is not None:
+        raise PipelineError("--teaching-size sets the size of the built-in teaching set; it does not apply "
+                            "with --data (drop one of the two)")
     from corpora.base import CorpusError
     from corpora.flickr8k import load_flickr8k
 
@@ -387,7 +390,7 @@ def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
     if tiny and args.clip_pretrained:
         raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
                             "e.g. ViT-B-32); the tiny CLIP is always trained here")
-    steps = args.clip_steps if getattr(args, "clip_steps", None) else (40 if args.quick else None)
+    steps = args.clip_steps if getattr(args, "clip_steps", None) is not None else (40 if args.quick else None)
     try:
         return backbone_for(corpus, None if tiny else args.clip_model, args.clip_pretrained, seed=args.seed,
                             cache=cache, device=args.device, show_progress=not args.no_progress,

@@ -56,9 +56,19 @@ def find_image(folder: Path, image_id: str) -> Path | None:
     return None
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: …)`` only for options whose default is a value (``None`` defaults are explained
+    in the help text itself)."""
+
+    def _get_help_string(self, action):
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m neural.score", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                 formatter_class=_DefaultsFormatter)
     ap.add_argument("--candidates", required=True, type=Path, help="JSON {image_id: candidate caption}")
     ap.add_argument("--images", required=True, type=Path, help="folder with the images (file name = image id)")
     ap.add_argument("--references", type=Path, default=None,

@@ -183,6 +183,16 @@ def test_real_protocol_row_counts(flickr8k):
     assert round(100 * kendall_tau(cd, e.human, "c"), 1) == pytest.approx(43.9, abs=0.3)
 
 
+def test_metric_list_keeps_names_that_contain_commas():
+    from experiments.caption_metrics_vs_humans import METRIC_NAMES, split_metric_list
+
+    assert split_metric_list("BLEU-4,CIDEr-D") == ["BLEU-4", "CIDEr-D"]
+    assert split_metric_list("Hodosh BLEU (unigram, pre),BLEU-1, Hodosh ROUGE (unigram)") == [
+        "Hodosh BLEU (unigram, pre)", "BLEU-1", "Hodosh ROUGE (unigram)"]
+    assert split_metric_list(",".join(METRIC_NAMES)) == list(METRIC_NAMES)
+    assert split_metric_list("BLEU-4,nonsense") == ["BLEU-4", "nonsense"]     # left for the error message
+
+
 def test_experiment_json(flickr8k_dir, capsys, tmp_path):
     from experiments.caption_metrics_vs_humans import main
 

@@ -492,6 +492,22 @@ def test_skip_missing_images_reports_how_many(fourteen_images, tmp_path):
     assert r["human_correlation"]["CIDEr-D"]["n_expert"] > 1000
 
 
+def test_counts_must_be_positive_and_teaching_size_needs_no_data(fourteen_images, tmp_path):
+    """0 is not "the default": counts below 1 are refused by the parser, and --teaching-size with --data
+    is an error naming both options (both before any work starts)."""
+    from experiments.flickr8k_kcca import build_parser
+
+    for opt in ("--teaching-size", "--clip-steps", "--permutations"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([opt, "0"])
+    assert build_parser().parse_args(["--clip-steps", "3"]).clip_steps == 3
+    root, _ = fourteen_images
+    proc = run_job(["--data", str(root), "--teaching-size", "600", "--no-progress"],
+                   cache=tmp_path / "cache", out=tmp_path / "out", expect_ok=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "--teaching-size" in proc.stderr and "--data" in proc.stderr, proc.stderr[-3000:]
+
+
 def test_missing_images_without_flag_fail_clearly(fourteen_images, tmp_path):
     root, present = fourteen_images
     out = tmp_path / "out"
