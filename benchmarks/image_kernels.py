@@ -114,9 +114,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (< 1 minute)")
-    ap.add_argument("--n-gram", type=int, default=None, help="images in the full Gram (default 8000; 4000 with --quick)")
-    ap.add_argument("--n-extract", type=int, default=None, help="images whose features are timed (default 200; 24 with --quick)")
-    ap.add_argument("--n-naive", type=int, default=None, help="subset size for the naive comparison (default 500; 200 with --quick)")
+    ap.add_argument("--n-gram", type=int, default=None,
+                    help="images in the full Gram (default 8000; 4000 with --quick)")
+    ap.add_argument("--n-extract", type=int, default=None,
+                    help="images whose features are timed (default 200; 24 with --quick)")
+    ap.add_argument("--n-naive", type=int, default=None,
+                    help="subset size for the naive comparison (default 500; 200 with --quick)")
     ap.add_argument("--extract-all", action="store_true", help="extract every Gram image (slow)")
     ap.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
     args = ap.parse_args(argv)

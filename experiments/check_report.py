@@ -58,7 +58,8 @@ def screenshot(html_path: Path, png_path: Path, *, width: int = 1280, height: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.check_report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m experiments.check_report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("html", type=Path, help="the report.html to check")
     ap.add_argument("--screenshot", type=Path, default=None,
                     help="where to save the PNG (default: next to the report, report.png)")
