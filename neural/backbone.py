@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from neural.checkpoints import (
+    MissingDependencyError,
     MissingWeightsError,
     WeightsError,
     file_sha256,
@@ -393,6 +394,37 @@ def _preprocess_for(model, overrides: dict | None = None):
     return image_transform_v2(PreprocessCfg(**cfg), is_train=False)
 
 
+def hf_text_requirements(arch: str) -> list[str]:
+    """Hugging Face names (tokenizer and / or text model) that open_clip architecture ``arch`` loads
+    through ``transformers`` (SigLIP, NLLB-CLIP, XLM-R / RoBERTa text towers …); empty for the CLIP BPE
+    tokenizer and for this toolkit's own architectures."""
+    if arch in CUSTOM_MODEL_CONFIGS:
+        return []
+    import open_clip
+
+    text_cfg = (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
+    names = [text_cfg[k] for k in ("hf_tokenizer_name", "hf_model_name") if text_cfg.get(k)]
+    return list(dict.fromkeys(names))
+
+
+def require_architecture_dependencies(arch: str) -> None:
+    """Raise :class:`~neural.checkpoints.MissingDependencyError` naming the package to install when
+    ``arch`` needs ``transformers`` and it is not installed.  Called before any weight download, so a
+    missing package is reported before hundreds of megabytes are fetched."""
+    names = hf_text_requirements(arch)
+    if not names:
+        return
+    try:
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"CLIP architecture {arch!r} uses the Hugging Face text components {names}, which need the "
+            "'transformers' package: pip install transformers.  Offline, their tokenizer / model files "
+            "must also be in the Hugging Face cache (run open_clip.get_tokenizer"
+            f"({arch!r}) once on a networked machine and copy ~/.cache/huggingface, or set HF_HOME).  "
+            "Architectures with the CLIP tokenizer (ViT-B-32, ViT-L-14 …) need neither.") from exc
+
+
 def create_architecture(arch: str, *, quick_gelu: bool | None = None,
                         preprocess_overrides: dict | None = None):
     """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
@@ -420,13 +452,20 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
             f"unknown CLIP architecture {arch!r}: use an open_clip model name (e.g. 'ViT-B-32', "
             f"'ViT-L-14'; see open_clip.list_models()) or one of {sorted(CUSTOM_MODEL_CONFIGS)}; "
             "'tiny' trains the small CLIP on the teaching set (neural.tiny_clip)")
+    require_architecture_dependencies(arch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = open_clip.create_model(arch, pretrained=None, load_weights=False,
                                        force_quick_gelu=bool(quick_gelu), pretrained_text=False,
                                        device="cpu", precision="fp32")
     preprocess = _preprocess_for(model, preprocess_overrides)
-    tokenizer = open_clip.get_tokenizer(arch)
+    try:
+        tokenizer = open_clip.get_tokenizer(arch)
+    except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
+        raise MissingDependencyError(
+            f"the tokenizer of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is not in the "
+            f"Hugging Face cache and could not be downloaded ({exc}); run open_clip.get_tokenizer({arch!r}) "
+            "once on a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
     return model.eval(), preprocess, tokenizer
 
 
@@ -581,6 +620,8 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
         raise ValueError("model='tiny' is the CLIP trained here on the teaching set: use "
                          "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
     allow = (not _offline()) if allow_download is None else allow_download
+    if model != "auto":
+        require_architecture_dependencies(model.replace("/", "-"))
 
     file_path: Path | None = None
     tag_cfg: dict = {}
@@ -687,6 +728,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 
 __all__ = [
     "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
+    "hf_text_requirements", "require_architecture_dependencies",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
-    "WeightsError", "MissingWeightsError",
+    "WeightsError", "MissingWeightsError", "MissingDependencyError",
 ]

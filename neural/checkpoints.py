@@ -54,6 +54,11 @@ class MissingWeightsError(WeightsError, FileNotFoundError):
     """Pretrained weights are not on this machine (and may not be downloaded)."""
 
 
+class MissingDependencyError(MissingWeightsError):
+    """The requested architecture needs a package (or tokenizer files) that this machine lacks, e.g.
+    ``transformers`` and the Hugging Face tokenizer of SigLIP / NLLB / XLM-R text towers."""
+
+
 class UnsafeCheckpointError(WeightsError):
     """The file needs unpickling of arbitrary Python objects, which this toolkit refuses to do."""
 

@@ -10,6 +10,7 @@ import torch
 
 from neural.backbone import CUSTOM_MODEL_CONFIGS, load_backbone
 from neural.checkpoints import (
+    MissingDependencyError,
     MissingWeightsError,
     UnsafeCheckpointError,
     WeightsError,
@@ -136,6 +137,32 @@ def test_offline_missing_weights_error_names_fix(tmp_path, monkeypatch):
         load_backbone("ViT-B-32", str(tmp_path / "nope.pt"))
     with pytest.raises(ValueError, match="known tag"):
         load_backbone("ViT-B-32", "no-such-tag", allow_download=False)
+
+
+def test_hugging_face_text_tower_without_transformers_names_the_package(tmp_path, monkeypatch):
+    """SigLIP-style architectures tokenise through transformers: its absence is reported by name, before
+    any weight download, by load_backbone and create_architecture alike; CLIP-BPE ones are unaffected."""
+    import sys
+
+    from neural.backbone import create_architecture, hf_text_requirements
+
+    assert hf_text_requirements("ViT-B-16-SigLIP") == ["timm/ViT-B-16-SigLIP"]
+    assert hf_text_requirements("ViT-B-32") == [] and hf_text_requirements("itr-tiny-clip") == []
+    monkeypatch.setitem(sys.modules, "transformers", None)   # as if not installed
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    calls = []
+    import open_clip.pretrained
+
+    monkeypatch.setattr(open_clip.pretrained, "download_pretrained", lambda *a, **k: calls.append(a))
+    for call in (lambda: load_backbone("ViT-B-16-SigLIP", "webli", allow_download=True, cache_dir=str(tmp_path)),
+                 lambda: create_architecture("ViT-B-16-SigLIP")):
+        with pytest.raises(MissingDependencyError, match="pip install transformers") as e:
+            call()
+        assert "ViT-B-16-SigLIP" in str(e.value)
+    assert calls == []                                         # nothing was fetched first
+    with pytest.raises(MissingWeightsError) as e:              # a CLIP-BPE architecture: the weights error
+        load_backbone("ViT-B-32", "openai", allow_download=False, cache_dir=str(tmp_path))
+    assert not isinstance(e.value, MissingDependencyError)
 
 
 def test_architecture_mismatch_is_explained(tiny, tmp_path, monkeypatch):
