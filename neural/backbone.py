@@ -407,6 +407,30 @@ def hf_text_requirements(arch: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def activation_hint(arch: str) -> str | None:
+    """Why a weights *file* for ``arch`` may need ``quick_gelu=True``, or ``None`` when there is no doubt.
+
+    OpenAI trained CLIP with QuickGELU (x·σ(1.702x)); open_clip's plain ``ViT-B-32`` etc. build GELU.
+    For a pretrained tag, the OpenAI TorchScript format and the PAC-S release names the activation is
+    known; a renamed or converted file of an architecture that OpenAI released gives no sign of it, and
+    the wrong choice changes every embedding without any error.  Returns ``None`` for ``*-quickgelu``
+    names and for architectures without an OpenAI release."""
+    if arch in CUSTOM_MODEL_CONFIGS or arch.lower().endswith("quickgelu"):
+        return None
+    import open_clip
+
+    try:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+    except Exception:  # noqa: BLE001 - unknown names are reported by create_architecture
+        return None
+    if "openai" not in tags:
+        return None
+    return (f"building {arch} with GELU; if these weights are OpenAI's or fine-tuned from them (as PAC-S's "
+            f"ViT-B/32), they need QuickGELU: pass quick_gelu=True or use the architecture {arch}-quickgelu "
+            f"(command line: --clip-model {arch}-quickgelu); pass quick_gelu=False if they were trained with "
+            "GELU (open_clip's LAION / DataComp weights)")
+
+
 def require_architecture_dependencies(arch: str) -> None:
     """Raise :class:`~neural.checkpoints.MissingDependencyError` naming the package to install when
     ``arch`` needs ``transformers`` and it is not installed.  Called before any weight download, so a
@@ -669,6 +693,10 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
             quick_gelu = True
         elif file_path is not None and file_path.name in PACS_CHECKPOINTS:
             quick_gelu = PACS_CHECKPOINTS[file_path.name]["quick_gelu"]
+        elif file_path is not None and model != "auto":
+            hint = activation_hint(model.replace("/", "-"))
+            if hint:
+                warnings.warn(f"{file_path}: {hint}", UserWarning, stacklevel=2)
     preprocess_overrides = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode")
                             if k in tag_cfg}
 
@@ -728,7 +756,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 
 __all__ = [
     "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
-    "hf_text_requirements", "require_architecture_dependencies",
+    "hf_text_requirements", "require_architecture_dependencies", "activation_hint",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
     "WeightsError", "MissingWeightsError", "MissingDependencyError",
 ]

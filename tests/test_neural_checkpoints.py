@@ -165,6 +165,27 @@ def test_hugging_face_text_tower_without_transformers_names_the_package(tmp_path
     assert not isinstance(e.value, MissingDependencyError)
 
 
+def test_weights_file_of_an_openai_architecture_warns_about_the_activation(tiny, tmp_path, monkeypatch):
+    """A bare file for an architecture OpenAI released cannot tell QuickGELU from GELU: say so, unless the
+    caller chose (quick_gelu given, a *-quickgelu name) or the file is known (PAC-S names, TorchScript)."""
+    import warnings
+
+    import neural.backbone as nb
+
+    hint = nb.activation_hint("ViT-B-32")
+    assert "quick_gelu=True" in hint and "ViT-B-32-quickgelu" in hint
+    for quiet in ("ViT-B-32-quickgelu", "ViT-H-14", "itr-tiny-clip", "no-such-arch"):
+        assert nb.activation_hint(quiet) is None, quiet
+    p = save_state_dict(tiny.model, tmp_path / "renamed.safetensors")
+    monkeypatch.setattr(nb, "activation_hint", lambda arch: f"{arch}: activation unknown")
+    with pytest.warns(UserWarning, match=r"renamed\.safetensors: itr-tiny-clip: activation unknown"):
+        load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for qg in (True, False):                               # an explicit choice is never second-guessed
+            load_backbone("itr-tiny-clip", p, device="cpu", quick_gelu=qg, show_progress=False)
+
+
 def test_architecture_mismatch_is_explained(tiny, tmp_path, monkeypatch):
     import copy
 
