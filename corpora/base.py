@@ -123,6 +123,24 @@ class CrowdJudgment:
     n_no: int
 
 
+class FrozenMapping(dict):
+    """A ``dict`` that refuses in-place changes (the captions and splits of a :class:`Corpus`, which its
+    fingerprint covers).  Reads, iteration, equality, ``dict(m)`` and pickling work as for a dict."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("this corpus mapping is read-only (the corpus fingerprint covers it): build a new "
+                        "corpus with corpus.with_splits(...) or dataclasses.replace(corpus, ...)")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    update = pop = popitem = clear = setdefault = _refuse
+
+    def __reduce__(self):
+        return (FrozenMapping, (dict(self),))
+
+    def copy(self) -> dict:
+        return dict(self)
+
+
 def _fingerprint(parts: Iterable[str]) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -154,8 +172,13 @@ class Corpus:
     fixed_pools : mapping split name -> sequence of caption ids, optional
         Caption pools fixed by the corpus itself (Flickr8k test: the 1,000 caption ids of
         CrowdFlowerAnnotations.txt).  Splits not listed get a seeded one-caption-per-image choice.
-    fingerprint : str, optional
-        Content hash used in cache keys; computed from ids and captions when omitted.
+    fingerprint : str
+        Content hash used in cache keys, computed at construction (not a parameter) from the name,
+        every caption (id, text, lemma), the splits and :meth:`_fingerprint_extra` (what a subclass's
+        images are generated from).  So a copy made with :meth:`with_splits` or
+        ``dataclasses.replace`` gets its own.  ``captions`` and ``splits`` cannot be reassigned or
+        edited in place (:class:`FrozenMapping`); ``fingerprint`` itself may be assigned, e.g. to
+        simulate an edit in a test.
     notes : list of str
         Human-readable remarks gathered while loading (quirks handled, images skipped …).
     """
@@ -169,23 +192,31 @@ class Corpus:
     expert: tuple[ExpertJudgment, ...] | None = None
     crowd: tuple[CrowdJudgment, ...] | None = None
     fixed_pools: Mapping[str, tuple[CaptionId, ...]] = field(default_factory=dict)
-    fingerprint: str = ""
     notes: list[str] = field(default_factory=list)
+    fingerprint: str = field(default="", init=False)
 
     def __post_init__(self) -> None:
         self.image_ids = tuple(self.image_ids)
-        self.captions = {k: tuple(v) for k, v in self.captions.items()}
-        self.splits = {k: tuple(v) for k, v in self.splits.items()}
+        self.captions = FrozenMapping((k, tuple(v)) for k, v in self.captions.items())
+        self.splits = FrozenMapping((k, tuple(v)) for k, v in self.splits.items())
+        self.notes = list(self.notes)          # a copy's notes are its own
         self._caption_index: dict[CaptionId, Caption] = {
             c.id: c for caps in self.captions.values() for c in caps
         }
-        if not self.fingerprint:
-            self.fingerprint = _fingerprint(
-                [self.name]
-                + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
-                + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
-            )
+        self.fingerprint = _fingerprint(
+            [self.name]
+            + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
+            + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
+            + list(self._fingerprint_extra())
+        )
         self._sealed = True
+
+    def _fingerprint_extra(self) -> Sequence[str]:
+        """Further parts of :attr:`fingerprint` beyond name, captions and splits: a generated corpus
+        returns what its images are made from (:class:`~corpora.teaching.TeachingSet`: generator
+        version, seed, image size, scenes).  Empty here: a file-based corpus's images are covered by
+        :meth:`image_signature` in the image-side cache keys."""
+        return ()
 
     #: Fields the fingerprint is computed from: fixed once the corpus is built.
     _SEALED_FIELDS = frozenset({"image_ids", "captions", "splits"})
@@ -201,16 +232,15 @@ class Corpus:
     def with_splits(self, **splits: Sequence[ImageId]) -> "Corpus":
         """A copy with the named splits replaced (e.g. ``corpus.with_splits(train=ids[:700])``).
 
-        The copy's :attr:`fingerprint` is derived from this one and the new splits, so cache keys that
-        cover the splits (text kernels, KCCA runs) see the change (assigning ``corpus.splits`` directly
-        is refused for that reason).  Images and their :meth:`image_signature` are unchanged.
+        The copy's :attr:`fingerprint` covers the new splits, so cache keys built from it (text
+        kernels, KCCA runs) see the change (assigning or editing ``corpus.splits`` is refused for that
+        reason).  Images and their :meth:`image_signature` are unchanged.
         """
         unknown = set(splits) - set(self.splits)
         if unknown:
             raise KeyError(f"corpus {self.name!r} has no split {sorted(unknown)} (has: {sorted(self.splits)})")
         new = {k: tuple(v) for k, v in splits.items()}
-        fp = _fingerprint([self.fingerprint] + [f"{k}:{','.join(v)}" for k, v in sorted(new.items())])
-        return replace(self, splits={**self.splits, **new}, fingerprint=fp)
+        return replace(self, splits={**self.splits, **new})
 
     # ------------------------------------------------------------------ captions
     def caption(self, cid: CaptionId) -> Caption:

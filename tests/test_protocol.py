@@ -102,7 +102,7 @@ def test_caption_pools_use_every_caption_once():
     crowd = [CrowdJudgment(ids[0], caption_id(ids[1], 2), 1.0, 3, 0)]
     fixed = [caption_id(im, 0) for im in ids]
     c = make_corpus(crowd=crowd, fixed=fixed)
-    c.captions[ids[2]] = c.captions[ids[2]][:3]          # an image with fewer captions wraps around
+    c = replace(c, captions={**c.captions, ids[2]: c.captions[ids[2]][:3]})   # fewer captions wrap around
     pools = caption_pools(c, "test")
     assert len(pools) == 5
     for k, p in enumerate(pools):                         # the fixed pool is ignored: caption k of each
@@ -142,6 +142,32 @@ def test_fingerprinted_fields_cannot_be_reassigned():
     assert c.fingerprint == fp and dict(c.splits) == splits
     c.notes = ["fields outside the fingerprint stay assignable"]
     assert replace(c, splits={"train": c.image_ids}).splits["train"] == c.image_ids
+    # in-place edits are refused as well (they would bypass the fingerprint the same way)
+    first = c.image_ids[0]
+    for edit in (lambda: c.splits.__setitem__("train", c.image_ids), lambda: c.splits.update(dev=()),
+                 lambda: c.captions.__setitem__(first, ()), lambda: c.captions.pop(first),
+                 lambda: c.splits.clear(), lambda: c.captions.setdefault("new.jpg", ())):
+        with pytest.raises(TypeError, match="read-only"):
+            edit()
+    assert c.fingerprint == fp and dict(c.splits) == splits and len(c.captions[first]) == 5
+    # every way to a new corpus gets a fingerprint of its own content (replace used to copy the old one)
+    edited = {**c.captions, first: (replace(c.captions[first][0], text="a different caption"),)}
+    assert replace(c, captions=edited).fingerprint != fp
+    assert replace(c, splits={**c.splits, "train": c.splits["train"][:2]}).fingerprint != fp
+    assert c.with_splits(train=c.splits["train"][:2]).fingerprint == \
+        replace(c, splits={**c.splits, "train": c.splits["train"][:2]}).fingerprint
+    assert replace(c).fingerprint == fp and replace(c, notes=["other notes"]).fingerprint == fp
+    # pickling and copies keep the content, the fingerprint and the seal; copies' notes are their own
+    import copy
+    import pickle
+
+    for twin in (pickle.loads(pickle.dumps(c)), copy.deepcopy(c)):
+        assert twin.fingerprint == fp and twin.splits == c.splits and twin.captions == c.captions
+        with pytest.raises(TypeError, match="read-only"):
+            twin.splits["train"] = ()
+    cut = c.with_splits(train=c.splits["train"][:2])
+    cut.notes.append("only on the copy")
+    assert "only on the copy" not in c.notes
 
 
 def test_train_items_all_captions():
