@@ -50,6 +50,24 @@ class CorpusError(ValueError):
         self.line = line
 
 
+def decode_utf8(data: bytes, path: str | Path) -> str:
+    """``data`` decoded as UTF-8 (a leading byte-order mark dropped); a bad byte raises
+    :class:`CorpusError` naming ``path``, the 1-based line and the byte offset in the file."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # utf-8-sig reports positions after the BOM it skipped
+        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, offset) + 1
+        raise CorpusError(f"not valid UTF-8 (byte {data[offset:offset + 1]!r} at byte offset {offset})",
+                          path, line) from None
+
+
+def _is_index(k: str) -> bool:
+    """A caption index: ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
+    return k.isascii() and k.isdigit()
+
+
 class MissingImagesError(FileNotFoundError):
     """Raised when a split needs images that are not on disk (see ``skip_missing_images``)."""
 
@@ -62,7 +80,7 @@ def caption_id(image_id: ImageId, index: int) -> CaptionId:
 def split_caption_id(cid: CaptionId) -> tuple[ImageId, int]:
     """Inverse of :func:`caption_id`; raises :class:`ValueError` on a malformed id."""
     image_id, sep, k = cid.rpartition("#")
-    if not sep or not image_id or not k.isdigit():
+    if not sep or not image_id or not _is_index(k):
         raise ValueError(f"malformed caption id {cid!r} (expected '<image>#<k>')")
     return image_id, int(k)
 

@@ -54,6 +54,8 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return {"__ndarray_sha256__": hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest(),
                 "shape": list(obj.shape), "dtype": str(obj.dtype)}
+    if isinstance(obj, np.bool_):
+        return bool(obj)
     if isinstance(obj, (np.integer,)):
         return int(obj)
     if isinstance(obj, (np.floating,)):
@@ -69,6 +71,15 @@ def cache_key(key: Any) -> str:
     """Stable SHA-256 hex digest of a JSON-serialisable key (dict order does not matter)."""
     blob = json.dumps(_jsonable(key), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _write_npz(f, arrays: Mapping[str, np.ndarray]) -> None:
+    """An uncompressed ``.npz`` as ``np.savez`` writes it, for any member names (``np.savez(f, **arrays)``
+    would take members called ``file`` or ``allow_pickle`` for its own keyword arguments)."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
 
 
 def _digest(arrays: Mapping[str, np.ndarray]) -> str:
@@ -148,7 +159,7 @@ class DiskCache:
         try:
             with os.fdopen(fd, "wb") as f:
                 buf = io.BytesIO()
-                np.savez(buf, **payload)
+                _write_npz(buf, payload)
                 f.write(buf.getbuffer())
                 f.flush()
                 os.fsync(f.fileno())

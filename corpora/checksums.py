@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from corpora.base import CorpusError
+from corpora.base import CorpusError, decode_utf8
 
 __all__ = ["ChecksumReport", "read_checksum_file", "md5_file", "verify_checksums"]
 
@@ -39,11 +39,7 @@ def md5_file(path: str | Path) -> str:
 def read_checksum_file(path: str | Path) -> dict[str, tuple[str, str]]:
     """``{image id (file name): (md5, relative path)}``; malformed lines raise :class:`CorpusError`."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        data = path.read_bytes()
-        raise CorpusError("not valid UTF-8", path, data.count(b"\n", 0, exc.start) + 1) from None
+    text = decode_utf8(path.read_bytes(), path)
     out: dict[str, tuple[str, str]] = {}
     for ln, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")

@@ -74,7 +74,9 @@ from corpora.base import (
     CrowdJudgment,
     ExpertJudgment,
     ImageId,
+    _is_index,
     caption_id,
+    decode_utf8,
 )
 from corpora.images import PathImageLoader
 
@@ -108,14 +110,7 @@ def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
 
     Non-UTF-8 bytes raise :class:`CorpusError` naming the line of the first bad byte.
     """
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, offset) + 1
-        bad = data[offset:offset + 4]
-        raise CorpusError(f"not valid UTF-8 (byte {bad[:1]!r} at byte offset {offset})", path, line) from None
+    text = decode_utf8(path.read_bytes(), path)
     for i, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if line.strip():
@@ -135,7 +130,7 @@ class CaptionRecord:
 
 def _parse_caption_id(cid: str, path: Path, line: int) -> tuple[str, int]:
     image_id, sep, k = cid.rpartition("#")
-    if not sep or not image_id or not k.isdigit() or image_id != image_id.strip():
+    if not sep or not image_id or not _is_index(k) or image_id != image_id.strip():
         raise CorpusError(f"malformed caption id {cid!r} (expected '<image>#<k>' with k a number)",
                           path, line)
     return image_id, int(k)
@@ -278,12 +273,7 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
     ``line`` is the physical line where the record ends (csv handles multi-line quoted fields).
     """
     path = Path(path)
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise CorpusError(f"not valid UTF-8 (byte {data[exc.start:exc.start + 1]!r})", path, line) from None
+    text = decode_utf8(path.read_bytes(), path)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
@@ -591,14 +581,16 @@ def load_captions_csv(path: str | Path, images_dir: str | Path | None = None, *,
                       name: str = "flickr8k", with_images: bool = True) -> Corpus:
     """Load the Kaggle ``captions.txt`` CSV (``image,caption``) as a :class:`Corpus`.
 
-    Split files (``Flickr_8k.*Images.txt``) are used when found in ``split_dir`` or beside the CSV;
-    otherwise a seeded split is made (:func:`seeded_split`, with a warning).  Judgment files beside
-    the CSV (ExpertAnnotations.txt, CrowdFlowerAnnotations.txt) are read too.  No lemmas.
+    Split files (``Flickr_8k.*Images.txt``) are used when found in ``split_dir`` or beside the CSV
+    (``split_dir`` first); otherwise a seeded split is made (:func:`seeded_split`, with a warning).
+    Judgment files (ExpertAnnotations.txt, CrowdFlowerAnnotations.txt) are searched the same way and
+    read too.  No lemmas.
     """
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"captions CSV not found: {path}")
-    tdirs = [Path(split_dir).expanduser()] if split_dir is not None else [path.parent]
+    # split files and judgment files: split_dir first, then beside the CSV
+    tdirs = ([Path(split_dir).expanduser()] if split_dir is not None else []) + [path.parent]
 
     def find(n: str) -> Path | None:
         return next((d / n for d in tdirs if (d / n).is_file()), None)

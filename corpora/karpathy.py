@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from corpora.base import Caption, Corpus, CorpusError, caption_id
+from corpora.base import Caption, Corpus, CorpusError, caption_id, decode_utf8
 from corpora.images import PathImageLoader
 
 __all__ = ["load_karpathy", "KARPATHY_SPLITS"]
@@ -60,10 +60,9 @@ def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
     path = Path(json_path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"Karpathy JSON not found: {path}")
+    text = decode_utf8(path.read_bytes(), path)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"not valid UTF-8 at byte offset {exc.start}", path) from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(f"invalid JSON: {exc.msg} (column {exc.colno})", path, exc.lineno) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
@@ -96,6 +95,8 @@ def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
         if not isinstance(sentences, list) or not sentences:
             raise CorpusError(f"{where} ({filename}): 'sentences' must be a non-empty list", path)
         sentids = entry.get("sentids")
+        if sentids is not None and not isinstance(sentids, list):
+            raise CorpusError(f"{where} ({filename}): 'sentids' must be a list, got {sentids!r}", path)
         if sentids is not None and len(sentids) != len(sentences):
             raise CorpusError(f"{where} ({filename}): {len(sentids)} sentids for {len(sentences)} sentences",
                               path)

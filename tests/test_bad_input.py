@@ -89,6 +89,7 @@ def test_text_files_directly_in_root_and_images_folder_names(tmp_path):
 @pytest.mark.parametrize("bad_line, match", [
     ("1000_abc.jpg#0 no tab here", "no TAB"),
     ("1000_abc.jpg#x\tcaption", "malformed caption id"),
+    ("1000_abc.jpg#\u00b2\tcaption", "malformed caption id"),          # '²'.isdigit() but int('²') fails
     ("1000_abc.jpg\tcaption", "malformed caption id"),
     ("#0\tcaption", "malformed caption id"),
     ("1000_abc.jpg#0\t   ", "empty caption"),
@@ -113,6 +114,24 @@ def test_non_utf8_bytes_name_the_line(tmp_path):
     root = write_bundle(tmp_path / "bundle", token=token)
     with pytest.raises(CorpusError, match=r"Flickr8k\.token\.txt:2: not valid UTF-8"):
         load(root)
+
+
+def test_non_utf8_after_a_bom_names_the_right_line_and_byte(tmp_path):
+    """utf-8-sig counts positions after the BOM it skips: every reader adds it back."""
+    from corpora.checksums import read_checksum_file
+    from corpora.flickr8k import parse_captions_csv
+
+    bom = b"\xef\xbb\xbf"
+    cases = [("t.txt", bom + b"1000_abc.jpg#0\tA dog .\n\xff1000_abc.jpg#1\tA cat .\n", parse_token_file),
+             ("captions.csv", bom + b"image,caption\n\xffa.jpg,A dog .\n", parse_captions_csv),
+             ("ck.txt", bom + b"d41d8cd98f00b204e9800998ecf8427e  a.jpg\n\xff\n", read_checksum_file),
+             ("dataset_x.json", bom + b'{"images":\n [\xff]}', load_karpathy)]
+    for name, data, reader in cases:
+        f = tmp_path / name
+        f.write_bytes(data)
+        with pytest.raises(CorpusError, match=rf"{name.replace('.', '[.]')}:2: not valid UTF-8 \(byte b'\\xff'") as e:
+            reader(f)
+        assert e.value.line == 2, name
 
 
 def test_crlf_and_bom_accepted(tmp_path):
@@ -313,6 +332,15 @@ def test_captions_csv_layout_autodetected_with_seeded_split(tmp_path):
         (tmp_path / f"Flickr_8k.{s}Images.txt").write_text("\n".join(part))
     c3 = load_captions_csv(tmp_path / "captions.txt", tmp_path / "Images")
     assert c3.splits["dev"] == tuple(ids[10:13])
+    # split files in split_dir, judgment files beside the CSV: both are read (the judgments used to be
+    # ignored whenever split_dir was given)
+    (tmp_path / "splits").mkdir()
+    for s in ("train", "dev", "test"):
+        (tmp_path / f"Flickr_8k.{s}Images.txt").rename(tmp_path / "splits" / f"Flickr_8k.{s}Images.txt")
+    (tmp_path / "ExpertAnnotations.txt").write_text(f"{ids[13]}\t{ids[14]}#2\t1\t2\t1\n")
+    c4 = load_captions_csv(tmp_path / "captions.txt", tmp_path / "Images", split_dir=tmp_path / "splits")
+    assert c4.splits == c3.splits
+    assert [(j.image_id, j.caption_id, j.scores) for j in c4.expert] == [(ids[13], f"{ids[14]}#2", (1, 2, 1))]
 
 
 def test_seeded_split_sizes():
@@ -369,6 +397,7 @@ def test_karpathy_json(tmp_path):
     (json.dumps(karpathy_json([{"filename": "a.jpg", "split": "val", "sentences": [{"raw": " "}]}])),
      "sentence 0 is empty"),
     (json.dumps({"imgs": []}), "expected a JSON object with an 'images' list"),
+    (json.dumps(karpathy_json([{**kimg("a.jpg", "train"), "sentids": 5}])), "'sentids' must be a list"),
 ])
 def test_karpathy_json_errors(tmp_path, payload, match):
     f = tmp_path / "dataset_flickr8k.json"

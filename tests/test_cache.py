@@ -1,0 +1,28 @@
+"""corpora.cache.DiskCache: any member name round-trips; key parts of numpy scalar types are accepted."""
+from __future__ import annotations
+
+import numpy as np
+
+from corpora.cache import DiskCache, cache_key
+
+
+def test_member_names_that_are_savez_keywords_round_trip(tmp_path):
+    cache = DiskCache(tmp_path / "c")
+    arrays = {"file": np.arange(3), "allow_pickle": np.eye(2, dtype=np.float32), "args": np.array("text")}
+    cache.store("ns", {"k": 1}, arrays)
+    back = cache.load("ns", {"k": 1})
+    assert back is not None and set(back) == set(arrays)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].dtype == v.dtype
+    assert not list((tmp_path / "c").rglob("*.tmp"))
+    # the file is an ordinary .npz
+    (p,) = list((tmp_path / "c").rglob("*.npz"))
+    with np.load(p) as z:
+        np.testing.assert_array_equal(z["file"], arrays["file"])
+
+
+def test_numpy_scalars_in_keys_equal_their_python_values():
+    assert cache_key({"flag": np.bool_(True), "n": np.int64(3), "x": np.float32(0.5)}) == \
+        cache_key({"flag": True, "n": 3, "x": 0.5})
+    assert cache_key({"flag": np.bool_(False)}) != cache_key({"flag": np.bool_(True)})
