@@ -253,6 +253,13 @@ def _pool_digest(pool) -> str:
                     *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
 
 
+def _images_digest(corpus, id_lists) -> str | None:
+    """:meth:`~corpora.base.Corpus.images_fingerprint` of each list of image ids (``None`` for objects
+    without one, e.g. test doubles), so a replaced image file gives a new run key."""
+    fp = getattr(corpus, "images_fingerprint", None)
+    return None if fp is None else _digest([fp(list(ids)) for ids in id_lists])
+
+
 def _json_default(o):
     if isinstance(o, (np.integer, np.floating)):
         return o.item()
@@ -467,6 +474,8 @@ def run_system(
         key = {"what": "kcca-system-run", "version": _RUN_CACHE_VERSION, "system": cfg.as_dict(),
                "corpus": getattr(corpus, "name", None), "fingerprint": getattr(corpus, "fingerprint", None),
                "train": _digest(train_ids), "pools": {s: _pool_digest(pools[s]) for s in ("dev", "test")},
+               # the pixels: the fingerprint covers captions and splits, not image files
+               "images": _images_digest(corpus, [train_ids, *(pools[s].image_ids for s in ("dev", "test"))]),
                "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
                "powers": ps, "diags": ds, "pd_kappas": [float(k) for k in search_kappas], "top": int(top),
                "criteria": list(criteria), "kcca": kk, "image_kwargs": dict(image_kwargs or {}),

@@ -170,7 +170,8 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
     if ident is None or kwargs:
         return compute()["S"]
     key = {"what": "affinity", "scorer": ident(), "corpus": corpus.name, "fingerprint": corpus.fingerprint,
-           "split": pool.split, "image_ids": list(pool.image_ids), "caption_ids": list(pool.caption_ids)}
+           "split": pool.split, "image_ids": list(pool.image_ids), "caption_ids": list(pool.caption_ids),
+           "images": corpus.images_fingerprint(pool.image_ids)}   # the pixels (the fingerprint: captions)
     return cache.get_or_compute("neural_affinity", key, compute)["S"]
 
 

@@ -183,6 +183,14 @@ def test_combine_eq6():
     np.testing.assert_allclose(combine_kernels([Ks["color"]], 2), Ks["color"] ** 2, rtol=1e-6)
     # inputs untouched
     assert not np.shares_memory(combine_kernels(Ks, 2), Ks["color"])
+    # out may alias any input, not only the first
+    for name in ("color", "texture", "sift"):
+        for p in (1, 2, 3):
+            ref = ((Ks["color"] + Ks["texture"] + Ks["sift"]) / 3) ** p
+            mats = {k: v.copy() for k, v in Ks.items()}
+            got = combine_kernels(mats, p, out=mats[name])
+            assert got is mats[name]
+            np.testing.assert_allclose(got, ref, rtol=1e-5)
     with pytest.raises(ValueError, match="power"):
         combine_kernels(Ks, 0)
     with pytest.raises(ValueError, match="shapes"):

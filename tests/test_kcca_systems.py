@@ -112,3 +112,53 @@ def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set,
     third = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2,
                        **{**kw, "kcca_kwargs": {"dtype": "float32"}})
     assert len(list((tmp_cache.root / "kcca_runs").glob("*"))) == 2 and isinstance(third.models, dict)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cached_run_follows_a_replaced_image_file(tmp_path):
+    """The run cache covers the pixels, not only captions and splits: replacing a test image file gives
+    the same matrices as a run on a fresh cache (it used to return the old image's rankings)."""
+    import os
+
+    import cv2
+
+    from corpora.base import Caption, Corpus
+    from corpora.cache import DiskCache
+
+    rng = np.random.default_rng(3)
+    colours = {"red": (0, 0, 220), "green": (0, 200, 0), "blue": (220, 0, 0), "yellow": (0, 220, 220)}
+    names = list(colours)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    ids = [f"im{i:02d}.png" for i in range(14)]
+    caps = {}
+    for i, im in enumerate(ids):
+        a, b = names[i % 4], names[(i // 4) % 4]
+        img = np.zeros((60, 80, 3), np.uint8)
+        img[:] = colours[a]
+        img[15:45, 20:60] = colours[b]
+        img[::6] = rng.integers(0, 256, 3)
+        assert cv2.imwrite(str(folder / im), img)
+        caps[im] = tuple(Caption(f"{im}#{k}", im, k, f"a {b} box on {a} ground picture {k}") for k in range(5))
+
+    def corpus():
+        def load(i):
+            return cv2.imread(str(folder / i), cv2.IMREAD_COLOR)[:, :, ::-1].copy()
+        return Corpus("files", tuple(ids), caps, {"train": tuple(ids[:8]), "dev": tuple(ids[8:11]),
+                                                  "test": tuple(ids[11:])},
+                      image_loader=load, image_paths={i: folder / i for i in ids})
+
+    kw = dict(fixed_power=2, fixed_diag=1.0, kappas=(0.1,), ns=(2, 3), top=1, show_progress=False,
+              image_kwargs={"n_words": {"color": 4, "texture": 4, "sift": 4}, "codebook_images": 8,
+                            "n_jobs": 1, "samples_per_image": {"sift": 64}})
+    cache = DiskCache(tmp_path / "cache")
+    first = run_system("BoW5", corpus(), cache=cache, **kw).test_matrices.annotation
+    target = folder / ids[12]
+    img = cv2.imread(str(folder / ids[5]))                 # another picture in place of test image 2
+    assert cv2.imwrite(str(target), img)
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    again = run_system("BoW5", corpus(), cache=cache, **kw).test_matrices.annotation
+    fresh = run_system("BoW5", corpus(), cache=DiskCache(tmp_path / "fresh"), **kw).test_matrices.annotation
+    np.testing.assert_array_equal(again, fresh)
+    assert not np.array_equal(first, fresh)                # the replacement matters for this pool

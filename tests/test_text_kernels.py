@@ -372,3 +372,49 @@ def test_disk_cache_roundtrip(tmp_cache, small_teaching_set):
     c = TextKernel.from_name("TRI5_D_ic", cache=tmp_cache, show_progress=False).fit(ts, ts.split("train"))
     c.gram_train()
     assert tmp_cache.misses == misses + 1
+
+
+@pytest.mark.parametrize("kw", [dict(kind="TRI", similarity="D_ic", min_count=2), dict(kind="TagRank"),
+                                dict(kind="TRI", idf="sqrt")])
+def test_second_fit_forgets_the_first(kw):
+    """Refitting on other data equals a fresh fit (word kernel, normalisers, TagRank statistics)."""
+    a, b = _corpus(seed=0), _corpus(seed=3)
+    tk = TextKernel(show_progress=False, **kw)
+    tk.fit(a, a.split("train"))
+    tk.gram_train()
+    tk.gram_queries(_queries())
+    tk.fit(b, b.split("train"))
+    fresh = TextKernel(show_progress=False, **kw).fit(b, b.split("train"))
+    np.testing.assert_allclose(tk.gram_train(), fresh.gram_train(), atol=1e-6)
+    np.testing.assert_allclose(tk.gram_queries(_queries()), fresh.gram_queries(_queries()), atol=1e-6)
+
+
+def test_edited_external_corpus_is_not_served_from_the_cache(tmp_path):
+    """The external (D_ext) corpus enters the cache keys by content stamp (size, mtime), not by path."""
+    import os
+
+    from corpora.cache import DiskCache
+
+    ext = tmp_path / "ext.txt"
+    corpus = _corpus()
+    cache = DiskCache(tmp_path / "cache")
+
+    def gram():
+        tk = TextKernel(kind="TRI", similarity="D_ext", external_corpus=ext, cache=cache, show_progress=False,
+                        min_count=5)
+        return tk.fit(corpus, corpus.split("train")).gram_train()
+
+    def fresh():
+        tk = TextKernel(kind="TRI", similarity="D_ext", external_corpus=ext, cache=None, show_progress=False,
+                        min_count=5)
+        return tk.fit(corpus, corpus.split("train")).gram_train()
+
+    words = sorted({w for caps in corpus.captions.values() for c in caps for w in c.text.split()})
+    ext.write_text(f"{words[0]} {words[1]} {words[2]}\n" * 6 + f"{words[3]} {words[4]} {words[5]}\n" * 6)
+    before = gram()
+    ext.write_text(f"{words[0]} {words[3]} {words[5]}\n" * 6 + f"{words[1]} {words[2]} {words[4]}\n" * 6)
+    st = ext.stat()
+    os.utime(ext, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    after = gram()
+    np.testing.assert_allclose(after, fresh(), atol=1e-6)
+    assert not np.allclose(after, before)

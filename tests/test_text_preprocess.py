@@ -99,6 +99,26 @@ def test_nn_baseline_f1_and_score_matrices():
         NearestNeighbour("NN1")
 
 
+def test_nn_f1_with_a_query_word_repeated_past_the_level_limit():
+    """F1 overlap counts min(tf_query, tf_item): a query word repeated 64+ times must not spill into the
+    next word's level codes (it used to inflate the overlap from 65 repeats on)."""
+    corpus = _corpus()
+    train = corpus.split("train")
+    nn = NearestNeighbour("NN5_F1").fit(corpus, train)
+    tk = nn.tk
+    docs = tk.item_documents()
+    for word in tk.vocab.words[:3]:
+        for reps in (1, 63, 64, 65, 130):
+            q = Caption("q.jpg#0", "q.jpg", 0, " ".join([word] * reps), lemma=" ".join([word] * reps))
+            got = nn.text_similarity([q])[0]
+            qd = tk.encode_queries([q])[0]
+            ref = []
+            for d in docs:
+                ov = sum(min(np.sum(qd == x), np.sum(d == x)) for x in np.unique(qd))
+                ref.append(2 * ov / (len(qd) + len(d)))
+            np.testing.assert_allclose(got, ref, atol=1e-6, err_msg=f"{word} x{reps}")
+
+
 def test_missing_nltk_resource_message():
     from kernels.text import MissingResourceError
     from kernels.text.preprocess import nltk_resource

@@ -223,7 +223,7 @@ def pyramid_match_gram(PX, PY=None, n_words: int | None = None, levels: int = N_
 def combine_kernels(grams: Mapping[str, np.ndarray] | Sequence[np.ndarray], power: int = 2,
                     out: np.ndarray | None = None) -> np.ndarray:
     """Eq. 6: ``K = [(K_C + K_T + K_S) / 3]^p`` — the mean of the per-feature Grams to the power ``p``
-    (the mean over however many features are given).  float32; ``out`` may alias an input."""
+    (the mean over however many features are given).  float32; ``out`` may alias any input."""
     mats = list(grams.values()) if isinstance(grams, Mapping) else list(grams)
     if not mats:
         raise ValueError("combine_kernels needs at least one Gram matrix")
@@ -233,6 +233,9 @@ def combine_kernels(grams: Mapping[str, np.ndarray] | Sequence[np.ndarray], powe
     for k in mats:
         if k.shape != shape:
             raise ValueError(f"Gram shapes differ: {shape} vs {k.shape}")
+    target = out
+    if out is not None and any(np.shares_memory(out, k) for k in mats[1:]):
+        out = None                       # out is a later input: sum elsewhere, copy at the end
     acc = np.array(mats[0], dtype=np.float32, copy=True) if out is None else out
     if out is not None:
         np.copyto(acc, mats[0])
@@ -246,4 +249,7 @@ def combine_kernels(grams: Mapping[str, np.ndarray] | Sequence[np.ndarray], powe
         else:
             for _ in range(power - 1):
                 acc *= base
+    if target is not None and acc is not target:
+        np.copyto(target, acc)
+        return target
     return acc

@@ -197,8 +197,17 @@ class TextKernel:
     def params(self) -> dict:
         return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
                 "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
-                "ext": None if self.external_corpus is None else str(self.external_corpus),
-                "seed": self.seed, "min_count": self.min_count, "version": 1}
+                "ext": self._ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 1}
+
+    def _ext_identity(self):
+        """The external corpus in cache keys: path, size and mtime (only when a similarity uses D_ext)."""
+        if self.external_corpus is None:
+            return None
+        if not any("D_ext" in part for part in getattr(self, "sim_parts", ()) or ()):
+            return str(self.external_corpus)
+        from kernels.text.similarity import external_corpus_identity
+
+        return external_corpus_identity(self.external_corpus)
 
     # ------------------------------------------------------------------ fit
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
@@ -236,9 +245,12 @@ class TextKernel:
         self.omega = _bow.word_weights(self.idf_values, self.idf)
         self.omega_unseen = float(_bow.word_weights(np.array([self.idf_unseen]), self.idf)[0])
         self._key = {"corpus": corpus.fingerprint, "train": list(self.train_ids), "params": self.params()}
+        # everything derived from a previous fit goes (a second fit on other data must not reuse it)
         self._gram = None
         self._item_self = None
         self.word_kernel = None
+        self._W = self._scale = self._train_self = None
+        self.__dict__.pop("_tagrank", None)
         if self.sim_parts:
             from kernels.text.similarity import build_word_kernel
 

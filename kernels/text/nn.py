@@ -70,7 +70,9 @@ class NearestNeighbour:
             if len(d) == 0:
                 continue
             u, c = np.unique(d, return_counts=True)
-            for t in range(1, int(c.max()) + 1):
+            # at most 63 levels per word (codes word*64 + t-1 must not spill into the next word); the
+            # training side refuses more, so a query level above 63 could never match anyway
+            for t in range(1, min(int(c.max()), 63) + 1):
                 sel = u[c >= t]
                 rows.append(np.full(len(sel), r))
                 cols.append(sel * 64 + (t - 1))

@@ -171,6 +171,18 @@ def brown_tagged_sents(fileids=None):
     return out
 
 
+def external_corpus_identity(path) -> dict | None:
+    """What a user-supplied external corpus (D_ext) file is, for cache keys: its path, size and
+    modification time (``None`` = NLTK's Brown corpus).  An edited file gets new word kernels and Grams."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"external_corpus={str(path)!r}: no such file")
+    st = p.stat()
+    return {"path": str(path), "size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
+
+
 def _ext_sentences(tk, path) -> list[list[str]]:
     """Preprocessed external sentences (lemmas, stop words removed), cached on disk."""
     from kernels.text.preprocess import english_stopwords
@@ -408,7 +420,7 @@ def build_word_kernel(tk) -> WordKernel:
     words = tk.vocab.words
     key = {"stage": "word_kernel", "corpus": tk.corpus_fingerprint, "train": list(tk.train_ids),
            "cpi": tk.captions_per_item, "seed": tk.seed, "parts": list(tk.sim_parts), "min_count": tk.min_count,
-           "ext": None if tk.external_corpus is None else str(tk.external_corpus), "version": 1}
+           "ext": external_corpus_identity(tk.external_corpus), "version": 1}
     comps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     wix = {w: i for i, w in enumerate(words)}
 
