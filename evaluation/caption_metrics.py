@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -46,13 +47,14 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------- tokenizer
 _CLITIC_NT = re.compile(r"(\w)n't\b")
 _CLITIC = re.compile(r"(\w)'(s|re|ve|ll|m|d)\b")
-_TOKEN = re.compile(r"n't|'(?:s|re|ve|ll|m|d)\b|[a-z0-9]+(?:[-.,'&/][a-z0-9]+)*|\S")
+# word characters = Unicode letters and digits (``[^\W_]``), so "café" / "crème" stay whole
+_TOKEN = re.compile(r"n't|'(?:s|re|ve|ll|m|d)\b|[^\W_]+(?:[-.,'&/][^\W_]+)*|\S")
 _PUNCT_CHARS = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014", "\u2026"}
 
 
 @lru_cache(maxsize=300_000)
 def _ptb_tokenize_cached(text: str) -> tuple[str, ...]:
-    t = text.lower().replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
+    t = unicodedata.normalize("NFC", text).lower().replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
     t = _CLITIC_NT.sub(r"\1 n't", t)
     t = _CLITIC.sub(r"\1 '\2", t)
     toks = _TOKEN.findall(t)
@@ -62,8 +64,9 @@ def _ptb_tokenize_cached(text: str) -> tuple[str, ...]:
 def ptb_tokenize(text: str) -> list[str]:
     """Tokenise like the COCO caption evaluation (Stanford PTBTokenizer + punctuation removal).
 
-    Lowercases; splits the clitics ``n't 's 're 've 'll 'm 'd`` off as PTB does; keeps words with
-    internal hyphens, apostrophes, dots or commas (``black-and-white``, ``3.5``) as one token; drops
+    NFC-normalises and lowercases; splits the clitics ``n't 's 're 've 'll 'm 'd`` off as PTB does;
+    words are runs of Unicode letters and digits (accented words such as ``café`` stay whole), kept
+    whole across internal hyphens, apostrophes, dots or commas (``black-and-white``, ``3.5``); drops
     every token made only of punctuation.  ``"A dog's toy, black-and-white."`` ->
     ``['a', 'dog', "'s", 'toy', 'black-and-white']``.
     """

@@ -242,6 +242,19 @@ def _sample_refs(refs: Sequence[str], k: int | None, rng: np.random.Generator) -
     return [refs[i] for i in sorted(idx)]
 
 
+def _scorer_output(score_fn: ScoreFn, ims, cands, refs, name: str, what: str) -> np.ndarray:
+    """``score_fn(ims, cands, refs)`` as a float vector, checked: one finite score per candidate."""
+    scores = np.asarray(score_fn(ims, cands, refs), dtype=np.float64).ravel()
+    if scores.shape[0] != len(cands):
+        raise ValueError(f"{name}: score_fn returned {scores.shape[0]} score(s) for {len(cands)} {what} "
+                         f"candidates (need one per record)")
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        raise ValueError(f"{name}: score_fn returned {int(bad.sum())} non-finite (NaN/inf) score(s) for the "
+                         f"{what} candidates (first at record {int(np.flatnonzero(bad)[0])})")
+    return scores
+
+
 def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n_refs: int | None = None,
                       n_draws: int = 1, seed: int = 0) -> dict:
     """Pascal-50S-style accuracy: share of pairs where the scorer prefers the human-preferred candidate.
@@ -251,6 +264,9 @@ def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n
     ``n_draws`` draws.  A tie (equal scores) counts ½.
 
     Returns ``{"accuracy": %, "per_category": {category: %}, "n": int, "per_draw": [%...]}``.
+
+    Raises ``ValueError`` when there are no records, a ``preferred`` is not 0 or 1, or ``score_fn`` does
+    not return one finite score per record.
     """
     if not records:
         raise ValueError("pairwise_accuracy: no records")
@@ -263,8 +279,10 @@ def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n
     for d in range(n_draws if n_refs is not None else 1):
         refs = [_sample_refs(r.references, n_refs, rng) for r in records]
         ims = [r.image_id for r in records]
-        sa = np.asarray(score_fn(ims, [r.candidate_a for r in records], refs), dtype=np.float64)
-        sb = np.asarray(score_fn(ims, [r.candidate_b for r in records], refs), dtype=np.float64)
+        sa = _scorer_output(score_fn, ims, [r.candidate_a for r in records], refs, "pairwise_accuracy",
+                            "candidate_a")
+        sb = _scorer_output(score_fn, ims, [r.candidate_b for r in records], refs, "pairwise_accuracy",
+                            "candidate_b")
         pref = np.array([r.preferred for r in records])
         win_a = np.where(sa > sb, 1.0, np.where(sa < sb, 0.0, 0.5))
         correct_all[d] = np.where(pref == 0, win_a, 1.0 - win_a)
@@ -290,14 +308,15 @@ def foil_accuracy(records: Sequence[FoilRecord], score_fn: ScoreFn, *, n_refs: i
                   seed: int = 0) -> dict:
     """FOIL-style hallucination accuracy: share of records with ``score(correct) > score(foil)`` (strict;
     a tie is a failure).  With ``n_refs`` the references are subsampled (seeded).  Returns
-    ``{"accuracy": %, "n": int}``."""
+    ``{"accuracy": %, "n": int}``.  Raises ``ValueError`` when there are no records or ``score_fn`` does
+    not return one finite score per record."""
     if not records:
         raise ValueError("foil_accuracy: no records")
     rng = np.random.default_rng(seed)
     refs = [_sample_refs(r.references, n_refs, rng) for r in records]
     ims = [r.image_id for r in records]
-    sc = np.asarray(score_fn(ims, [r.correct for r in records], refs), dtype=np.float64)
-    sf = np.asarray(score_fn(ims, [r.foil for r in records], refs), dtype=np.float64)
+    sc = _scorer_output(score_fn, ims, [r.correct for r in records], refs, "foil_accuracy", "correct")
+    sf = _scorer_output(score_fn, ims, [r.foil for r in records], refs, "foil_accuracy", "foil")
     return {"accuracy": 100.0 * float(np.mean(sc > sf)), "n": len(records)}
 
 

@@ -85,29 +85,67 @@ def split_metric_list(value: str, known=METRIC_NAMES) -> list[str]:
     return out
 
 
+def metric_selection_error(only: list[str] | None, *, meteor: bool = True, hodosh: bool = True,
+                           meteor_unavailable: str | None = None) -> str | None:
+    """Why ``only`` (``--metrics``) cannot be computed with these options, or ``None`` if it can.
+
+    Names are sorted into unknown ones (not in :data:`METRIC_NAMES`), those excluded by ``--no-hodosh``
+    (``hodosh=False``) or ``--no-meteor`` (``meteor=False``), and METEOR when it was asked for but is
+    unavailable (``meteor_unavailable`` = the reason).  The message names each group and the metrics
+    still available.
+    """
+    if not only:
+        return None
+    unknown = [m for m in only if m not in METRIC_NAMES]
+    no_hodosh = [m for m in only if m in _HODOSH_METRICS and not hodosh]
+    no_meteor = [m for m in only if m == METEOR_NAME and not meteor]
+    missing = [m for m in only if m == METEOR_NAME and meteor and meteor_unavailable]
+    parts = []
+    if unknown:
+        parts.append(f"unknown metric(s) {unknown}")
+    if no_hodosh:
+        parts.append(f"metric(s) {no_hodosh} excluded by --no-hodosh")
+    if no_meteor:
+        parts.append(f"metric(s) {no_meteor} excluded by --no-meteor")
+    if missing:
+        parts.append(f"metric {missing} unavailable ({meteor_unavailable})")
+    if not parts:
+        return None
+    available = [m for m in METRIC_NAMES
+                 if (hodosh or m not in _HODOSH_METRICS)
+                 and (m != METEOR_NAME or (meteor and not meteor_unavailable))]
+    return "; ".join(parts) + f"; available: {available}"
+
+
 def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
                  progress: bool = True, only: list[str] | None = None) -> dict:
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
     Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
     plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.
+
+    Raises ``ValueError`` (message from :func:`metric_selection_error`) when ``only`` names an unknown
+    metric, one excluded by ``meteor=False`` / ``hodosh=False``, or METEOR while it is unavailable; this
+    is checked before any rows are built or scores computed.
     """
-    expert = flickr8k_expert_rows(corpus)
-    cf = flickr8k_cf_rows(corpus)
     metrics = dict(_BASE_METRICS)
+    meteor_why = None
     if meteor:
         ok, why = meteor_available()
         if ok:
             metrics[METEOR_NAME] = lambda c, r: meteor_nltk(c, r, progress=progress)
         else:
+            meteor_why = why
             print(f"[caption_metrics_vs_humans] METEOR skipped: {why}", file=sys.stderr)
     if hodosh:
         metrics.update(_HODOSH_METRICS)
     if only:
-        unknown = [m for m in only if m not in metrics]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; available: {list(metrics)}")
+        err = metric_selection_error(only, meteor=meteor, hodosh=hodosh, meteor_unavailable=meteor_why)
+        if err:
+            raise ValueError(err)
         metrics = {m: metrics[m] for m in only}
+    expert = flickr8k_expert_rows(corpus)
+    cf = flickr8k_cf_rows(corpus)
 
     def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
         _, cands, refs = rows.unique_items()
@@ -215,6 +253,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
+    only = split_metric_list(args.metrics) if args.metrics else None
+    # unknown or excluded (--no-hodosh / --no-meteor) names: fail before loading the corpus
+    err = metric_selection_error(only, meteor=not args.no_meteor, hodosh=not args.no_hodosh)
+    if err:
+        p.error(err)
 
     from corpora.cache import DiskCache
     from corpora.flickr8k import load_flickr8k
@@ -225,7 +268,6 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore")  # loader notes (known Flickr8k quirks) are listed in corpus.notes
         corpus = load_flickr8k(args.data)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
-    only = split_metric_list(args.metrics) if args.metrics else None
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
                               only=only)

@@ -29,6 +29,10 @@ def test_ptb_tokenizer():
     assert ptb_tokenize("A dog's toy, black-and-white.") == ["a", "dog", "'s", "toy", "black-and-white"]
     assert ptb_tokenize("Don't GO!!  (now) 3.5 m") == ["do", "n't", "go", "now", "3.5", "m"]
     assert ptb_tokenize(" ... ") == []
+    # accented (non-ASCII) words stay whole; composed and decomposed forms give the same tokens
+    assert ptb_tokenize("Café crème at the dog's") == ["café", "crème", "at", "the", "dog", "'s"]
+    assert ptb_tokenize("Cafe\u0301 Crème-brûlée") == ["café", "crème-brûlée"]
+    assert ptb_tokenize("snake_case") == ["snake", "case"]   # underscore is not a word character
     with pytest.raises(TypeError):
         ptb_tokenize(["a"])
 

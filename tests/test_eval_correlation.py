@@ -144,6 +144,39 @@ def test_pairwise_and_foil_accuracy():
     assert foil_accuracy(foils, overlap) == {"accuracy": 50.0, "n": 2}
 
 
+def test_pairwise_and_foil_accuracy_reject_bad_scorer_output():
+    recs = [PairwiseRecord("i", "a dog", "a cat", ("a dog",), 0, "HC"),
+            PairwiseRecord("i", "red car", "a dog", ("a dog",), 1, "HI")]
+    foils = [FoilRecord("i", "a dog", "a cat", ("a dog",)), FoilRecord("i", "a man", "a woman", ("a man",))]
+
+    def scalar(ims, cands, refs):          # broadcasts silently if not checked
+        return 0.5
+
+    def too_many(ims, cands, refs):
+        return np.zeros(len(cands) + 1)
+
+    def with_nan(ims, cands, refs):
+        out = np.arange(len(cands), dtype=float)
+        out[-1] = np.nan
+        return out
+
+    def with_inf(ims, cands, refs):
+        return np.full(len(cands), np.inf)
+
+    for fn in (lambda f: pairwise_accuracy(recs, f), lambda f: pairwise_accuracy(recs, f, n_refs=1),
+               lambda f: foil_accuracy(foils, f)):
+        for bad in (scalar, too_many):
+            with pytest.raises(ValueError, match=r"score_fn returned \d+ score\(s\) for 2"):
+                fn(bad)
+        for bad in (with_nan, with_inf):
+            with pytest.raises(ValueError, match="score_fn returned .*non-finite"):
+                fn(bad)
+    # a column vector with one score per record is accepted
+    col = lambda ims, cands, refs: np.arange(len(cands), dtype=float)[:, None]  # noqa: E731
+    assert pairwise_accuracy(recs, col)["n"] == 2
+    assert foil_accuracy(foils, col)["n"] == 2
+
+
 def test_kappa_sweep():
     from sklearn.metrics import cohen_kappa_score
 
@@ -191,6 +224,33 @@ def test_metric_list_keeps_names_that_contain_commas():
         "Hodosh BLEU (unigram, pre)", "BLEU-1", "Hodosh ROUGE (unigram)"]
     assert split_metric_list(",".join(METRIC_NAMES)) == list(METRIC_NAMES)
     assert split_metric_list("BLEU-4,nonsense") == ["BLEU-4", "nonsense"]     # left for the error message
+
+
+def test_experiment_metrics_excluded_by_option_named_in_error(capsys, tmp_path):
+    from experiments.caption_metrics_vs_humans import METEOR_NAME, main, metric_table
+
+    missing = str(tmp_path / "no-such-flickr8k")   # the usage error must come before the corpus is read
+    cases = [
+        (["--no-hodosh", "--metrics", "Hodosh BLEU (unigram)"], ["excluded by --no-hodosh"]),
+        (["--no-hodosh", "--metrics", "BLEU-4,Hodosh BLEU (unigram, pre)"], ["excluded by --no-hodosh"]),
+        (["--no-meteor", "--metrics", METEOR_NAME], ["excluded by --no-meteor"]),
+        (["--no-meteor", "--no-hodosh", "--metrics", f"{METEOR_NAME},Hodosh ROUGE (unigram),BLEU-9"],
+         ["excluded by --no-meteor", "excluded by --no-hodosh", "unknown metric(s) ['BLEU-9']"]),
+    ]
+    for opts, expected in cases:
+        with pytest.raises(SystemExit) as exc:
+            main(["--data", missing, "--no-cache", *opts])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        for e in expected:
+            assert e in err
+        if "BLEU-9" not in opts[-1]:
+            assert "unknown metric" not in err
+    # the library function says the same, without touching the corpus
+    with pytest.raises(ValueError, match="excluded by --no-hodosh"):
+        metric_table(None, meteor=False, hodosh=False, only=["Hodosh ROUGE (unigram, pre)"])
+    with pytest.raises(ValueError, match="excluded by --no-meteor"):
+        metric_table(None, meteor=False, only=[METEOR_NAME])
 
 
 def test_experiment_json(flickr8k_dir, capsys, tmp_path):

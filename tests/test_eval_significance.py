@@ -66,6 +66,43 @@ def test_randomisation_exact_vs_bruteforce_and_scipy():
     assert paired_randomization_test(x, y, "median").pvalue == pytest.approx(sp.pvalue)
 
 
+def _integer_exact_p(d):
+    """Exact two-sided p of the mean difference from integer sums (no rounding anywhere)."""
+    d = np.asarray(d, dtype=np.int64)
+    n = d.size
+    swap = ((np.arange(1 << n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    sums = np.where(swap, -d, d).sum(axis=1)
+    return float(np.mean(np.abs(sums) >= abs(int(d.sum()))))
+
+
+def test_randomisation_mean_ties_counted_for_large_ranks():
+    # mean ranks on a 25,000-candidate pool: values ~2e4, integer per-query differences
+    x = np.array([22850, 22022, 24983, 20992, 24732, 20453, 23115, 22901, 24494, 21493])
+    y = np.array([22847, 22021, 24980, 20994, 24730, 20450, 23118, 22902, 24493, 21496])
+    t = paired_randomization_test(x.astype(float), y.astype(float), "mean")
+    assert "exact" in t.method
+    assert t.pvalue == _integer_exact_p(x - y)
+    assert t.statistic == pytest.approx(0.4)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        xi = rng.integers(20_000, 25_000, 12)
+        yi = xi - rng.integers(-2, 3, 12)
+        assert paired_randomization_test(xi.astype(float), yi.astype(float), "mean").pvalue \
+            == _integer_exact_p(xi - yi)
+
+
+@pytest.mark.parametrize("stat", ["mean", "median"])
+def test_randomisation_p_invariant_to_common_shift(stat):
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        x = rng.integers(1, 500, 30).astype(float)
+        y = x - rng.integers(-1, 2, 30)
+        ref = paired_randomization_test(x, y, stat, n_resamples=5000, seed=1).pvalue
+        for shift in (20_000.0, 1e6):
+            assert paired_randomization_test(x + shift, y + shift, stat, n_resamples=5000,
+                                             seed=1).pvalue == ref
+
+
 def test_randomisation_monte_carlo_seeded_and_close_to_exact():
     rng = np.random.default_rng(2)
     x = rng.normal(size=40)
