@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the 15-model (n, κ) selection on dev is always done)")
     s.add_argument("--clip-model", default=None, metavar="NAME",
                    help="open_clip model name for the neural scorers, e.g. ViT-B-32 "
-                        "(default: 'tiny', the small CLIP trained here on the teaching set)")
+                        "(default: 'tiny', also spelled 'tiny-clip': the small CLIP trained here on the "
+                        "training split, or on the teaching set when training images are missing)")
     s.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
                         "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "

@@ -380,13 +380,30 @@ def restrict_rows(rows, keep: Sequence[bool]):
 
 
 # ---------------------------------------------------------------------------------------------- neural
+def uses_tiny_clip(args) -> bool:
+    """Whether ``--clip-model`` selects the tiny CLIP trained here: absent, ``tiny`` or ``tiny-clip``
+    (:data:`neural.backbone.TINY_MODEL_NAMES`)."""
+    from neural.backbone import is_tiny_model
+
+    return is_tiny_model(getattr(args, "clip_model", None), default=True)
+
+
+def neural_train_ids(corpus: Corpus, args) -> list[str] | None:
+    """The training images of the trained neural scorers (L-CLIPScore, BRIDGE, SPECS): with
+    ``--skip-missing-images`` only the train-split images on disk (as the classical systems), else
+    ``None`` (the whole split; a missing image is an error)."""
+    if not getattr(args, "skip_missing_images", False):
+        return None
+    return [i for i in corpus.split("train") if corpus.has_image(i)]
+
+
 def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
     """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file), via
     :func:`neural.tiny_clip.backbone_for`; loading failures become :class:`PipelineError`."""
     from neural.checkpoints import WeightsError
     from neural.tiny_clip import backbone_for
 
-    tiny = (args.clip_model or "tiny") == "tiny"
+    tiny = uses_tiny_clip(args)
     if tiny and args.clip_pretrained:
         raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
                             "e.g. ViT-B-32); the tiny CLIP is always trained here")
@@ -439,8 +456,22 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
 
     Returns ``(retrieval outputs, pair scorers for human correlation, specificity rates, provenance)``.
     Reference-based variants (RefCLIP-S, RefPAC-S, RefL-CLIPScore) only score pairs: ranking a pool
-    with the pool's own references would leak the answer.
+    with the pool's own references would leak the answer.  With ``--skip-missing-images`` the trained
+    scorers see only the training images on disk; an image that is still missing raises
+    :class:`PipelineError`.
     """
+    from corpora.base import MissingImagesError
+
+    try:
+        return _run_neural(corpus, pools, names, args, cache)
+    except MissingImagesError as exc:
+        hint = ("" if getattr(args, "skip_missing_images", False)
+                else "\nPass --skip-missing-images to run on the images present.")
+        raise PipelineError(f"neural scorers: {exc}{hint}") from exc
+
+
+def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
+                cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, Callable], dict, dict]:
     from neural.base import affinity_for_pool
     from neural.clipscore import CLIPScore
 
@@ -453,6 +484,7 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
     timings["backbone"] = time.perf_counter() - t
     prov = {"backbone": bb.provenance()}
     show = not args.no_progress
+    train_ids = neural_train_ids(corpus, args)   # None: the whole train split
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
     if "CLIP-S" in names or "RefCLIP-S" in names:
@@ -484,7 +516,7 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
 
         t = time.perf_counter()
         student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=args.seed), cache=cache,
-                                        show_progress=show)
+                                        show_progress=show, image_ids=train_ids)
         prov["lclip_student"] = student.provenance()
         scorers["L-CLIPScore"] = LCLIPScore(student)
         ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
@@ -494,15 +526,16 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
         from neural.bridge import BRIDGE, BridgeConfig
 
         t = time.perf_counter()
-        bridge = BRIDGE(bb, BridgeConfig(seed=args.seed)).fit(corpus, "train", cache=cache, show_progress=show)
+        bridge = BRIDGE(bb, BridgeConfig(seed=args.seed)).fit(corpus, "train", cache=cache, show_progress=show,
+                                                              image_ids=train_ids)
         timings["BRIDGE"] = time.perf_counter() - t
     specs_scorer = None
     if "SPECS" in names:
         from neural.specs import SPECSConfig, SPECSScore, train_specs
 
         t = time.perf_counter()
-        cfg = SPECSConfig.for_tiny(seed=args.seed) if (args.clip_model or "tiny") == "tiny" else SPECSConfig(seed=args.seed)
-        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show)
+        cfg = SPECSConfig.for_tiny(seed=args.seed) if uses_tiny_clip(args) else SPECSConfig(seed=args.seed)
+        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show, image_ids=train_ids)
         prov["specs_backbone"] = specs_bb.provenance()
         specs_scorer = SPECSScore(specs_bb)
         scorers["SPECS"] = specs_scorer

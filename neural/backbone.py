@@ -71,6 +71,18 @@ PACS_CHECKPOINTS = {
 }
 
 
+#: The names of the small CLIP trained here (:mod:`neural.tiny_clip`) for ``--clip-model`` / ``clip_model``.
+TINY_MODEL_NAMES = ("tiny", "tiny-clip")
+
+
+def is_tiny_model(name: str | None, *, default: bool = False) -> bool:
+    """Whether ``name`` selects the tiny CLIP trained here (one of :data:`TINY_MODEL_NAMES`);
+    ``default`` is the answer for ``None`` (the command lines' default backbone is the tiny CLIP)."""
+    if name is None:
+        return default
+    return str(name).strip().lower() in TINY_MODEL_NAMES
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`."""
     if isinstance(device, torch.device):
@@ -450,11 +462,14 @@ def require_architecture_dependencies(arch: str) -> None:
 
 
 def create_architecture(arch: str, *, quick_gelu: bool | None = None,
-                        preprocess_overrides: dict | None = None):
+                        preprocess_overrides: dict | None = None, allow_download: bool | None = None):
     """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
 
     ``arch``: an open_clip built-in name (``open_clip.list_models()``) or a key of
     :data:`CUSTOM_MODEL_CONFIGS`.  Returns ``(model, preprocess, tokenizer)``; the model is fp32 on CPU.
+    ``allow_download``: whether a Hugging Face tokenizer (SigLIP, XLM-R … text towers) may be fetched
+    from the Hub when it is not in the local cache.  Default: yes unless ``$ITR_OFFLINE`` or
+    ``$HF_HUB_OFFLINE`` is set; when not allowed, it is loaded with ``local_files_only=True``.
     """
     import open_clip
     from open_clip.tokenizer import SimpleTokenizer
@@ -483,12 +498,19 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
                                        force_quick_gelu=bool(quick_gelu), pretrained_text=False,
                                        device="cpu", precision="fp32")
     preprocess = _preprocess_for(model, preprocess_overrides)
+    allow = (not _offline()) if allow_download is None else bool(allow_download)
+    text_cfg = (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
+    # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
+    # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
+    tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
     try:
-        tokenizer = open_clip.get_tokenizer(arch)
+        tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
     except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
+        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
+               else "could not be downloaded")
         raise MissingDependencyError(
             f"the tokenizer of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is not in the "
-            f"Hugging Face cache and could not be downloaded ({exc}); run open_clip.get_tokenizer({arch!r}) "
+            f"Hugging Face cache and {why} ({exc}); run open_clip.get_tokenizer({arch!r}) "
             "once on a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
     return model.eval(), preprocess, tokenizer
 
@@ -640,7 +662,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     if precision == "fp16" and dev.type != "cuda":
         warnings.warn("fp16 is only used on CUDA; running fp32 on CPU", stacklevel=2)
         precision = "fp32"
-    if model in ("tiny", "tiny-clip"):
+    if is_tiny_model(model):
         raise ValueError("model='tiny' is the CLIP trained here on the teaching set: use "
                          "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
     allow = (not _offline()) if allow_download is None else allow_download
@@ -712,7 +734,8 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     else:
         arch = model.replace("/", "-")
         net, preprocess, tokenizer = create_architecture(arch, quick_gelu=quick_gelu,
-                                                         preprocess_overrides=preprocess_overrides)
+                                                         preprocess_overrides=preprocess_overrides,
+                                                         allow_download=allow)
         if state_dict is not None:
             load_weights_into(net, state_dict, source=f"{file_path} ({fmt})")
     net = net.to(dev)

@@ -430,21 +430,23 @@ class BRIDGE:
     # ------------------------------------------------------------------ fit
     def fit(self, corpus, split: str = "train", *, captions_file: Mapping[str, str] | None = None,
             template_source: str = "auto", cache=None, show_progress: bool = True,
-            num_threads: int | None = None) -> "BRIDGE":
+            num_threads: int | None = None, image_ids: Sequence[str] | None = None) -> "BRIDGE":
         """Train ψ and the L3 MLP on ``corpus``' ``split`` (backbone frozen).
 
         ``captions_file``: ``{image_id: caption}`` template captions (e.g. a captioner's output);
         ``template_source``: see :meth:`corpus_templates` (the fallback excludes each training image's
         own captions).
+        ``image_ids``: the training images to use instead of the whole split (e.g. only those on disk,
+        ``--skip-missing-images``).
         The trained weights are cached in ``cache`` (namespace ``"bridge"``) under the backbone identity,
-        corpus fingerprint, split, config and template source.
+        corpus fingerprint, split, training image ids, config and template source.
         """
         from corpora.cache import NO_CACHE
         from neural.tiny_clip import deterministic
 
         cfg = self.config
         cache = cache if cache is not None else NO_CACHE
-        ids = list(corpus.split(split))[: cfg.max_images]
+        ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
         caps = [c for i in ids for c in corpus.captions_of(i)]
         if not caps:
             raise ValueError(f"BRIDGE.fit: split {split!r} of {corpus.name!r} has no captions")
@@ -452,10 +454,12 @@ class BRIDGE:
         self.bank_tags = [c.pos for c in caps]
         self._bank_emb = None   # encoded on first use (a run served from the caches never needs it)
         source = self.resolve_source(corpus, captions_file, template_source)
+        if source == "captions_file":
+            self.corpus_templates(corpus, ids, captions_file, source)  # says which ids the file lacks
         self.template_source = source
         key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
-               "template_source": source,
+               "images": corpus.images_fingerprint(ids), "template_source": source,
                "captions_file": None if captions_file is None else sorted((k, captions_file[k]) for k in ids)}
 
         def run() -> dict[str, np.ndarray]:

@@ -546,17 +546,21 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
 
 def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,
                           cache=None, show_progress: bool = True, num_threads: int | None = None,
-                          log: list | None = None):
+                          log: list | None = None, image_ids: Sequence[str] | None = None):
     """:func:`train_lclip` on a corpus split: its images, all their captions, and the (image, caption)
     pairs for stage 2.  Only the first ``config.max_images`` images (and their captions, up to
-    ``config.max_texts``) are used; cached under the corpus fingerprint and ids."""
+    ``config.max_texts``) are used; cached under the corpus fingerprint and ids.
+
+    ``image_ids``: the training images to use instead of the whole split (e.g. only those on disk,
+    ``--skip-missing-images``); they enter the cache key."""
     cfg = config or LCLIPConfig()
-    ids = list(corpus.split(split))[: cfg.max_images]
+    ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
     images = [corpus.load_image(i) for i in ids]
     caps = [c for i in ids for c in corpus.captions_of(i)][: cfg.max_texts]
     row = {i: k for k, i in enumerate(ids)}
     pairs = [(row[c.image_id], j) for j, c in enumerate(caps)]
-    key = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "ids": ids}
+    key = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "ids": ids,
+           "images": corpus.images_fingerprint(ids)}   # the pixels (the fingerprint covers the captions)
     return train_lclip(teacher, images, [c.text for c in caps], pairs, cfg, cache=cache, cache_key=key,
                        show_progress=show_progress, log=log, num_threads=num_threads)
 

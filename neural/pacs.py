@@ -150,7 +150,8 @@ def teaching_tuples(corpus, split: str = "train", *, seed: int = 0, captions_per
             texts.append(c.text)
             cids.append(c.id)
     ident = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split, "seed": seed,
-             "caption_ids": cids, "generator": "teaching rerender/paraphrase"}
+             "caption_ids": cids, "images": corpus.images_fingerprint(ids),
+             "generator": "teaching rerender/paraphrase"}
     # images, re-rendered images and paraphrases are made on first use (a cached fine-tune needs none)
     n = len(rows)
     return PositiveTuples(LazySequence(n, lambda r: corpus.load_image(rows[r][0])), texts,
@@ -162,7 +163,14 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
     """Read user-supplied positive tuples (real data) from a JSON file: a list of objects
     ``{"image": path, "caption": str, "generated_image": path, "generated_caption": str}``; relative
     paths are resolved against ``image_root`` (default: the JSON file's folder).  Errors name the file
-    and the entry."""
+    and the entry.
+
+    The tuples' ``identity`` (the cache key of :func:`finetune_pacs`) holds the JSON file's hash, the
+    resolved image root and a digest of every image file's path, size and modification time
+    (as :meth:`corpora.base.Corpus.image_signature`), so moving the root or replacing an image
+    invalidates a cached fine-tune."""
+    import hashlib
+
     from corpora.images import read_image  # the datasets layer's safe image reader
 
     p = Path(path)
@@ -174,18 +182,31 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
         raise ValueError(f"{p}: expected a JSON list of tuples")
     root = Path(image_root) if image_root else p.parent
     out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
+    signatures: dict[str, str] = {}   # image path (as written in the file) -> "size:mtime_ns"
+
+    def read(rel) -> np.ndarray:
+        f = root / rel
+        img = read_image(f)
+        st = f.stat()
+        signatures[str(rel)] = f"{st.st_size}:{st.st_mtime_ns}"
+        return img
+
     for k, e in enumerate(entries):
         try:
-            out["images"].append(read_image(root / e["image"]))
+            out["images"].append(read(e["image"]))
             out["texts"].append(str(e["caption"]))
-            out["gen_images"].append(read_image(root / e["generated_image"]))
+            out["gen_images"].append(read(e["generated_image"]))
             out["gen_texts"].append(str(e["generated_caption"]))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{p}: entry {k} lacks image / caption / generated_image / generated_caption "
                              f"({exc})") from exc
     from neural.checkpoints import file_sha256
 
-    return PositiveTuples(**out, identity={"file": str(p), "sha256": file_sha256(p)})
+    digest = hashlib.sha256("\n".join(f"{k}\t{v}" for k, v in sorted(signatures.items()))
+                            .encode("utf-8")).hexdigest()
+    return PositiveTuples(**out, identity={"file": str(p), "sha256": file_sha256(p),
+                                           "image_root": str(root.resolve()),
+                                           "images": {"n": len(signatures), "sha256": digest}})
 
 
 # ---------------------------------------------------------------------------- the loss

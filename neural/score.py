@@ -95,10 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _backbone(args, cache):
-    from neural.backbone import load_backbone
+    from neural.backbone import is_tiny_model, load_backbone
     from neural.checkpoints import MissingWeightsError
 
-    if args.clip_model in ("tiny", "tiny-clip"):
+    if is_tiny_model(args.clip_model):
         from corpora.teaching import make_teaching_set
         from neural.tiny_clip import train_tiny_clip
 

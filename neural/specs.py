@@ -222,12 +222,14 @@ def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | None = None, *, cache=None,
-                show_progress: bool = True, num_threads: int | None = None, log: list | None = None):
+                show_progress: bool = True, num_threads: int | None = None, log: list | None = None,
+                image_ids: Sequence[str] | None = None):
     """Stretch the text context and fine-tune ``backbone`` with the SPECS objective on ``corpus``' split.
 
     Returns the fine-tuned long-context :class:`Backbone` (``.specs_training`` holds the loss curve).
     The weights are cached (namespace ``"specs"``) under the backbone identity, corpus fingerprint,
-    split and config.
+    split, training image ids and config.  ``image_ids``: the training images to use instead of the
+    whole split (e.g. only those on disk, ``--skip-missing-images``).
     """
     from corpora.cache import NO_CACHE
     from neural.tiny_clip import deterministic
@@ -235,10 +237,10 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     cfg = config or SPECSConfig()
     cache = cache if cache is not None else NO_CACHE
     long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep, precision="fp32")  # train in fp32
-    ids = list(corpus.split(split))[: cfg.max_images]
+    ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
     key = {"what": "specs", "backbone": backbone.cache_identity(), "corpus": corpus.name,
            "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
-           "stretch": long_bb.stretch}
+           "images": corpus.images_fingerprint(ids), "stretch": long_bb.stretch}
     model = long_bb.model
 
     def run() -> dict[str, np.ndarray]:

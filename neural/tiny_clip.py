@@ -34,7 +34,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neural.backbone import CUSTOM_MODEL_CONFIGS, Backbone, adamw, backbone_from_model, create_architecture
+from neural.backbone import (
+    CUSTOM_MODEL_CONFIGS,
+    TINY_MODEL_NAMES,
+    Backbone,
+    adamw,
+    backbone_from_model,
+    create_architecture,
+    is_tiny_model,
+)
 
 TINY_ARCH = "itr-tiny-clip"
 
@@ -209,7 +217,8 @@ def train_tiny_clip(corpus, *, seed: int = 0, steps: int | None = None, batch_si
         cfg = TinyCLIPConfig(**{**asdict(cfg), **upd})
     cache = cache if cache is not None else NO_CACHE
     key = {"what": "tiny-clip", "corpus": corpus.name, "fingerprint": corpus.fingerprint, "seed": int(seed),
-           "config": asdict(cfg), "arch_config": CUSTOM_MODEL_CONFIGS.get(cfg.arch), "torch": torch.__version__}
+           "images": corpus.images_fingerprint(corpus.split(cfg.split)), "config": asdict(cfg),
+           "arch_config": CUSTOM_MODEL_CONFIGS.get(cfg.arch), "torch": torch.__version__}
     info: dict = {"cache_hit": True}
 
     def compute():
@@ -246,17 +255,18 @@ def retrieval_recall(backbone: Backbone, corpus, image_ids: Sequence[str], capti
     return {f"R@{k}": float(np.mean(rank <= k)) for k in ks} | {"median_rank": float(np.median(rank))}
 
 
-__all__ = ["TINY_ARCH", "TinyCLIPConfig", "train_tiny_clip", "clip_contrastive_loss", "deterministic",
-           "retrieval_recall"]
+__all__ = ["TINY_ARCH", "TINY_MODEL_NAMES", "is_tiny_model", "TinyCLIPConfig", "train_tiny_clip",
+           "clip_contrastive_loss", "deterministic", "retrieval_recall"]
 
 
 def backbone_for(corpus=None, clip_model: str | None = None, clip_pretrained=None, *, seed: int = 0,
                  cache=None, device: str = "auto", precision: str = "fp32", show_progress: bool = True,
                  **train_kwargs) -> Backbone:
-    """The backbone a job should use: ``clip_model`` None or ``"tiny"`` → the tiny CLIP trained on
+    """The backbone a job should use: ``clip_model`` None or one of :data:`TINY_MODEL_NAMES`
+    (``"tiny"``, ``"tiny-clip"``; :func:`~neural.backbone.is_tiny_model`) → the tiny CLIP trained on
     ``corpus`` (the teaching set by default); otherwise :func:`neural.backbone.load_backbone`
     (``clip_pretrained``: tag or file, default ``"openai"``)."""
-    if clip_model in (None, "tiny", "tiny-clip"):
+    if is_tiny_model(clip_model, default=True):
         usable = corpus is not None and "train" in getattr(corpus, "splits", {}) and \
             not corpus.missing_images(corpus.split("train"))
         if not usable:  # e.g. Flickr8k with only a few images on disk: train on the teaching set

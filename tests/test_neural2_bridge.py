@@ -128,3 +128,18 @@ def test_training_lowers_loss_and_score_matrix_feeds_evaluator(backbone, small_t
     assert S_fb.shape == (3, 4) and np.isfinite(S_fb).all()
     with pytest.raises(ValueError, match="grid features"):
         br.score_matrix(np.zeros((2, 128), np.float32), ["a"])
+
+
+def test_captions_file_missing_an_image_names_it_before_training(backbone, small_teaching_set):
+    """A template captions file without some training image: fit says which (not a bare KeyError of
+    the cache key), before any image is loaded; image_ids= limits the training images."""
+    ts = small_teaching_set
+    ids = list(ts.split("train"))
+    cf = {i: "a dog on the grass" for i in ids[:-1]}
+    br = BRIDGE(backbone, BridgeConfig(steps=1, batch_size=4))
+    with pytest.raises(KeyError, match=r"template captions file has no caption for 1 image\(s\)") as e:
+        br.fit(ts, captions_file=cf, show_progress=False)
+    assert ids[-1] in str(e.value)
+    br.fit(ts, captions_file=cf, show_progress=False, image_ids=ids[:8])   # the ids the file covers
+    assert br.template_source == "captions_file" and len(br.bank_texts) == sum(
+        len(ts.captions_of(i)) for i in ids[:8])

@@ -165,6 +165,54 @@ def test_hugging_face_text_tower_without_transformers_names_the_package(tmp_path
     assert not isinstance(e.value, MissingDependencyError)
 
 
+def test_hugging_face_tokenizer_is_not_fetched_when_downloads_are_off(tiny, monkeypatch):
+    """With $ITR_OFFLINE (or allow_download=False) a SigLIP-style HF tokenizer is loaded with
+    local_files_only=True (transformers then never contacts the Hub); with downloads allowed it is not."""
+    import sys
+    import types
+
+    import open_clip
+
+    from neural.backbone import create_architecture
+
+    calls = []
+
+    class AutoTokenizer:
+        @staticmethod
+        def from_pretrained(name, *args, **kwargs):
+            calls.append((name, dict(kwargs)))
+            if kwargs.get("local_files_only"):
+                raise OSError(f"{name} is not in the local cache")
+            return types.SimpleNamespace()
+
+    stub = types.ModuleType("transformers")
+    stub.AutoTokenizer = AutoTokenizer
+    monkeypatch.setitem(sys.modules, "transformers", stub)
+    # only the tokenizer matters: skip building the (large) SigLIP towers
+    monkeypatch.setattr(open_clip, "create_model", lambda *a, **k: tiny.model)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    monkeypatch.setenv("ITR_OFFLINE", "1")
+    with pytest.raises(MissingDependencyError, match="downloads are off"):
+        create_architecture("ViT-B-16-SigLIP")
+    assert calls[-1] == ("timm/ViT-B-16-SigLIP", {"cache_dir": None, "local_files_only": True})
+
+    monkeypatch.delenv("ITR_OFFLINE")
+    with pytest.raises(MissingDependencyError, match="ViT-B-16-SigLIP"):
+        create_architecture("ViT-B-16-SigLIP", allow_download=False)
+    assert calls[-1][1].get("local_files_only") is True
+
+    create_architecture("ViT-B-16-SigLIP", allow_download=True)
+    assert "local_files_only" not in calls[-1][1]
+    # load_backbone passes its own allow_download on (random init: no weights involved)
+    with pytest.raises(MissingDependencyError):
+        load_backbone("ViT-B-16-SigLIP", None, allow_download=False, device="cpu", show_progress=False)
+    assert calls[-1][1].get("local_files_only") is True
+    # CLIP-BPE architectures never get the HF-only keyword (SimpleTokenizer would reject it)
+    _, _, tok = create_architecture("ViT-B-32", allow_download=False)
+    assert type(tok).__name__ == "SimpleTokenizer" and len(calls) == 4
+
+
 def test_weights_file_of_an_openai_architecture_warns_about_the_activation(tiny, tmp_path, monkeypatch):
     """A bare file for an architecture OpenAI released cannot tell QuickGELU from GELU: say so, unless the
     caller chose (quick_gelu given, a *-quickgelu name) or the file is known (PAC-S names, TorchScript)."""
@@ -227,3 +275,32 @@ def test_same_weights_other_activation_never_share_cached_embeddings(tiny, probe
     assert not torch.allclose(q_txt, p_txt, atol=1e-5)
     same = load_backbone("itr-tiny-clip", p, device="cpu", show_progress=False, quick_gelu=True)
     assert same.cache_identity() == quick.cache_identity()     # equal settings still share
+
+
+def test_documented_pacs_weight_files_get_quickgelu():
+    """Every documented PAC-S weights file (``--clip-model X --clip-pretrained FILE`` or
+    ``load_backbone("X", "FILE")``) builds the activation the weights were trained with: the file keeps
+    its release name (:data:`PACS_CHECKPOINTS` sets QuickGELU / GELU), or X says it (*-quickgelu).  A
+    renamed ViT-B/32 file with plain ViT-B-32 would build GELU and change every score."""
+    import re
+    from pathlib import Path
+
+    from neural.backbone import PACS_CHECKPOINTS
+
+    root = Path(__file__).resolve().parent.parent
+    pats = (re.compile(r"--clip-model\s+(\S+)\s+--clip-pretrained\s+(\S+\.(?:pth|pt|bin|ckpt|safetensors))\b"),
+            re.compile(r"load_backbone\(\s*[\"']([^\"']+)[\"']\s*,\s*[\"']([^\"']+\.(?:pth|pt))[\"']"))
+    found = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8").replace("\\\n", " ")
+        for pat in pats:
+            for model, file in pat.findall(text):
+                name = Path(file).name
+                if "pacs" not in name.lower() and name not in PACS_CHECKPOINTS:
+                    continue
+                found.append((doc.name, model, name))
+                if name in PACS_CHECKPOINTS:
+                    assert PACS_CHECKPOINTS[name]["model"] == model.replace("-quickgelu", ""), (doc.name, file)
+                else:
+                    assert model.endswith("-quickgelu"), f"{doc.name}: {model} with {file} builds GELU"
+    assert any(doc == "README.md" for doc, _, _ in found), found

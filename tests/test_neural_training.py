@@ -193,3 +193,36 @@ def test_text_encoding_cut_at_end_of_text_equals_full_context(tiny, teaching):
     finally:
         del tiny.model.encode_text
     assert not calls
+
+
+def test_user_tuples_identity_follows_image_root_and_image_files(tmp_path):
+    """The cache identity of --pacs-positives tuples covers the image root and each image file (size +
+    mtime), not only the JSON file: otherwise finetune_pacs would return weights fine-tuned on other
+    images."""
+    import json
+    import os
+
+    from PIL import Image
+
+    from neural.pacs import load_tuples
+
+    for sub, val in (("a", 0), ("b", 255)):
+        (tmp_path / sub).mkdir()
+        for k in range(4):
+            Image.fromarray(np.full((8, 8, 3), val, np.uint8)).save(tmp_path / sub / f"{k}.png")
+    js = tmp_path / "t.json"
+    js.write_text(json.dumps([{"image": f"{k}.png", "caption": f"c{k}", "generated_image": f"{k}.png",
+                               "generated_caption": f"g{k}"} for k in range(4)]))
+    ta = load_tuples(js, image_root=tmp_path / "a")
+    assert load_tuples(js, image_root=tmp_path / "a").identity == ta.identity          # stable
+    tb = load_tuples(js, image_root=tmp_path / "b")
+    assert not np.array_equal(ta.images[0], tb.images[0])
+    assert tb.identity != ta.identity                                                   # other root
+    # replace one image file under the same root (same JSON, same name): the identity changes
+    f = tmp_path / "a" / "2.png"
+    st = f.stat()
+    Image.fromarray(np.full((9, 9, 3), 128, np.uint8)).save(f)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    tc = load_tuples(js, image_root=tmp_path / "a")
+    assert tc.identity != ta.identity and tc.identity["file"] == ta.identity["file"]
+    assert tc.identity["sha256"] == ta.identity["sha256"]

@@ -1,0 +1,223 @@
+"""The neural part of the main job (experiments.pipeline.run_neural): --skip-missing-images restricts the
+trained scorers (L-CLIPScore, BRIDGE, SPECS) to the training images on disk, a missing image is a clear
+PipelineError, and every spelling of the tiny CLIP ("tiny", "tiny-clip") gets the same treatment.
+
+Runs on a synthetic Flickr8k-layout folder (a few 32 × 24 JPEGs) with the tiny CLIP architecture at
+random weights and a handful of training steps, so the file takes seconds."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from experiments import pipeline
+
+WORDS = ("dog", "cat", "man", "girl", "boy", "horse", "bird", "car")
+PLACES = ("grass", "beach", "street", "snow", "water", "field", "road", "park")
+COLOURS = ("red", "blue", "green", "black", "white", "brown", "yellow", "pink")
+
+
+def _ids(n: int, offset: int) -> list[str]:
+    return [f"{1000 + offset + k}_{k:04x}abcd.jpg" for k in range(n)]
+
+
+def make_flickr8k(root, *, n_train=8, n_dev=3, n_test=3, missing_train=4):
+    """A Flickr8k standard-layout folder; the last ``missing_train`` training images have no file."""
+    text, imgs = root / "Flickr8k_text", root / "Flicker8k_Dataset"
+    text.mkdir(parents=True)
+    imgs.mkdir()
+    train, dev, test = _ids(n_train, 0), _ids(n_dev, 100), _ids(n_test, 200)
+    rng = np.random.default_rng(0)
+    lines = []
+    for n, im in enumerate(train + dev + test):
+        w, p, c = WORDS[n % 8], PLACES[(3 * n) % 8], COLOURS[(5 * n) % 8]
+        caps = [f"A {c} {w} runs on the {p} .", f"A {w} is playing in the {p} with a {c} ball .",
+                f"The {w} on the {p} .", f"A small {c} {w} near a tree on the {p} .",
+                f"A {w} looks at the camera ."]
+        lines += [f"{im}#{k}\t{t}" for k, t in enumerate(caps)]
+    (text / "Flickr8k.token.txt").write_text("\n".join(lines) + "\n")
+    for name, ids in (("train", train), ("dev", dev), ("test", test)):
+        (text / f"Flickr_8k.{name}Images.txt").write_text("\n".join(ids) + "\n")
+    for im in train[: n_train - missing_train] + dev + test:
+        Image.fromarray(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)).save(imgs / im)
+    return train, dev, test
+
+
+@pytest.fixture(scope="module")
+def f8(tmp_path_factory):
+    import warnings
+
+    from corpora.flickr8k import load_flickr8k
+
+    root = tmp_path_factory.mktemp("f8")
+    train, _, _ = make_flickr8k(root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = load_flickr8k(root)
+    return root, corpus, train
+
+
+@pytest.fixture()
+def fast_neural(random_tiny_backbone, monkeypatch):
+    """The pipeline with the random tiny backbone and a few training steps per scorer."""
+    import neural.bridge
+    import neural.lclip
+    from neural.specs import SPECSConfig
+
+    torch.manual_seed(0)
+    monkeypatch.setattr(pipeline, "load_neural_backbone", lambda corpus, args, cache: random_tiny_backbone)
+    monkeypatch.setattr(neural.lclip, "LCLIPConfig",
+                        functools.partial(neural.lclip.LCLIPConfig, stage1_steps=2, stage2_steps=2))
+    monkeypatch.setattr(neural.bridge, "BridgeConfig", functools.partial(neural.bridge.BridgeConfig, steps=2))
+    made = []
+    real_for_tiny = SPECSConfig.for_tiny.__func__
+
+    def for_tiny(cls, **kw):
+        made.append("tiny")
+        return dataclasses.replace(real_for_tiny(cls, **kw), steps=2)
+
+    monkeypatch.setattr(SPECSConfig, "for_tiny", classmethod(for_tiny))
+    monkeypatch.setattr(SPECSConfig, "__init__", _wrap_init(SPECSConfig.__init__, made))
+    return made
+
+
+def _wrap_init(init, made):
+    def __init__(self, *a, **kw):
+        kw.setdefault("steps", 2)
+        init(self, *a, **kw)
+        made.append("config")
+    return __init__
+
+
+def _args(**kw):
+    base = dict(seed=0, skip_missing_images=True, quick=True, no_progress=True, clip_model=None,
+                clip_pretrained=None, clip_steps=None, pacs_positives=None, device="cpu")
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_skip_missing_images_trains_neural_scorers_on_images_on_disk(f8, fast_neural, tmp_path):
+    from corpora.cache import DiskCache
+
+    _, corpus, train = f8
+    assert corpus.missing_images(train) == train[4:]
+    args = _args()
+    pools, _ = pipeline.build_pools(corpus, args)
+    keys = {}
+
+    class RecordingCache(DiskCache):
+        def get_or_compute(self, namespace, key, compute):
+            keys[namespace] = key
+            return super().get_or_compute(namespace, key, compute)
+
+    names = ["L-CLIPScore", "SPECS", "BRIDGE"]
+    outputs, pair, _, _ = pipeline.run_neural(corpus, pools, names, args, RecordingCache(tmp_path / "cache"))
+    assert sorted(outputs) == sorted(names)
+    assert all(np.isfinite(outputs[n].test.annotation).all() for n in names)
+    # the on-disk training ids enter each trained scorer's cache key
+    assert keys["lclip_student"]["data"]["ids"] == train[:4]
+    assert keys["specs"]["ids"] == train[:4] and keys["bridge"]["ids"] == train[:4]
+    assert pipeline.neural_train_ids(corpus, args) == train[:4]
+    assert pipeline.neural_train_ids(corpus, _args(skip_missing_images=False)) is None
+
+
+def test_missing_training_images_without_the_flag_are_a_pipeline_error(f8, fast_neural):
+    from corpora.cache import NO_CACHE
+
+    _, corpus, train = f8
+    args = _args(skip_missing_images=False)
+    pools, _ = pipeline.build_pools(corpus, args)   # dev and test are complete
+    for name in ("L-CLIPScore", "SPECS", "BRIDGE"):
+        with pytest.raises(pipeline.PipelineError, match="--skip-missing-images") as e:
+            pipeline.run_neural(corpus, pools, [name], args, NO_CACHE)
+        assert train[4] in str(e.value)
+
+
+def test_main_job_reports_missing_training_images_clearly(f8, fast_neural, tmp_path, capsys):
+    from experiments.flickr8k_kcca import main
+
+    root, _, _ = f8
+    common = ["--data", str(root), "--systems", "none", "--metrics", "BRIDGE", "--no-cache", "--no-progress",
+              "--permutations", "10"]
+    assert main(common + ["--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "--skip-missing-images" in err and "not found" in err
+    assert main(common + ["--out", str(tmp_path / "b"), "--skip-missing-images"]) == 0
+    assert (tmp_path / "b" / "results.json").is_file()
+
+
+@pytest.mark.parametrize("model", ["tiny", "tiny-clip", "TINY", None])
+def test_every_tiny_clip_spelling_is_the_tiny_clip(model, monkeypatch):
+    import neural.tiny_clip as tc
+
+    seen = {}
+    monkeypatch.setattr(tc, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
+    pipeline.load_neural_backbone(None, _args(clip_model=model, clip_steps=5, quick=False), None)
+    assert seen["args"][1] is None and seen["kw"]["steps"] == 5          # --clip-steps reaches training
+    seen.clear()
+    pipeline.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
+    assert seen["kw"]["steps"] == 40                                      # --quick's shorter training
+    with pytest.raises(pipeline.PipelineError, match="--clip-pretrained"):
+        pipeline.load_neural_backbone(None, _args(clip_model=model, clip_pretrained="openai"), None)
+    if hasattr(pipeline, "uses_tiny_clip"):
+        assert pipeline.uses_tiny_clip(_args(clip_model=model))
+        assert not pipeline.uses_tiny_clip(_args(clip_model="ViT-B-32"))
+
+
+def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neural):
+    from corpora.cache import NO_CACHE
+
+    corpus = small_teaching_set
+    args = _args(clip_model="tiny-clip", skip_missing_images=False)
+    pools, _ = pipeline.build_pools(corpus, args)
+    pipeline.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
+    assert fast_neural[0] == "tiny"
+    fast_neural.clear()
+    args = _args(clip_model="ViT-B-32", skip_missing_images=False)
+    pipeline.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
+    assert fast_neural[0] == "config"
+
+
+def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path):
+    """Replacing a training image file gives every trained scorer (and the score matrices) a new cache
+    key: the corpus fingerprint covers captions and splits, the image signatures cover the files."""
+    import os
+    import warnings
+
+    from corpora.cache import DiskCache
+    from corpora.flickr8k import load_flickr8k
+
+    root = tmp_path / "f8"
+    train, _, test = make_flickr8k(root, missing_train=0)
+    args = _args(skip_missing_images=False)
+
+    def keys_of_a_run():                                 # a fresh load, as a new run would make
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            corpus = load_flickr8k(root)
+        pools, _ = pipeline.build_pools(corpus, args)
+        keys = {}
+
+        class RecordingCache(DiskCache):
+            def get_or_compute(self, namespace, key, compute):
+                keys.setdefault(namespace, []).append(key)
+                return super().get_or_compute(namespace, key, compute)
+
+        pipeline.run_neural(corpus, pools, ["L-CLIPScore", "SPECS", "BRIDGE"], args,
+                            RecordingCache(tmp_path / "cache"))
+        return keys
+
+    before = keys_of_a_run()
+    for im in (train[0], test[0]):                       # new pixels, new modification time
+        target = root / "Flicker8k_Dataset" / im
+        Image.fromarray(np.full((24, 32, 3), 7, np.uint8)).save(target)
+        st = target.stat()
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    after = keys_of_a_run()
+    for namespace in ("lclip_student", "specs", "bridge", "neural_affinity"):
+        assert namespace in before, namespace
+        assert before[namespace] != after[namespace], namespace
