@@ -63,6 +63,17 @@ def decode_utf8(data: bytes, path: str | Path) -> str:
                           path, line) from None
 
 
+def file_signature(path: str | Path) -> str:
+    """What a file's bytes are, cheaply, for cache keys: ``file:<name>:<bytes>:<mtime_ns>`` (replacing or
+    editing the file changes it; moving it with ``mv`` / ``cp -p`` does not), or ``missing:<name>``."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return f"missing:{p.name}"
+    return f"file:{p.name}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def _is_index(k: str) -> bool:
     """A caption index: ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
     return k.isascii() and k.isdigit()
@@ -324,11 +335,7 @@ class Corpus:
         path = self.image_path(image_id)
         if path is None:
             return f"corpus:{self.name}:{self.fingerprint}:{image_id}"
-        try:
-            st = Path(path).stat()
-        except OSError:
-            return f"missing:{Path(path).name}"
-        return f"file:{Path(path).name}:{st.st_size}:{st.st_mtime_ns}"
+        return file_signature(path)
 
     def images_fingerprint(self, image_ids: Iterable[ImageId]) -> str:
         """Hash of the :meth:`image_signature` of ``image_ids`` (in order) and the ids themselves."""

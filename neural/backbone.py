@@ -410,13 +410,18 @@ def hf_text_requirements(arch: str) -> list[str]:
     """Hugging Face names (tokenizer and / or text model) that open_clip architecture ``arch`` loads
     through ``transformers`` (SigLIP, NLLB-CLIP, XLM-R / RoBERTa text towers …); empty for the CLIP BPE
     tokenizer and for this toolkit's own architectures."""
-    if arch in CUSTOM_MODEL_CONFIGS:
-        return []
-    import open_clip
-
-    text_cfg = (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
+    text_cfg = _text_cfg(arch)
     names = [text_cfg[k] for k in ("hf_tokenizer_name", "hf_model_name") if text_cfg.get(k)]
     return list(dict.fromkeys(names))
+
+
+def _text_cfg(arch: str) -> dict:
+    """open_clip's ``text_cfg`` of built-in architecture ``arch`` (empty for custom or unknown ones)."""
+    if arch in CUSTOM_MODEL_CONFIGS:
+        return {}
+    import open_clip
+
+    return (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
 
 
 def activation_hint(arch: str) -> str | None:
@@ -499,10 +504,9 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
                                        device="cpu", precision="fp32")
     preprocess = _preprocess_for(model, preprocess_overrides)
     allow = (not _offline()) if allow_download is None else bool(allow_download)
-    text_cfg = (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
     # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
     # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
-    tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
+    tok_kwargs = {"local_files_only": True} if (not allow and _text_cfg(arch).get("hf_tokenizer_name")) else {}
     try:
         tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
     except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable

@@ -166,11 +166,11 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
     and the entry.
 
     The tuples' ``identity`` (the cache key of :func:`finetune_pacs`) holds the JSON file's hash, the
-    resolved image root and a digest of every image file's path, size and modification time
-    (as :meth:`corpora.base.Corpus.image_signature`), so moving the root or replacing an image
-    invalidates a cached fine-tune."""
+    resolved image root and a digest of every image file's :func:`~corpora.base.file_signature` (size,
+    modification time), so moving the root or replacing an image invalidates a cached fine-tune."""
     import hashlib
 
+    from corpora.base import file_signature
     from corpora.images import read_image  # the datasets layer's safe image reader
 
     p = Path(path)
@@ -182,13 +182,11 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
         raise ValueError(f"{p}: expected a JSON list of tuples")
     root = Path(image_root) if image_root else p.parent
     out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
-    signatures: dict[str, str] = {}   # image path (as written in the file) -> "size:mtime_ns"
+    signatures: dict[str, str] = {}   # image path (as written in the file) -> file_signature
 
     def read(rel) -> np.ndarray:
-        f = root / rel
-        img = read_image(f)
-        st = f.stat()
-        signatures[str(rel)] = f"{st.st_size}:{st.st_mtime_ns}"
+        img = read_image(root / rel)
+        signatures[str(rel)] = file_signature(root / rel)
         return img
 
     for k, e in enumerate(entries):

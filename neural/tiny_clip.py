@@ -36,7 +36,6 @@ import torch.nn.functional as F
 
 from neural.backbone import (
     CUSTOM_MODEL_CONFIGS,
-    TINY_MODEL_NAMES,
     Backbone,
     adamw,
     backbone_from_model,
@@ -255,14 +254,14 @@ def retrieval_recall(backbone: Backbone, corpus, image_ids: Sequence[str], capti
     return {f"R@{k}": float(np.mean(rank <= k)) for k in ks} | {"median_rank": float(np.median(rank))}
 
 
-__all__ = ["TINY_ARCH", "TINY_MODEL_NAMES", "is_tiny_model", "TinyCLIPConfig", "train_tiny_clip",
-           "clip_contrastive_loss", "deterministic", "retrieval_recall"]
+__all__ = ["TINY_ARCH", "TinyCLIPConfig", "train_tiny_clip", "clip_contrastive_loss", "deterministic",
+           "retrieval_recall"]
 
 
 def backbone_for(corpus=None, clip_model: str | None = None, clip_pretrained=None, *, seed: int = 0,
                  cache=None, device: str = "auto", precision: str = "fp32", show_progress: bool = True,
                  **train_kwargs) -> Backbone:
-    """The backbone a job should use: ``clip_model`` None or one of :data:`TINY_MODEL_NAMES`
+    """The backbone a job should use: ``clip_model`` None or one of :data:`neural.backbone.TINY_MODEL_NAMES`
     (``"tiny"``, ``"tiny-clip"``; :func:`~neural.backbone.is_tiny_model`) → the tiny CLIP trained on
     ``corpus`` (the teaching set by default); otherwise :func:`neural.backbone.load_backbone`
     (``clip_pretrained``: tag or file, default ``"openai"``)."""

@@ -233,11 +233,10 @@ def combine_kernels(grams: Mapping[str, np.ndarray] | Sequence[np.ndarray], powe
     for k in mats:
         if k.shape != shape:
             raise ValueError(f"Gram shapes differ: {shape} vs {k.shape}")
-    target = out
-    if out is not None and any(np.shares_memory(out, k) for k in mats[1:]):
-        out = None                       # out is a later input: sum elsewhere, copy at the end
-    acc = np.array(mats[0], dtype=np.float32, copy=True) if out is None else out
-    if out is not None:
+    # accumulate in out, unless out is a later input (it would be overwritten before it is added)
+    in_place = out is not None and not any(np.shares_memory(out, k) for k in mats[1:])
+    acc = out if in_place else np.array(mats[0], dtype=np.float32, copy=True)
+    if in_place:
         np.copyto(acc, mats[0])
     for k in mats[1:]:
         acc += k
@@ -249,7 +248,7 @@ def combine_kernels(grams: Mapping[str, np.ndarray] | Sequence[np.ndarray], powe
         else:
             for _ in range(power - 1):
                 acc *= base
-    if target is not None and acc is not target:
-        np.copyto(target, acc)
-        return target
+    if out is not None and not in_place:
+        np.copyto(out, acc)
+        return out
     return acc

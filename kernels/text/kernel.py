@@ -197,14 +197,13 @@ class TextKernel:
     def params(self) -> dict:
         return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
                 "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
-                "ext": self._ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 1}
+                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 1}
 
-    def _ext_identity(self):
-        """The external corpus in cache keys: path, size and mtime (only when a similarity uses D_ext)."""
-        if self.external_corpus is None:
+    def ext_identity(self) -> dict | None:
+        """The external corpus as cache keys see it (:func:`~kernels.text.similarity.external_corpus_identity`:
+        path, size, mtime), or ``None`` when no similarity uses D_ext (the file is then never read)."""
+        if not any("D_ext" in part for part in self.sim_parts):
             return None
-        if not any("D_ext" in part for part in getattr(self, "sim_parts", ()) or ()):
-            return str(self.external_corpus)
         from kernels.text.similarity import external_corpus_identity
 
         return external_corpus_identity(self.external_corpus)

@@ -172,15 +172,17 @@ def brown_tagged_sents(fileids=None):
 
 
 def external_corpus_identity(path) -> dict | None:
-    """What a user-supplied external corpus (D_ext) file is, for cache keys: its path, size and
-    modification time (``None`` = NLTK's Brown corpus).  An edited file gets new word kernels and Grams."""
+    """What a user-supplied external corpus (D_ext) file is, for cache keys: its path and
+    :func:`~corpora.base.file_signature` (size, modification time); ``None`` = NLTK's Brown corpus.  An
+    edited file gets new sentences, word kernels and Grams."""
+    from corpora.base import file_signature
+
     if path is None:
         return None
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"external_corpus={str(path)!r}: no such file")
-    st = p.stat()
-    return {"path": str(path), "size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
+    return {"path": str(path), "file": file_signature(p)}
 
 
 def _ext_sentences(tk, path) -> list[list[str]]:
@@ -189,13 +191,7 @@ def _ext_sentences(tk, path) -> list[list[str]]:
 
     stop = english_stopwords()
     key = {"stage": "ext_corpus", "path": str(path) if path else "nltk:brown", "version": 1,
-           "token_map": sorted(tk.pre.token_map.items())}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"external_corpus={path!r}: no such file")
-        key["mtime"] = p.stat().st_mtime
-        key["size"] = p.stat().st_size
+           "token_map": sorted(tk.pre.token_map.items()), "file": external_corpus_identity(path)}
 
     def compute():
         lem = _lemmatizer()
@@ -420,7 +416,7 @@ def build_word_kernel(tk) -> WordKernel:
     words = tk.vocab.words
     key = {"stage": "word_kernel", "corpus": tk.corpus_fingerprint, "train": list(tk.train_ids),
            "cpi": tk.captions_per_item, "seed": tk.seed, "parts": list(tk.sim_parts), "min_count": tk.min_count,
-           "ext": external_corpus_identity(tk.external_corpus), "version": 1}
+           "ext": tk.ext_identity(), "version": 1}
     comps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     wix = {w: i for i, w in enumerate(words)}
 
