@@ -38,6 +38,18 @@ _DIGEST_FIELD = "__digest__"
 _KEY_FIELD = "__key__"
 
 
+def _current_umask() -> int:
+    """The process umask (read once at import, while the process is still single-threaded)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Mode of new cache files: what ``open()`` would give (0o666 minus the umask), not ``mkstemp``'s 0o600,
+#: so a cache folder shared by a class or a group stays readable by its other users.
+_FILE_MODE = 0o666 & ~_current_umask()
+
+
 def default_cache_dir() -> Path:
     """``$ITR_CACHE_DIR`` if set, else ``~/.cache/image-text-ranking``."""
     env = os.environ.get(CACHE_ENV)
@@ -157,6 +169,7 @@ class DiskCache:
         payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.stem + ".", suffix=".tmp")
         try:
+            os.fchmod(fd, _FILE_MODE)
             with os.fdopen(fd, "wb") as f:
                 buf = io.BytesIO()
                 _write_npz(buf, payload)

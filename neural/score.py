@@ -82,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="pretrained tag (openai, laion2b_s32b_b82k, …) or a weights file (OpenAI .pt, "
                          "open_clip .pt/.safetensors, PAC-S .pth). An OpenAI TorchScript .pt file is "
                          "loaded only with ITR_TRUST_TORCHSCRIPT=1 (it can run code; or convert it to "
-                         ".safetensors, see docs/neural.md). Default: openai")
+                         ".safetensors, see docs/neural.md). Default: openai. Not with --clip-model tiny")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA, not with --clip-model tiny")
     ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
@@ -99,6 +99,13 @@ def _backbone(args, cache):
     from neural.checkpoints import MissingWeightsError
 
     if is_tiny_model(args.clip_model):
+        if args.clip_pretrained is not None:
+            raise SystemExit(f"error: --clip-pretrained {args.clip_pretrained} does not apply to --clip-model "
+                             f"{args.clip_model}: the tiny CLIP is trained here on the teaching set; pass an "
+                             "open_clip architecture (e.g. --clip-model ViT-B-32) to score with those weights")
+        if args.precision != "fp32":
+            raise SystemExit(f"error: --precision {args.precision} does not apply to --clip-model "
+                             f"{args.clip_model}: the tiny CLIP runs in fp32")
         from corpora.teaching import make_teaching_set
         from neural.tiny_clip import train_tiny_clip
 
@@ -132,6 +139,12 @@ def main(argv=None) -> int:
     for i in ids:
         if not isinstance(cands[i], str):
             raise SystemExit(f"error: {args.candidates}: candidate of {i!r} is not a string")
+    if refs is not None:
+        for i in ids:
+            r = refs.get(i)
+            if r is not None and (not isinstance(r, list) or not all(isinstance(x, str) for x in r)):
+                raise SystemExit(f"error: {args.references}: references of {i!r} must be a list of strings, "
+                                 f"got {type(r).__name__}")
     missing_refs = [i for i in ids if refs is not None and not refs.get(i)]
     if missing_refs:
         raise SystemExit(f"error: {args.references}: no references for {len(missing_refs)} image(s), "

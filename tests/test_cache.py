@@ -26,3 +26,20 @@ def test_numpy_scalars_in_keys_equal_their_python_values():
     assert cache_key({"flag": np.bool_(True), "n": np.int64(3), "x": np.float32(0.5)}) == \
         cache_key({"flag": True, "n": 3, "x": 0.5})
     assert cache_key({"flag": np.bool_(False)}) != cache_key({"flag": np.bool_(True)})
+
+
+def test_cache_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # a fresh interpreter with umask 022: the module reads the umask at import
+    code = ("import numpy as np, os, sys; from corpora.cache import DiskCache; "
+            "p = DiskCache(sys.argv[1]).store('ns', {'k': 1}, {'a': np.arange(2)}); "
+            "print(oct(os.stat(p).st_mode & 0o777))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c")], capture_output=True, text=True,
+                         check=True, preexec_fn=lambda: os.umask(0o022))
+    assert out.stdout.strip() == "0o644"
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")], capture_output=True, text=True,
+                         check=True, preexec_fn=lambda: os.umask(0o007))
+    assert out.stdout.strip() == "0o660"

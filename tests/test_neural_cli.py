@@ -73,3 +73,18 @@ def test_cli_errors_are_clear(setup, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="not found"):
         main(["--candidates", str(missing), "--images", str(imgs), "--clip-model", "itr-tiny-clip",
               "--clip-pretrained", str(w)])
+
+
+def test_cli_refuses_options_the_tiny_clip_would_ignore(setup, tmp_path):
+    d, imgs, w, _ = setup
+    base = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet"]
+    with pytest.raises(SystemExit, match="--clip-pretrained .* does not apply to --clip-model tiny"):
+        main(base + ["--clip-model", "tiny", "--clip-pretrained", str(w)])
+    with pytest.raises(SystemExit, match="--precision fp16 does not apply to --clip-model tiny-clip"):
+        main(base + ["--clip-model", "tiny-clip", "--precision", "fp16"])
+    # a reference given as one string would be scored character by character
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({f"im{k}": "a single reference string" for k in range(3)}))
+    with pytest.raises(SystemExit, match="must be a list of strings, got str"):
+        main(base + ["--references", str(refs), "--metric", "refclip-s", "--clip-model", "itr-tiny-clip",
+                     "--clip-pretrained", str(w)])
