@@ -80,7 +80,17 @@ def _is_index(k: str) -> bool:
 
 
 class MissingImagesError(FileNotFoundError):
-    """Raised when a split needs images that are not on disk (see ``skip_missing_images``)."""
+    """Raised when a split needs images that are not on disk (see ``skip_missing_images``).
+
+    ``what`` says what is missing without the advice; ``n_present`` is the number of the split's images
+    that are on disk (``None`` when the error is about one file), so a command line can give its own
+    advice (its option name instead of the keyword argument).
+    """
+
+    def __init__(self, message: str, *, what: str | None = None, n_present: int | None = None) -> None:
+        super().__init__(message)
+        self.what = what if what is not None else message
+        self.n_present = n_present
 
 
 def caption_id(image_id: ImageId, index: int) -> CaptionId:

@@ -81,10 +81,12 @@ def available_images(corpus: Corpus, image_ids: Sequence[ImageId], *, split: str
     if not skip_missing_images:
         shown = [str(corpus.image_path(i) or i) for i in missing[:N_MISSING_SHOWN]]
         more = f", … ({len(missing) - len(shown)} more)" if len(missing) > len(shown) else ""
+        n_present = len(image_ids) - len(missing)
+        what = (f"split {split!r} of corpus {corpus.name!r} needs {len(image_ids)} images, {len(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} missing: {', '.join(shown)}{more}")
         raise MissingImagesError(
-            f"split {split!r} of corpus {corpus.name!r} needs {len(image_ids)} images, {len(missing)} are "
-            f"missing: {', '.join(shown)}{more}. Put the images there, or pass skip_missing_images=True to "
-            f"restrict the split to the {len(image_ids) - len(missing)} images present.")
+            f"{what}. Put the images there, or pass skip_missing_images=True to restrict the split to the "
+            f"{n_present} image{'' if n_present == 1 else 's'} present.", what=what, n_present=n_present)
     miss = set(missing)
     kept = tuple(i for i in image_ids if i not in miss)
     msg = (f"split {split!r}: skipped {len(missing)} of {len(image_ids)} images not on disk "

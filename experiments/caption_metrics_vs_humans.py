@@ -23,6 +23,7 @@ import json
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from evaluation.correlation import (
 _CACHE_VERSION = 1
 
 METEOR_NAME = "METEOR (NLTK variant)"
+#: The judgment files of the standard Flickr8k text bundle (named in messages).
+EXPERT_FILE = "ExpertAnnotations.txt"
+CROWD_FILE = "CrowdFlowerAnnotations.txt"
 
 _BASE_METRICS = {
     "BLEU-1": lambda c, r: bleu(c, r, n=1)[:, 0],
@@ -122,7 +126,9 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
     Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
-    plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.
+    plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.  A corpus
+    without expert (``ExpertAnnotations.txt``) or without crowd judgments (``CrowdFlowerAnnotations.txt``)
+    gets ``None`` for that protocol's values and rows; one without either raises ``ValueError``.
 
     Raises ``ValueError`` (message from :func:`metric_selection_error`) when ``only`` names an unknown
     metric, one excluded by ``meteor=False`` / ``hodosh=False``, or METEOR while it is unavailable; this
@@ -144,8 +150,11 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
         if err:
             raise ValueError(err)
         metrics = {m: metrics[m] for m in only}
-    expert = flickr8k_expert_rows(corpus)
-    cf = flickr8k_cf_rows(corpus)
+    if not corpus.expert and not corpus.crowd:
+        raise ValueError(f"corpus {corpus.name!r} has neither expert judgments ({EXPERT_FILE}) nor crowd "
+                         f"judgments ({CROWD_FILE}) to correlate with")
+    expert = flickr8k_expert_rows(corpus) if corpus.expert else None
+    cf = flickr8k_cf_rows(corpus) if corpus.crowd else None
 
     def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
         _, cands, refs = rows.unique_items()
@@ -169,14 +178,19 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     out: dict = {}
     expert_scores: dict[str, np.ndarray] = {}
     for name in metrics:
-        expert_scores[name] = scores_for(name, expert)
-        e = correlations(expert_scores[name], expert.human)
-        c = correlations(scores_for(name, cf), cf.human)
-        out[name] = {
-            "expert_tau_b": round(100 * e["tau_b"], 1), "expert_tau_c": round(100 * e["tau_c"], 1),
-            "cf_tau_b": round(100 * c["tau_b"], 1), "cf_tau_c": round(100 * c["tau_c"], 1),
-            "n_expert": len(expert), "n_cf": len(cf),
-        }
+        row: dict = {}
+        for tag, rows in (("expert", expert), ("cf", cf)):
+            if rows is None:
+                row.update({f"{tag}_tau_b": None, f"{tag}_tau_c": None, f"n_{tag}": None})
+                continue
+            s = scores_for(name, rows)
+            if tag == "expert":
+                expert_scores[name] = s
+            c = correlations(s, rows.human)
+            row.update({f"{tag}_tau_b": round(100 * c["tau_b"], 1), f"{tag}_tau_c": round(100 * c["tau_c"], 1),
+                        f"n_{tag}": len(rows)})
+        out[name] = {k: row[k] for k in ("expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c",
+                                         "n_expert", "n_cf")}
     out["_rows"] = (expert, cf)
     out["_expert_scores"] = expert_scores
     return out
@@ -188,6 +202,8 @@ def format_kappa(result: dict, human_thresholds=(3, 4)) -> str:
     from evaluation.correlation import kappa_sweep
 
     expert = result["_rows"][0]
+    if expert is None:
+        return f"Cohen's κ needs the expert judgments ({EXPERT_FILE}), which this corpus does not have"
     w = max(len(n) for n in result["_expert_scores"]) + 2
     head = f"{'metric':<{w}}" + "".join(f"{'κ (expert ≥ %d)' % t:>24}" for t in human_thresholds)
     lines = ["Cohen's κ, Flickr8k-Expert rows, metric binarised at the rate-matched threshold", head,
@@ -205,13 +221,18 @@ def format_table(result: dict) -> str:
     w = max(len(n) for n in names) + 2
     head = (f"{'metric':<{w}}{'Expert τ-c':>12}{'Expert τ-b':>12}{'CF τ-b':>10}{'CF τ-c':>10}")
     lines = ["Correlation with human judgments (Kendall τ × 100)", head, "-" * len(head)]
+    def cell(v, width):
+        return f"{'–' if v is None else f'{v:.1f}':>{width}}"
+
     for n in names:
         r = result[n]
-        lines.append(f"{n:<{w}}{r['expert_tau_c']:>12.1f}{r['expert_tau_b']:>12.1f}"
-                     f"{r['cf_tau_b']:>10.1f}{r['cf_tau_c']:>10.1f}")
-    lines.append(f"rows used: Flickr8k-Expert n_expert = {len(expert)} "
-                 f"({expert.n_pairs} pairs × 3 scores; {expert.n_skipped_pairs} pairs skipped), "
-                 f"Flickr8k-CF n_cf = {len(cf)}")
+        lines.append(f"{n:<{w}}{cell(r['expert_tau_c'], 12)}{cell(r['expert_tau_b'], 12)}"
+                     f"{cell(r['cf_tau_b'], 10)}{cell(r['cf_tau_c'], 10)}")
+    used = [f"Flickr8k-Expert n_expert = {len(expert)} ({expert.n_pairs} pairs × 3 scores; "
+            f"{expert.n_skipped_pairs} pairs skipped)" if expert is not None
+            else f"Flickr8k-Expert: – (no {EXPERT_FILE})",
+            f"Flickr8k-CF n_cf = {len(cf)}" if cf is not None else f"Flickr8k-CF: – (no {CROWD_FILE})"]
+    lines.append("rows used: " + ", ".join(used))
     lines.append("primary statistic: τ-c for Expert, τ-b for CF")
     return "\n".join(lines)
 
@@ -251,6 +272,8 @@ def main(argv=None) -> int:
                    help="comma-separated subset of metrics to compute (default: all available): "
                         + "; ".join(METRIC_NAMES))
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars or per-metric timings on stderr")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
     only = split_metric_list(args.metrics) if args.metrics else None
@@ -259,31 +282,47 @@ def main(argv=None) -> int:
     if err:
         p.error(err)
 
+    from corpora.base import CorpusError
     from corpora.cache import DiskCache
     from corpora.flickr8k import load_flickr8k
     from corpora.paths import ensure_nltk_data_path
 
     ensure_nltk_data_path()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # loader notes (known Flickr8k quirks) are listed in corpus.notes
-        corpus = load_flickr8k(args.data)
+    if not Path(args.data).is_dir():
+        print(f"error: --data {args.data}: no such folder", file=sys.stderr)
+        return 2
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the loader's notes are printed below, once each
+            corpus = load_flickr8k(args.data)
+    except (CorpusError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for note in corpus.notes:
+        print(f"note: {note}", file=sys.stderr)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
-                              only=only)
+                              only=only, progress=not args.no_progress)
     except ValueError as exc:
         p.error(str(exc))
-    st = pool_statistics(corpus)
+    try:
+        st = pool_statistics(corpus)
+    except (CorpusError, ValueError) as exc:  # e.g. no crowd judgments to build the pool's relevance from
+        st = None
+        print(f"note: no Hodosh test-pool statistics ({exc})", file=sys.stderr)
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
-        print(format_pool_statistics(st), file=sys.stderr)
+        if st is not None:
+            print(format_pool_statistics(st), file=sys.stderr)
     else:
         print(format_table(result))
         print()
         if args.kappa:
             print(format_kappa(result))
             print()
-        print(format_pool_statistics(st))
+        if st is not None:
+            print(format_pool_statistics(st))
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -105,6 +106,15 @@ def load_corpus(args) -> Corpus:
         raise PipelineError(str(exc)) from exc
 
 
+def missing_images_message(exc) -> str:
+    """The command line's advice for a :class:`corpora.base.MissingImagesError`: its option
+    ``--skip-missing-images`` rather than the library's keyword argument."""
+    n = getattr(exc, "n_present", None)
+    present = f"the {n} image{'' if n == 1 else 's'} present" if n is not None else "the images present"
+    return (f"{getattr(exc, 'what', exc)}. Put the images there, or pass --skip-missing-images to run on "
+            f"{present} (results are then not comparable with the full splits).")
+
+
 def build_pools(corpus: Corpus, args) -> tuple[dict[str, RankingPool], int]:
     """Dev and test pools (Hodosh Sec. 4.1.2) and the number of images skipped (missing on disk)."""
     from corpora.base import MissingImagesError
@@ -116,7 +126,7 @@ def build_pools(corpus: Corpus, args) -> tuple[dict[str, RankingPool], int]:
             pool = hodosh_pool(corpus, split, seed=args.seed, require_images=True,
                                skip_missing_images=args.skip_missing_images)
         except MissingImagesError as exc:
-            raise PipelineError(f"{exc}\nPass --skip-missing-images to run on the images present.") from exc
+            raise PipelineError(missing_images_message(exc)) from exc
         skipped += len(skipped_images(pool))
         pools[split] = pool
     return pools, skipped
@@ -203,7 +213,15 @@ def data_checksums(data: str | None) -> dict:
     return out
 
 
+def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` while the job runs: the message alone (loader notes, skipped images),
+    logged to the console and ``run.log`` — not the ``file.py:103: UserWarning:`` + source-line form."""
+    logging.getLogger("py.warnings").warning("warning: %s", message)
+
+
 def setup_logging(out_dir: Path) -> logging.Handler:
+    """Log to the console and ``out_dir/run.log``; warnings are logged too.  Undo with
+    :func:`teardown_logging`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fh = logging.FileHandler(out_dir / "run.log", mode="w", encoding="utf-8")
     fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -215,8 +233,18 @@ def setup_logging(out_dir: Path) -> logging.Handler:
         sh = logging.StreamHandler(sys.stderr)
         sh.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(sh)
-    logging.captureWarnings(True)
+    fh.prev_showwarning = warnings.showwarning  # type: ignore[attr-defined]
+    warnings.showwarning = _log_warning
     return fh
+
+
+def teardown_logging(handler: logging.Handler) -> None:
+    """Remove the ``run.log`` handler of :func:`setup_logging` and restore ``warnings.showwarning``."""
+    logging.getLogger().removeHandler(handler)
+    handler.close()
+    prev = getattr(handler, "prev_showwarning", None)
+    if prev is not None:
+        warnings.showwarning = prev
 
 
 def default_out_dir(corpus_name: str) -> Path:
@@ -237,6 +265,54 @@ def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str]
         if bad:
             raise PipelineError(f"unknown {what}: {', '.join(bad)} (choose from {', '.join(allowed)})")
     return items
+
+
+def requested_methods(args) -> tuple[list[str], list[str]]:
+    """The classical systems (canonical names) and neural scorers that ``--systems`` / ``--metrics``
+    ask for (defaults: :data:`DEFAULT_SYSTEMS` or :data:`QUICK_SYSTEMS`, :data:`DEFAULT_NEURAL`);
+    an unknown name is a :class:`PipelineError` listing the choices."""
+    if (args.systems or "").strip().lower() == "all":
+        systems = available_systems()
+    else:
+        systems = parse_list(args.systems, QUICK_SYSTEMS if args.quick else DEFAULT_SYSTEMS, None, "systems")
+    if systems:
+        from kcca.systems import canonical_name
+
+        try:
+            systems = [canonical_name(s) for s in systems]
+        except ValueError as exc:
+            raise PipelineError(str(exc)) from exc
+    return systems, parse_list(args.metrics, DEFAULT_NEURAL, ALL_NEURAL, "metrics")
+
+
+def check_neural_options(args) -> None:
+    """Reject ``--clip-model`` / ``--clip-pretrained`` values that cannot work, before the corpus is
+    loaded: weights for the tiny CLIP, an unknown open_clip architecture, a weights file that does not
+    exist, a CUDA device on a machine without one.  (Whether a pretrained tag can be downloaded is found
+    out when it is loaded.)"""
+    from neural.backbone import resolve_device
+
+    try:
+        resolve_device(args.device)
+    except RuntimeError as exc:
+        raise PipelineError(f"--device: {exc}") from exc
+    if uses_tiny_clip(args):
+        if args.clip_pretrained:
+            raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
+                                "e.g. ViT-B-32); the tiny CLIP is always trained here")
+        return
+    if args.clip_model != "auto":
+        from neural.backbone import check_architecture
+
+        try:
+            check_architecture(args.clip_model.replace("/", "-"))
+        except ValueError as exc:
+            raise PipelineError(f"--clip-model: {exc}") from exc
+    if args.clip_pretrained:
+        p = Path(args.clip_pretrained).expanduser()
+        looks_like_file = p.suffix in (".pt", ".pth", ".bin", ".safetensors", ".ckpt") or os.sep in str(p)
+        if looks_like_file and not p.is_file():
+            raise PipelineError(f"--clip-pretrained {p}: weights file not found")
 
 
 # ---------------------------------------------------------------------------------------------- classical
@@ -465,9 +541,9 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
     try:
         return _run_neural(corpus, pools, names, args, cache)
     except MissingImagesError as exc:
-        hint = ("" if getattr(args, "skip_missing_images", False)
-                else "\nPass --skip-missing-images to run on the images present.")
-        raise PipelineError(f"neural scorers: {exc}{hint}") from exc
+        if getattr(args, "skip_missing_images", False):
+            raise PipelineError(f"neural scorers: {exc.what}") from exc
+        raise PipelineError("neural scorers: " + missing_images_message(exc)) from exc
 
 
 def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
@@ -660,16 +736,29 @@ def run(args) -> dict[str, Path]:
     """Run the whole job; returns the paths of the written report files."""
     from experiments.report import QueryOutcomes, write_report
 
+    from corpora.base import CorpusError
+    from kernels.text.preprocess import MissingResourceError
+
     if args.seed < 0:
         raise PipelineError("--seed must be ≥ 0")
-    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
     corpus_label = "teaching" if args.data is None else Path(args.data).resolve().name.lower() or "flickr8k"
     out_dir = Path(args.out) if args.out else default_out_dir(corpus_label)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PipelineError(f"--out {out_dir}: exists and is not a folder")
+    # options are checked before anything is loaded, trained or written
+    systems, neural = requested_methods(args)
+    if neural:
+        check_neural_options(args)
+    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    earlier_report = (out_dir / "results.json").exists()
     handler = setup_logging(out_dir)
     timer = Timer()
     total = 7
     try:
         log.info("Output folder: %s", out_dir)
+        if earlier_report:
+            log.warning("warning: %s holds an earlier run's report; its report files and plots are replaced",
+                        out_dir)
         with timer.stage("corpus", 1, total):
             corpus = load_corpus(args)
             log.info("%s: %d images, %d captions", corpus.name, len(corpus.image_ids),
@@ -687,29 +776,19 @@ def run(args) -> dict[str, Path]:
                 msg = "retrieval skipped: " + "; ".join(too_small) + f" (need at least 2 each); {rest}"
                 log.warning(msg)
                 corpus.notes.append(msg)
-        if (args.systems or "").strip().lower() == "all":
-            systems = available_systems()
-        else:
-            systems = parse_list(args.systems, QUICK_SYSTEMS if args.quick else DEFAULT_SYSTEMS,
-                                 None, "systems")
-        if systems:
-            from kcca.systems import canonical_name
-
-            try:
-                systems = [canonical_name(s) for s in systems]
-            except ValueError as exc:
-                raise PipelineError(str(exc)) from exc
-        neural = parse_list(args.metrics, DEFAULT_NEURAL, ALL_NEURAL, "metrics")
-
-        if too_small:
-            systems, neural = [], []
+        systems_run, neural_run = (([], []) if too_small else (systems, neural))
+        if too_small and (systems or neural):
+            msg = "not run (retrieval skipped): " + ", ".join(systems + neural)
+            log.warning(msg)
+            corpus.notes.append(msg)
         outputs: dict[str, SystemOutput] = {}
         with timer.stage("classical systems (kernels, KCCA, NN)", 3, total):
             classical, runs, image_kernels, text_kernels = (
-                run_classical(corpus, pools, systems, args, cache) if systems else ({}, {}, {}, {}))
+                run_classical(corpus, pools, systems_run, args, cache) if systems_run else ({}, {}, {}, {}))
             outputs.update(classical)
         with timer.stage("neural scorers (CLIP family)", 4, total):
-            neural_out, pair_scorers, specificity, neural_prov = run_neural(corpus, pools, neural, args, cache)
+            neural_out, pair_scorers, specificity, neural_prov = run_neural(corpus, pools, neural_run, args,
+                                                                            cache)
             outputs.update(neural_out)
         if not outputs and not too_small:
             raise PipelineError("nothing to evaluate: --systems none and --metrics none")
@@ -744,6 +823,8 @@ def run(args) -> dict[str, Path]:
                                                         "permutations": args.permutations,
                                                         "systems_requested": systems,
                                                         "neural_requested": neural,
+                                                        "systems_run": systems_run,
+                                                        "neural_run": neural_run,
                                                         "kcca_caption_metric_models": kcca_models}),
             }
             outcomes = {s: {t: QueryOutcomes(ranks=evals[s][t].ranks, r_precision=evals[s][t].r_precision)
@@ -752,6 +833,11 @@ def run(args) -> dict[str, Path]:
             paths = write_report(results, out_dir, outcomes=outcomes, gallery=gallery, seed=args.seed)
         log.info("Done in %.1f s. Report: %s", sum(timer.timings.values()), paths["html"])
         return paths
+    except (PipelineError, CorpusError, MissingResourceError) as exc:
+        # run.log gets the error too (the command line prints it to the console)
+        handler.handle(logging.LogRecord(log.name, logging.ERROR, __file__, 0, "error: %s", (exc,), None))
+        if not isinstance(exc, PipelineError):  # an unreadable image file, a missing NLTK resource
+            raise PipelineError(str(exc)) from exc
+        raise
     finally:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
+        teardown_logging(handler)

@@ -28,6 +28,10 @@ import numpy as np
 
 TASKS = ("annotation", "search")
 RETRIEVAL_KEYS = ("R@1", "R@5", "R@10", "median_rank")
+#: Column labels of result keys that are not already readable.
+KEY_LABELS = {"median_rank": "median rank", "mean_rank": "mean rank"}
+#: The plots :func:`make_plots` can draw (``plots/<name>.png``).
+PLOT_NAMES = ("recall", "rank_cdf", "r_precision")
 RELEVANCE_KEYS = ("S@1", "S@5", "S@10", "R-precision")
 FAMILY_ORDER = {"baseline": 0, "classical": 1, "neural": 2}
 
@@ -207,7 +211,7 @@ def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[l
     neural."""
     systems = results.get("systems", {})
     names = sorted(systems, key=lambda s: (FAMILY_ORDER.get(systems[s].get("family", ""), 9), s))
-    header = ["system", "family"] + [f"{t[:3]}. {k}" for t in TASKS for k in keys]
+    header = ["system", "family"] + [f"{t[:3]}. {KEY_LABELS.get(k, k)}" for t in TASKS for k in keys]
     rows = []
     for s in names:
         r = systems[s]
@@ -283,6 +287,9 @@ def _summary_lines(results: Mapping) -> list[str]:
              + ", ".join(f"{k} {v}" for k, v in c.get("splits", {}).items())]
     pools = c.get("pools", {})
     for split, p in pools.items():
+        if not p.get("images"):
+            lines.append(f"{split} pool: empty (none of its images is on disk)")
+            continue
         lines.append(f"{split} pool: {p.get('images')} images × {p.get('captions')} captions, "
                      f"{p.get('relevant_pairs', '?')} relevant pairs")
     if c.get("skipped_images"):
@@ -308,6 +315,8 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     """Write ``results.json``, ``report.md``, ``report.html`` and ``plots/*.png`` into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name in PLOT_NAMES:  # an earlier report's plots in the same folder are not this run's
+        (out / "plots" / f"{name}.png").unlink(missing_ok=True)
     paths = {"results": out / "results.json", "md": out / "report.md", "html": out / "report.html"}
     _atomic_write(paths["results"], json.dumps(results, indent=2, sort_keys=False, default=_json_default))
 
@@ -326,7 +335,7 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     for g in gallery:
         md += [f"## Gallery: {g.image_id}", "", f"Original caption: *{g.gold_caption}*", ""]
         for sysname, caps in g.columns.items():
-            md += [f"**{sysname}** top-5:"] + [f"{i + 1}. {'✓ ' if rel else ''}{c}" for i, (c, rel) in
+            md += [f"**{sysname}** top-{len(caps)}:"] + [f"{i + 1}. {'✓ ' if rel else ''}{c}" for i, (c, rel) in
                                                enumerate(caps)] + [""]
     _atomic_write(paths["md"], "\n".join(md))
 

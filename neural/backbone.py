@@ -84,12 +84,17 @@ def is_tiny_model(name: str | None, *, default: bool = False) -> bool:
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`."""
-    if isinstance(device, torch.device):
-        return device
+    """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`.
+
+    Raises ``RuntimeError`` saying what to do when a CUDA device is asked for and torch sees none
+    (instead of torch's driver message at the first tensor moved there)."""
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    dev = device if isinstance(device, torch.device) else torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {str(dev)!r} was requested but torch finds no CUDA device on this "
+                           "machine (torch.cuda.is_available() is False); use --device cpu, or auto")
+    return dev
 
 
 def adamw(params, **kwargs) -> torch.optim.AdamW:
@@ -466,6 +471,22 @@ def require_architecture_dependencies(arch: str) -> None:
             "Architectures with the CLIP tokenizer (ViT-B-32, ViT-L-14 …) need neither.") from exc
 
 
+def check_architecture(arch: str) -> None:
+    """Raise ``ValueError`` naming the valid choices unless ``arch`` is an open_clip model name
+    (``open_clip.list_models()``) or a key of :data:`CUSTOM_MODEL_CONFIGS`."""
+    import open_clip
+
+    if arch in CUSTOM_MODEL_CONFIGS or arch in open_clip.list_models():
+        return
+    import difflib
+
+    close = difflib.get_close_matches(arch, open_clip.list_models(), n=3, cutoff=0.6)
+    raise ValueError(
+        f"unknown CLIP architecture {arch!r}{f' (did you mean {close}?)' if close else ''}: use an open_clip "
+        f"model name (e.g. 'ViT-B-32', 'ViT-L-14'; see open_clip.list_models()) or one of "
+        f"{sorted(CUSTOM_MODEL_CONFIGS)}; 'tiny' trains the small CLIP on the teaching set (neural.tiny_clip)")
+
+
 def create_architecture(arch: str, *, quick_gelu: bool | None = None,
                         preprocess_overrides: dict | None = None, allow_download: bool | None = None):
     """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
@@ -491,11 +512,7 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
         preprocess = _preprocess_for(model, over)
         tokenizer = SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
         return model.eval(), preprocess, tokenizer
-    if arch not in open_clip.list_models():
-        raise ValueError(
-            f"unknown CLIP architecture {arch!r}: use an open_clip model name (e.g. 'ViT-B-32', "
-            f"'ViT-L-14'; see open_clip.list_models()) or one of {sorted(CUSTOM_MODEL_CONFIGS)}; "
-            "'tiny' trains the small CLIP on the teaching set (neural.tiny_clip)")
+    check_architecture(arch)
     require_architecture_dependencies(arch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -608,6 +625,36 @@ def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
     return None
 
 
+def _unreachable_download_host(tag_cfg: dict, timeout: float = 5.0) -> str | None:
+    """Why the download source of an open_clip tag cannot be reached, or ``None`` when it can (or when a
+    proxy is configured, which a direct probe cannot judge).
+
+    One TCP connection attempt (``timeout`` seconds) to the host that would serve the file (the Hugging
+    Face endpoint, ``$HF_ENDPOINT`` if set, or the tag's URL host).  Without it, an offline machine waits
+    through huggingface_hub's retries (about a minute) and prints a warning per retry before failing.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    if tag_cfg.get("hf_hub"):
+        url = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    else:
+        url = tag_cfg.get("url", "")
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return None
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return (f"no network: cannot reach {host}:{port} ({exc.__class__.__name__}: {exc}); set "
+                f"{OFFLINE_ENV}=1 to skip this check on an offline machine")
+
+
 def _missing_weights_message(model: str, pretrained: str, why: str) -> str:
     return (f"CLIP weights {model}/{pretrained} are not available ({why}). On a networked machine they are "
             f"downloaded automatically; offline, download them elsewhere (e.g. open_clip.create_model('{model}', "
@@ -671,6 +718,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
                          "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
     allow = (not _offline()) if allow_download is None else allow_download
     if model != "auto":
+        check_architecture(model.replace("/", "-"))
         require_architecture_dependencies(model.replace("/", "-"))
 
     file_path: Path | None = None
@@ -696,6 +744,9 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
                 if not allow:
                     raise MissingWeightsError(_missing_weights_message(model, str(pretrained),
                                                                        "not in the local cache and downloads are off"))
+                unreachable = _unreachable_download_host(tag_cfg)
+                if unreachable:
+                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained), unreachable))
                 try:
                     from open_clip.pretrained import download_pretrained
 
@@ -783,7 +834,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 
 __all__ = [
     "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
-    "hf_text_requirements", "require_architecture_dependencies", "activation_hint",
+    "hf_text_requirements", "require_architecture_dependencies", "activation_hint", "check_architecture",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
     "WeightsError", "MissingWeightsError", "MissingDependencyError",
 ]

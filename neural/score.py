@@ -31,11 +31,13 @@ METRICS = ("clip-s", "refclip-s", "pac-s", "refpac-s")
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
-def _read_json(path: Path, what: str) -> dict:
+def _read_json(path: Path, what: str, option: str) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SystemExit(f"error: {what} file not found: {path}") from None
+        raise SystemExit(f"error: {option} {path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"error: {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SystemExit(f"error: {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
@@ -83,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "open_clip .pt/.safetensors, PAC-S .pth). An OpenAI TorchScript .pt file is "
                          "loaded only with ITR_TRUST_TORCHSCRIPT=1 (it can run code; or convert it to "
                          ".safetensors, see docs/neural.md). Default: openai. Not with --clip-model tiny")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="auto: CUDA when available, else CPU")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA, not with --clip-model tiny")
     ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
@@ -96,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _backbone(args, cache):
     from neural.backbone import is_tiny_model, load_backbone
-    from neural.checkpoints import MissingWeightsError
+    from neural.checkpoints import WeightsError
 
     if is_tiny_model(args.clip_model):
         if args.clip_pretrained is not None:
@@ -118,8 +121,8 @@ def _backbone(args, cache):
     try:
         return load_backbone(model, pretrained, device=args.device, precision=args.precision,
                              show_progress=not args.quiet), None
-    except MissingWeightsError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    except (WeightsError, ValueError, RuntimeError) as exc:  # missing / unsafe / mismatched weights,
+        raise SystemExit(f"error: {exc}") from None              # unknown model or tag, no CUDA
 
 
 def main(argv=None) -> int:
@@ -127,8 +130,8 @@ def main(argv=None) -> int:
     from corpora.cache import DiskCache
     from corpora.images import read_image
 
-    cands = _read_json(args.candidates, "caption")
-    refs = _read_json(args.references, "reference list") if args.references else None
+    cands = _read_json(args.candidates, "caption", "--candidates")
+    refs = _read_json(args.references, "reference list", "--references") if args.references else None
     if args.metric.startswith("ref") and refs is None:
         raise SystemExit(f"error: --metric {args.metric} needs --references refs.json")
     if not args.images.is_dir():
@@ -139,6 +142,8 @@ def main(argv=None) -> int:
     for i in ids:
         if not isinstance(cands[i], str):
             raise SystemExit(f"error: {args.candidates}: candidate of {i!r} is not a string")
+        if not cands[i].strip():
+            raise SystemExit(f"error: {args.candidates}: candidate of {i!r} is empty")
     if refs is not None:
         for i in ids:
             r = refs.get(i)
@@ -154,6 +159,12 @@ def main(argv=None) -> int:
     if missing:
         raise SystemExit(f"error: {len(missing)} image(s) not found in {args.images}, e.g. {missing[:3]} "
                          f"(expected files named <image_id> or <image_id>{IMAGE_EXTS[0]} …)")
+    from corpora.base import CorpusError
+
+    try:  # every image is read (and a damaged one named) before a backbone is loaded or trained
+        images = [read_image(paths[i]) for i in ids]
+    except CorpusError as exc:
+        raise SystemExit(f"error: {exc}") from None
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
     bb, teaching = _backbone(args, cache)
     notes = []
@@ -173,7 +184,6 @@ def main(argv=None) -> int:
         from neural.clipscore import CLIPScore
 
         scorer = CLIPScore(bb, prompt=args.prompt or None)
-    images = [read_image(paths[i]) for i in ids]
     out = scorer.compute(images, [cands[i] for i in ids], [refs[i] for i in ids] if refs else None)
     base = scorer.base_name
     keys = [base] + (["Ref" + base] if refs is not None else [])

@@ -271,3 +271,38 @@ def test_experiment_json(flickr8k_dir, capsys, tmp_path):
     assert json.loads(capsys.readouterr().out) == out
     with pytest.raises(SystemExit):
         main(["--data", str(flickr8k_dir), "--metrics", "BLEU-9", "--no-cache"])
+
+
+def test_experiment_without_expert_file_reports_cf_and_bad_folders_fail_cleanly(flickr8k_dir, tmp_path, capsys):
+    """No ExpertAnnotations.txt: the CF columns are still computed and the Expert ones say which file is
+    missing; a missing or broken folder is one 'error:' line, exit 2, no traceback."""
+    from experiments.caption_metrics_vs_humans import main
+
+    root = tmp_path / "noexpert"
+    (root / "Flickr8k_text").mkdir(parents=True)
+    for p in (flickr8k_dir / "Flickr8k_text").iterdir():
+        if p.name != "ExpertAnnotations.txt":
+            (root / "Flickr8k_text" / p.name).symlink_to(p)
+    assert main(["--data", str(root), "--json", "--no-meteor", "--metrics", "BLEU-4", "--no-cache",
+                 "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["BLEU-4"]["expert_tau_c"] is None and out["BLEU-4"]["n_expert"] is None
+    assert out["BLEU-4"]["n_cf"] == 47830 and out["BLEU-4"]["cf_tau_b"] == pytest.approx(17.3, abs=0.3)
+    assert main(["--data", str(root), "--no-meteor", "--metrics", "BLEU-4", "--no-cache", "--no-progress",
+                 "--kappa"]) == 0
+    table = capsys.readouterr().out
+    assert "Flickr8k-Expert: – (no ExpertAnnotations.txt)" in table
+    assert "Cohen's κ needs the expert judgments (ExpertAnnotations.txt)" in table
+
+    assert main(["--data", str(tmp_path / "nope"), "--no-cache"]) == 2
+    assert "error: --data" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    (broken / "Flickr8k_text").mkdir(parents=True)
+    for p in (flickr8k_dir / "Flickr8k_text").iterdir():
+        if p.name != "CrowdFlowerAnnotations.txt":
+            (broken / "Flickr8k_text" / p.name).symlink_to(p)
+    (broken / "Flickr8k_text" / "CrowdFlowerAnnotations.txt").write_text(
+        "1056338697_4f7d7ce270.jpg\t2718495608_d8533e3ac5.jpg#2\tnot-a-number\t1\t2\n", encoding="utf-8")
+    assert main(["--data", str(broken), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "CrowdFlowerAnnotations.txt" in err and ":1" in err

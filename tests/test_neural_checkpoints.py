@@ -139,6 +139,40 @@ def test_offline_missing_weights_error_names_fix(tmp_path, monkeypatch):
         load_backbone("ViT-B-32", "no-such-tag", allow_download=False)
 
 
+def test_unreachable_download_host_fails_fast_and_an_unknown_architecture_is_named(tmp_path, monkeypatch):
+    """Downloads allowed but no network: one connection probe, then MissingWeightsError (no minute of
+    huggingface_hub retries); the download itself is never attempted.  An unknown model name is reported
+    as such (with close matches), before any tag lookup."""
+    import socket
+
+    import open_clip.pretrained
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for v in ("ITR_OFFLINE", "HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(v, raising=False)
+    probed = []
+
+    def no_network(address, timeout=None, *a, **k):
+        probed.append(address)
+        raise OSError("network is unreachable")
+
+    def never(*a, **k):
+        raise AssertionError("download attempted")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(open_clip.pretrained, "download_pretrained", never)
+    with pytest.raises(MissingWeightsError, match=r"no network: cannot reach huggingface.co:443"):
+        load_backbone("ViT-B-32", "openai", cache_dir=str(tmp_path))
+    assert probed == [("huggingface.co", 443)]
+    monkeypatch.setenv("HF_ENDPOINT", "https://hf-mirror.example:8443")
+    with pytest.raises(MissingWeightsError, match=r"hf-mirror.example:8443"):
+        load_backbone("ViT-B-32", "openai", cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"unknown CLIP architecture 'ViT-B-23' \(did you mean \['ViT-B-32'"):
+        load_backbone("ViT-B-23", "openai", cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="unknown CLIP architecture 'NoSuchModel'"):
+        load_backbone("NoSuchModel", "openai", cache_dir=str(tmp_path))
+
+
 def test_hugging_face_text_tower_without_transformers_names_the_package(tmp_path, monkeypatch):
     """SigLIP-style architectures tokenise through transformers: its absence is reported by name, before
     any weight download, by load_backbone and create_architecture alike; CLIP-BPE ones are unaffected."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -88,3 +89,35 @@ def test_cli_refuses_options_the_tiny_clip_would_ignore(setup, tmp_path):
     with pytest.raises(SystemExit, match="must be a list of strings, got str"):
         main(base + ["--references", str(refs), "--metric", "refclip-s", "--clip-model", "itr-tiny-clip",
                      "--clip-pretrained", str(w)])
+
+
+def test_cli_damaged_image_unknown_model_and_bad_device_fail_cleanly(setup, tmp_path, monkeypatch, capsys):
+    d, imgs, w, _ = setup
+    import neural.score as score_mod
+
+    # a damaged image is named before any backbone is loaded or trained
+    folder = tmp_path / "imgs"
+    shutil.copytree(imgs, folder)
+    (folder / "im1.png").write_bytes((folder / "im1.png").read_bytes()[:60])
+    monkeypatch.setattr(score_mod, "_backbone", lambda *a, **k: pytest.fail("backbone loaded first"))
+    with pytest.raises(SystemExit, match=r"im1.png: cannot read image"):
+        main(["--candidates", str(d / "cands.json"), "--images", str(folder), "--clip-model", "tiny"])
+    monkeypatch.undo()
+    base = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet"]
+    with pytest.raises(SystemExit, match=r"unknown CLIP architecture 'NoSuchModel'"):
+        main(base + ["--clip-model", "NoSuchModel"])
+    with pytest.raises(SystemExit, match=r"pretrained='no-such-tag' is neither a file nor a known tag"):
+        main(base + ["--clip-model", "ViT-B-32", "--clip-pretrained", "no-such-tag"])
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit, match=r"^error: .*bad.pt"):
+        main(base + ["--clip-model", "ViT-B-32", "--clip-pretrained", str(bad)])
+    with pytest.raises(SystemExit) as e:
+        main(base + ["--device", "foo"])
+    assert e.value.code == 2 and "invalid choice: 'foo'" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"im0": "  "}))
+    with pytest.raises(SystemExit, match=r"candidate of 'im0' is empty"):
+        main(["--candidates", str(empty), "--images", str(imgs)])
+    with pytest.raises(SystemExit, match=r"--candidates .*nope.json: file not found"):
+        main(["--candidates", str(tmp_path / "nope.json"), "--images", str(imgs)])

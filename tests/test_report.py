@@ -108,10 +108,15 @@ def test_write_report_files_are_consistent_and_self_contained(tmp_path):
     assert external_references(html_text) == []
     assert html_text.count("data:image/png;base64,") == 4  # three plots + the gallery thumbnail
     assert "<b>dog</b>" not in html_text and "&lt;b&gt;dog&lt;/b&gt;" in html_text  # captions escaped
+    assert "**TRI5 (classical)** top-2:" in md  # as many as the column lists
+    assert "ann. median rank" in md and "median_rank" not in md.split("## Retrieval")[1].split("\n\n")[2]
     # The same inputs give byte-identical files (seeded bootstrap, no timestamps in the report).
     again = write_report(r, tmp_path / "again", outcomes=_outcomes(r), gallery=[g], seed=0)
     assert again["md"].read_text(encoding="utf-8") == md
     assert again["results"].read_bytes() == paths["results"].read_bytes()
+    # A later report without plots in the same folder does not leave the earlier run's plots behind.
+    write_report(r, tmp_path)
+    assert not list((tmp_path / "plots").glob("*.png"))
 
 
 def test_summary_names_the_neural_backbone(tmp_path):

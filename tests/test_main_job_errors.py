@@ -1,0 +1,143 @@
+"""User mistakes and damaged inputs in the main job (``python -m experiments.flickr8k_kcca``): a clear
+``error:`` line (exit 2, no traceback), also written to ``run.log``; options checked before any work.
+
+The real-data cases use a small Flickr8k folder in the standard layout made from the shared bundle:
+the 14 shared JPEGs (copied, so one can be damaged), the real caption files, and split files naming
+8 / 3 / 3 of the 14 images.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ["--teaching-size", "60", "--no-progress"]
+
+
+def run_job(args, tmp_path: Path, *, out: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ITR_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", *args, "--cache-dir", str(tmp_path / "cache")]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr[-3000:])
+
+
+@pytest.fixture(scope="module")
+def mini_flickr8k(flickr8k_dir, tmp_path_factory):
+    jpgs = sorted((flickr8k_dir / "Flicker8k_Dataset").glob("*.jpg"))
+    if len(jpgs) < 14:
+        pytest.skip(f"needs the 14 shared Flickr8k JPEGs in {flickr8k_dir / 'Flicker8k_Dataset'}")
+    root = tmp_path_factory.mktemp("mini8k")
+    (root / "Flicker8k_Dataset").mkdir()
+    text = root / "Flickr8k_text"
+    text.mkdir()
+    for p in jpgs:
+        shutil.copyfile(p, root / "Flicker8k_Dataset" / p.name)
+    for name in ("Flickr8k.token.txt", "Flickr8k.lemma.token.txt"):
+        (text / name).symlink_to(flickr8k_dir / "Flickr8k_text" / name)
+    names = [p.name for p in jpgs]
+    for split, ids in (("train", names[:8]), ("dev", names[8:11]), ("test", names[11:14])):
+        (text / f"Flickr_8k.{split}Images.txt").write_text("\n".join(ids) + "\n", encoding="utf-8")
+    return root, names
+
+
+def test_options_are_checked_before_any_work(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    assert_clean_error(run_job(TINY + ["--systems", "BoW1", "--metrics", "none"], tmp_path, out=afile),
+                       f"--out {afile}: exists and is not a folder")
+    out = tmp_path / "out"
+    proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-23"], tmp_path,
+                   out=out)
+    assert_clean_error(proc, "--clip-model: unknown CLIP architecture 'ViT-B-23'", "did you mean")
+    proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32",
+                           "--clip-pretrained", str(tmp_path / "nope.pt")], tmp_path, out=out)
+    assert_clean_error(proc, "nope.pt: weights file not found")
+    import torch
+
+    if not torch.cuda.is_available():
+        proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--device", "cuda"], tmp_path, out=out)
+        assert_clean_error(proc, "--device", "no CUDA device", "--device cpu")
+    assert not out.exists()  # nothing was loaded, trained or written
+    assert "corpus …" not in proc.stderr
+
+
+def test_damaged_image_is_named_without_traceback_and_logged(mini_flickr8k, tmp_path):
+    root, names = mini_flickr8k
+    bad = root / "Flicker8k_Dataset" / names[12]
+    data = bad.read_bytes()
+    try:
+        bad.write_bytes(data[:2000])
+        out = tmp_path / "out"
+        proc = run_job(["--data", str(root), "--systems", "BoW1", "--metrics", "none", "--no-progress"],
+                       tmp_path, out=out)
+        assert_clean_error(proc, f"{bad}: cannot read image")
+        log = (out / "run.log").read_text(encoding="utf-8")
+        assert "ERROR" in log and f"{bad}: cannot read image" in log
+        # loader notes are logged as plain messages, not as 'file.py:N: UserWarning' + source line
+        assert "warning: Flickr8k.token.txt: image id '2258277193_586949ec62.jpg.1'" in proc.stderr
+        assert "UserWarning" not in proc.stderr and "pipeline.py:" not in proc.stderr
+    finally:
+        bad.write_bytes(data)
+
+
+def test_requested_methods_are_checked_and_recorded_when_retrieval_is_skipped(fourteen_images_standard,
+                                                                                 tmp_path):
+    """With too few images on disk retrieval is skipped; the neural options are still checked, and
+    results.json / the report say what was requested and not run."""
+    root = fourteen_images_standard
+    common = ["--data", str(root), "--skip-missing-images", "--no-progress", "--metrics", "CLIP-S",
+              "--systems", "NN5_F1^idf"]
+    proc = run_job(common + ["--clip-model", "ViT-B-32", "--clip-pretrained", "/nonexistent/w.pt"], tmp_path,
+                   out=tmp_path / "bad")
+    assert_clean_error(proc, "/nonexistent/w.pt: weights file not found")
+    out = tmp_path / "out"
+    proc = run_job(common, tmp_path, out=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    prov = r["provenance"]
+    assert prov["systems_requested"] == ["NN5_F1^idf"] and prov["neural_requested"] == ["CLIP-S"]
+    assert prov["systems_run"] == [] and prov["neural_run"] == []
+    assert any(n.startswith("not run (retrieval skipped): NN5_F1^idf, CLIP-S") for n in r["corpus"]["notes"])
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "not run (retrieval skipped)" in md and "test pool: empty (none of its images is on disk)" in md
+    # a second run into the same folder says that it replaces the earlier report
+    proc = run_job(common, tmp_path, out=out)
+    assert proc.returncode == 0 and "holds an earlier run's report" in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def fourteen_images_standard(flickr8k_dir, tmp_path_factory):
+    """The real split files with the 14 shared JPEGs: every pool has fewer than 2 images on disk."""
+    root = tmp_path_factory.mktemp("flickr8k14e")
+    (root / "Flicker8k_Dataset").symlink_to(flickr8k_dir / "Flicker8k_Dataset", target_is_directory=True)
+    (root / "Flickr8k_text").symlink_to(flickr8k_dir / "Flickr8k_text", target_is_directory=True)
+    return root
+
+
+def test_missing_images_message_names_the_option_not_the_keyword(mini_flickr8k, tmp_path):
+    root, names = mini_flickr8k
+    moved = root / "Flicker8k_Dataset" / names[9]
+    hidden = tmp_path / names[9]
+    shutil.move(moved, hidden)
+    try:
+        proc = run_job(["--data", str(root), "--systems", "BoW1", "--metrics", "none", "--no-progress"],
+                       tmp_path, out=tmp_path / "out")
+        assert_clean_error(proc, "needs 3 images, 1 is missing", "pass --skip-missing-images to run on the 2 "
+                           "images present")
+        assert "skip_missing_images=True" not in proc.stderr
+    finally:
+        shutil.move(hidden, moved)
