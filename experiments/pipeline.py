@@ -261,6 +261,8 @@ def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str]
         return list(allowed)
     items = [v.strip() for v in value.split(",") if v.strip()]
     if allowed is not None:
+        by_lower = {a.lower(): a for a in allowed}  # clip-s == CLIP-S
+        items = [by_lower.get(v.lower(), v) for v in items]
         bad = [v for v in items if v not in allowed]
         if bad:
             raise PipelineError(f"unknown {what}: {', '.join(bad)} (choose from {', '.join(allowed)})")

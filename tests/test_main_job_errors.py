@@ -141,3 +141,12 @@ def test_missing_images_message_names_the_option_not_the_keyword(mini_flickr8k, 
         assert "skip_missing_images=True" not in proc.stderr
     finally:
         shutil.move(hidden, moved)
+
+
+def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
+    from experiments.pipeline import ALL_NEURAL, PipelineError, parse_list
+
+    assert parse_list("clip-s, refpac-s,l-clipscore", (), ALL_NEURAL, "metrics") == [
+        "CLIP-S", "RefPAC-S", "L-CLIPScore"]
+    with pytest.raises(PipelineError, match=r"unknown metrics: clip-x \(choose from CLIP-S, "):
+        parse_list("clip-s,clip-x", (), ALL_NEURAL, "metrics")
