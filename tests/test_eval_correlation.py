@@ -306,3 +306,27 @@ def test_experiment_without_expert_file_reports_cf_and_bad_folders_fail_cleanly(
     assert main(["--data", str(broken), "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "CrowdFlowerAnnotations.txt" in err and ":1" in err
+
+
+def test_correlations_tau_c_is_stuarts_tau_c_with_ties_and_non_square_table():
+    # x has 3 distinct values, y has 5 (non-square contingency), both with ties: τ-b ≠ τ-c
+    x = np.array([1, 1, 2, 2, 2, 3, 3, 1, 3, 2, 1, 3], dtype=float)
+    y = np.array([1, 2, 2, 3, 5, 4, 5, 1, 3, 4, 2, 5], dtype=float)
+    c = correlations(x, y)
+    assert c["tau_c"] == pytest.approx(_tau_c_bruteforce(x, y), rel=1e-12)
+    assert c["tau_b"] == pytest.approx(stats.kendalltau(x, y, variant="b").statistic, rel=1e-12)
+    assert abs(c["tau_b"] - c["tau_c"]) > 1e-3
+    assert c["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic)
+
+
+def test_kappa_sweep_rate_matched_threshold_with_unbalanced_human_labels():
+    from sklearn.metrics import cohen_kappa_score
+
+    metric = np.array([0.1, 0.4, 0.5, 0.9, 0.8, 0.2, 0.7, 0.3])
+    human = np.array([1, 2, 4, 4, 1, 1, 3, 2])      # 3 of 8 at or above 3
+    (rm,) = kappa_sweep(metric, human, human_threshold=3)
+    assert rm["human_positive_rate"] == 3 / 8
+    assert rm["metric_positive_rate"] == 3 / 8      # the same share: the 3 highest metric scores
+    mb = metric >= rm["threshold"]
+    np.testing.assert_array_equal(np.flatnonzero(mb), [3, 4, 6])   # metric 0.9, 0.8, 0.7
+    assert rm["kappa"] == pytest.approx(cohen_kappa_score(mb, human >= 3))

@@ -195,3 +195,20 @@ def test_borda_vectorised_rows_and_full_ties():
         borda([np.zeros((2, 3)), np.zeros((2, 4))])
     with pytest.raises(ValueError, match="at least one"):
         borda([])
+
+
+def test_borda_ties_inside_one_ranking_get_the_average_position():
+    # a ties items 0 and 1 (positions 0 and 1 -> both 0.5), item 2 at position 2;
+    # b orders 2, 0, 1 (positions: item0 1, item1 2, item2 0).  N = 3, points = Σ (N − r):
+    #   item0 (3 − 0.5) + (3 − 1) = 4.5,  item1 (3 − 0.5) + (3 − 2) = 3.5,  item2 (3 − 2) + (3 − 0) = 4
+    # fused order 0, 2, 1  ->  fused scores item0 3, item2 2, item1 1.
+    # (With the minimum position for ties, items 1 and 2 would both have 4 points and median 1: a tie.)
+    a = np.array([[1.0, 1.0, 0.0]])
+    b = np.array([[2.0, 1.0, 3.0]])
+    points, med = borda_points([a, b])
+    np.testing.assert_array_equal(points[0], [4.5, 3.5, 4.0])
+    np.testing.assert_array_equal(med[0], [0.75, 1.25, 1.0])
+    np.testing.assert_array_equal(borda([a, b])[0], [3, 1, 2])
+    # the result does not depend on the column order of the tied items
+    perm = [1, 0, 2]
+    np.testing.assert_array_equal(borda([a[:, perm], b[:, perm]])[0], [1, 3, 2])

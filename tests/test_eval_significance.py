@@ -190,3 +190,68 @@ def test_randomisation_reuses_reassignments_without_changing_p_values(monkeypatc
     fresh = [sig.paired_randomization_test(x, y, st, n_resamples=3000, seed=5).pvalue
              for x, y in pairs for st in ("mean", "median")]
     assert with_memo == fresh
+
+
+def test_mcnemar_switches_to_chi2_at_exactly_the_threshold():
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    def outcomes(n10, n01, n11=5, n00=5):
+        a = np.array([1] * n10 + [0] * n01 + [1] * n11 + [0] * n00, bool)
+        b = np.array([0] * n10 + [1] * n01 + [1] * n11 + [0] * n00, bool)
+        return a, b
+
+    # default threshold 25: 25 discordant pairs -> χ² (corrected); 24 -> exact binomial
+    a, b = outcomes(18, 7)
+    t = mcnemar_test(a, b)
+    assert t.extra == (18, 7) and "chi2" in t.method and "exact" not in t.method
+    assert t.statistic == pytest.approx((abs(18 - 7) - 1) ** 2 / 25)
+    assert t.pvalue == pytest.approx(stats.chi2.sf((abs(18 - 7) - 1) ** 2 / 25, 1))
+    assert t.pvalue == pytest.approx(mcnemar([[5, 18], [7, 5]], exact=False, correction=True).pvalue)
+    a, b = outcomes(17, 7)
+    t = mcnemar_test(a, b)
+    assert "exact" in t.method and t.pvalue == pytest.approx(stats.binomtest(7, 24, 0.5).pvalue)
+    # a custom threshold: exactly `exact_threshold` discordant pairs is already χ²
+    a, b = outcomes(8, 2)
+    assert "chi2" in mcnemar_test(a, b, exact_threshold=10).method
+    assert "exact" in mcnemar_test(a, b, exact_threshold=11).method
+
+
+def test_randomisation_exact_when_two_to_the_n_equals_n_resamples():
+    # n = 10: 2^10 = 1024 reassignments; with n_resamples = 1024 the test enumerates them all (2^n ≤ R)
+    x = np.array([5.0, 3.0, 8.0, 1.0, 4.0, 6.0, 2.0, 9.0, 7.0, 3.5])
+    y = np.array([4.0, 3.5, 6.0, 1.5, 2.0, 6.5, 1.0, 6.0, 7.5, 2.0])
+    for stat, f in (("mean", np.mean), ("median", np.median)):
+        brute = _brute_force_p(x, y, f)
+        assert 0.01 < brute < 0.99
+        t = paired_randomization_test(x, y, stat, n_resamples=1024, seed=0)
+        assert "exact" in t.method and "1024 reassignments" in t.method
+        assert t.pvalue == pytest.approx(brute, rel=1e-12, abs=0)
+        # one resample fewer than 2^n: Monte Carlo
+        assert "exact" not in paired_randomization_test(x, y, stat, n_resamples=1023, seed=0).method
+
+
+def test_randomisation_monte_carlo_p_counts_the_observed_assignment():
+    # 40 large, one-signed differences: no random reassignment (each swaps some but not all pairs, or
+    # swaps all of them with probability 2^-40) reaches |d_obs|, so #{|d*| ≥ |d_obs|} = 0 and the
+    # Monte-Carlo p-value is (0 + 1) / (R + 1), never 0.
+    rng = np.random.default_rng(4)
+    y = rng.normal(size=40)
+    x = y + 5.0 + rng.random(40)
+    for stat in ("mean", "median"):
+        t = paired_randomization_test(x, y, stat, n_resamples=999, seed=2)
+        assert "exact" not in t.method
+        assert t.pvalue == pytest.approx(1 / 1000, rel=1e-12)
+
+
+def test_ranking_agreement_kendall_variant_with_tied_metric_values():
+    # ties in both metrics and a non-square contingency (4 distinct values vs 3): τ-b ≠ τ-c
+    a = {"s1": 10.0, "s2": 20.0, "s3": 20.0, "s4": 30.0, "s5": 40.0, "s6": 40.0}
+    b = {"s1": 1.0, "s2": 1.0, "s3": 2.0, "s4": 3.0, "s5": 2.0, "s6": 3.0}
+    xa, xb = list(a.values()), list(b.values())
+    tau_b = stats.kendalltau(xa, xb, variant="b").statistic
+    tau_c = stats.kendalltau(xa, xb, variant="c").statistic
+    assert abs(tau_b - tau_c) > 1e-3
+    assert ranking_agreement(a, b)["kendall"] == pytest.approx(tau_b)            # default: τ-b
+    assert ranking_agreement(a, b, tau_variant="b")["kendall"] == pytest.approx(tau_b)
+    assert ranking_agreement(a, b, tau_variant="c")["kendall"] == pytest.approx(tau_c)
+    assert ranking_agreement(a, b)["spearman"] == pytest.approx(stats.spearmanr(xa, xb).statistic)

@@ -333,3 +333,29 @@ def test_exact_solver_on_data_with_kernel_callables():
     np.testing.assert_allclose(m_data.correlations_, m_gram.correlations_, atol=1e-10)
     np.testing.assert_allclose(m_data.affinity(d.X[te], d.Y[te], 10),
                                m_gram.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10), atol=1e-6)
+
+
+def test_log_spaced_ns_are_geometric():
+    # Hodosh Sec. 4.1.3: 46 log-spaced sizes in [10, 6000]: n_i = round(10 · 600^(i/45))
+    ns = log_spaced_ns(6000, 46, 10)
+    assert len(ns) == 46
+    for i, n in enumerate(ns):
+        assert abs(n - 10 * 600 ** (i / 45)) <= 0.5 + 1e-9
+    ratios = np.array(ns[1:]) / np.array(ns[:-1])
+    # constant ratio 600^(1/45) ≈ 1.153 up to the rounding to integers
+    assert np.all(np.abs(ratios - 600 ** (1 / 45)) < 0.08)
+    assert np.all(np.abs(ratios[len(ratios) // 2:] - 600 ** (1 / 45)) < 0.01)
+
+
+def test_incomplete_cholesky_pivots_on_the_largest_residual_diagonal():
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((12, 12)) * rng.uniform(0.2, 3.0, 12)[:, None]   # rows of different scales
+    K = A @ A.T
+    assert np.argmax(np.diag(K)) != 0
+    G, piv = incomplete_cholesky(KernelSource.from_gram(K), eta=0.0)
+    assert piv[0] == np.argmax(np.diag(K))
+    for j, p in enumerate(piv):
+        resid = np.diag(K - G[:, :j] @ G[:, :j].T).copy()   # residual diagonal before step j
+        resid[piv[:j]] = -np.inf
+        assert p == np.argmax(resid), f"step {j}"
+    np.testing.assert_allclose(G @ G.T, K, atol=1e-8)

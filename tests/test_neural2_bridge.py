@@ -143,3 +143,80 @@ def test_captions_file_missing_an_image_names_it_before_training(backbone, small
     br.fit(ts, captions_file=cf, show_progress=False, image_ids=ids[:8])   # the ids the file covers
     assert br.template_source == "captions_file" and len(br.bank_texts) == sum(
         len(ts.captions_of(i)) for i in ids[:8])
+
+
+def test_soft_info_nce_spreads_the_target_over_every_positive():
+    """Several positives per row: the target of row i is uniform over its positives (``same[i]`` / its
+    row count), in both directions; the loss is ½ (image→text + text→image) soft cross-entropy."""
+    from neural.bridge import _soft_info_nce
+
+    a = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]), dim=-1)
+    b = torch.nn.functional.normalize(torch.tensor([[1.0, 0.1], [0.2, 1.0], [0.7, 0.7]]), dim=-1)
+    same = torch.tensor([[True, False, True],      # row 0: two positives (columns 0 and 2)
+                         [False, True, False],
+                         [False, True, True]])     # row 2: two positives (columns 1 and 2)
+    T = 0.5
+    logits = (a @ b.T / T).tolist()
+
+    def soft_ce(L, S):
+        total = 0.0
+        for row, pos in zip(L, S):
+            lse = np.log(np.sum(np.exp(row)))
+            k = sum(pos)
+            total += -sum((row[j] - lse) / k for j in range(len(row)) if pos[j])
+        return total / len(L)
+
+    S = same.tolist()
+    S_t = [list(c) for c in zip(*S)]
+    L_t = [list(c) for c in zip(*logits)]
+    expect = 0.5 * (soft_ce(logits, S) + soft_ce(L_t, S_t))
+    assert float(_soft_info_nce(a, b, same, T)) == pytest.approx(expect, rel=1e-5)
+    # with one positive per row it is the ordinary symmetric InfoNCE
+    eye = torch.eye(3, dtype=torch.bool)
+    L = a @ b.T / T
+    ref = 0.5 * (torch.nn.functional.cross_entropy(L, torch.arange(3))
+                 + torch.nn.functional.cross_entropy(L.T, torch.arange(3)))
+    assert float(_soft_info_nce(a, b, eye, T)) == pytest.approx(float(ref), rel=1e-5)
+
+
+def test_temperature_follows_the_clip_logit_scale_with_a_floor(backbone):
+    br = BRIDGE(backbone, BridgeConfig(steps=1, layers=1))
+    ls = backbone.model.logit_scale
+    saved = ls.detach().clone()
+    try:
+        with torch.no_grad():
+            ls.fill_(float(np.log(1 / 0.07)))          # CLIP's initial temperature 0.07
+        assert br._temperature == pytest.approx(0.07, rel=1e-5)
+        with torch.no_grad():
+            ls.fill_(float(np.log(1 / 0.5)))
+        assert br._temperature == pytest.approx(0.5, rel=1e-5)
+        with torch.no_grad():
+            ls.fill_(float(np.log(1000.0)))            # 1 / 1000 is below the floor 0.01
+        assert br._temperature == pytest.approx(0.01)
+    finally:
+        with torch.no_grad():
+            ls.copy_(saved)
+
+
+def test_score_matrix_is_the_mean_of_clip_s_and_the_pseudo_caption_term(backbone, small_teaching_set):
+    """Eq. 4: BRIDGE(I, T) = ½ [CLIP-S(v, prompt + T) + 2.5 max(cos(t*, T), 0)]; the diagonal of
+    score_matrix equals score on the matched pairs (an untrained ψ is enough)."""
+    from neural.base import with_prompt
+
+    ts = small_teaching_set
+    ids = list(ts.split("test"))[:3]
+    br = BRIDGE(backbone, BridgeConfig(steps=1, layers=1))
+    imgs = [ts.load_image(i) for i in ids]
+    tmpl = [ts.describe(i)[0] for i in ids]
+    texts, tags = [c.text for c in tmpl], [c.pos for c in tmpl]
+    caps = [ts.captions_of(i)[0].text for i in ids]
+    S = br.score_matrix(imgs, caps, template_captions=texts, template_tags=tags)
+    d = br.score(imgs, caps, template_captions=texts, template_tags=tags)
+    np.testing.assert_allclose(np.diag(S), d, atol=1e-5)
+    v, t_star = br.pseudo_embeddings(imgs, texts, tags)
+    c1 = backbone.encode_texts(with_prompt(caps)).numpy()
+    c2 = backbone.encode_texts(caps).numpy()
+    tn = t_star / np.linalg.norm(t_star, axis=1, keepdims=True)
+    expect = 0.5 * (2.5 * np.maximum(v @ c1.T, 0) + 2.5 * np.maximum(tn @ c2.T, 0))
+    assert np.any(expect > 0.05)
+    np.testing.assert_allclose(S, expect, atol=1e-4)

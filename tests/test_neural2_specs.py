@@ -131,3 +131,33 @@ def test_fine_tuning_and_score_matrix(backbone, small_teaching_set, tmp_cache):
                                atol=1e-6)
     sr = specificity_on_corpus({"SPECS": scorer}, ts, max_images=6)
     assert set(sr) == {"SPECS"} and 0.0 <= sr["SPECS"]["SR_pos"] <= 1 and 0.0 <= sr["SPECS"]["SR_neg"] <= 1
+
+
+def test_logged_contrastive_term_is_half_the_symmetric_cross_entropy(backbone, small_teaching_set):
+    """L_con (CLIP's symmetric InfoNCE) = ½ [CE(image→text) + CE(text→image)] over the batch of full
+    captions c_K, with the model's own temperature; the logged total is α L_con + β L_pos + γ L_neg.
+    One step on every training image at once (the batch is then a permutation of them, and L_con does
+    not depend on its order), computed by hand from the weights before the step."""
+    import torch.nn.functional as F
+
+    ts = small_teaching_set
+    ids = [i for i in list(ts.split("train"))[:8] if len(ts.describe(i)[1]) >= 2]
+    assert len(ids) >= 4
+    cfg = SPECSConfig.for_tiny(steps=1, batch_size=64)
+    log: list = []
+    train_specs(backbone, ts, config=cfg, show_progress=False, log=log, image_ids=ids)
+    assert len(log) == 1
+
+    lb = stretch_backbone(backbone, precision="fp32")     # the untrained long-context model
+    m = lb.model.train()
+    full = [ts.describe(i)[0].text for i in ids]            # the full caption c_K = all units joined
+    with torch.no_grad():
+        v = F.normalize(m.encode_image(lb.preprocess_images([ts.load_image(i) for i in ids])).float(), dim=-1)
+        t = F.normalize(m.encode_text(lb.tokenize(full)).float(), dim=-1)
+        logits = m.logit_scale.exp().clamp(max=100.0) * v @ t.T
+        ce_it = -torch.log_softmax(logits, 1).diag().mean()
+        ce_ti = -torch.log_softmax(logits.T, 1).diag().mean()
+    e = log[0]
+    assert e["L_con"] == pytest.approx(float(0.5 * (ce_it + ce_ti)), rel=1e-4)
+    assert e["loss"] == pytest.approx(cfg.alpha * e["L_con"] + cfg.beta * e["L_pos"] + cfg.gamma * e["L_neg"],
+                                      rel=1e-5)

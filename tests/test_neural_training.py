@@ -91,6 +91,29 @@ def test_pacs_loss_matches_hand_computation():
     assert abs(parts["L_VT"] - float(l_it + l_ti)) < 1e-6
 
 
+def test_pacs_loss_weights_generated_images_and_texts_separately():
+    """Sarto et al. 2023, Eq. 3: L = L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'} with the defaults λ_v = 0.05
+    (generated images) and λ_t = 0.1 (generated texts), each L_{A,B} the sum of both cross-entropies."""
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(0)
+    v, t, v_gen, t_gen = (F.normalize(torch.randn(4, 5, generator=g), dim=-1) for _ in range(4))
+    s = torch.tensor(np.log(20.0))
+
+    def l_ab(a, b):
+        logits = 20.0 * a @ b.T
+        return -torch.log_softmax(logits, 1).diag().mean() - torch.log_softmax(logits.T, 1).diag().mean()
+
+    l_vt, l_gv, l_gt = l_ab(v, t), l_ab(v_gen, t), l_ab(v, t_gen)
+    assert abs(float(l_gv - l_gt)) > 0.1                     # the two weights are distinguishable
+    total, parts = pacs_loss(v, t, v_gen, t_gen, s)
+    assert float(total) == pytest.approx(float(l_vt + 0.05 * l_gv + 0.1 * l_gt), rel=1e-5)
+    assert parts["L_VT"] == pytest.approx(float(l_vt), rel=1e-5)
+    assert parts["L_V'T"] == pytest.approx(float(l_gv), rel=1e-5)
+    assert parts["L_VT'"] == pytest.approx(float(l_gt), rel=1e-5)
+    total, _ = pacs_loss(v, t, v_gen, t_gen, s, lambda_v=0.3, lambda_t=0.7)
+    assert float(total) == pytest.approx(float(l_vt + 0.3 * l_gv + 0.7 * l_gt), rel=1e-5)
+
+
 def test_teaching_tuples_are_generated_on_first_use(teaching):
     tup = teaching_tuples(teaching, "dev", seed=3, max_images=6)
     assert len(tup) == 6 and not tup.gen_images._memo and not tup.gen_texts._memo   # nothing made yet
