@@ -369,8 +369,10 @@ def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_k
     out = {}
     for n in chosen:
         fn = pair_scorer(runs[n], corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@1")
+        ie = image_kernels.get(("image", get_system(n).image_kind), {})
+        books = ie["kernel"].codebook_digests() if "kernel" in ie else None
         fn.identity = {"kcca": _jsonable(getattr(fn, "model", {})), "config": _jsonable(runs[n].config),
-                       "train": list(corpus.split("train"))}
+                       "train": list(corpus.split("train")), "codebooks": books}
         out[f"KCCA f(i,s) [{n}]"] = fn
     return out
 
@@ -390,9 +392,11 @@ def _jsonable(obj):
 
 
 # ---------------------------------------------------------------------------------------------- humans
-def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Callable, tag: str, rows):
+def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Callable, tag: str, rows,
+                       image_based: bool = False):
     """Per-row scores of one scorer on one protocol, cached under the scorer's identity
-    (``fn.identity``) + the rows; scorers without an identity are recomputed."""
+    (``fn.identity``) + the rows (+ the signatures of the rows' image files for an image-based scorer);
+    scorers without an identity are recomputed."""
     from evaluation.correlation import score_rows
 
     ident = getattr(fn, "identity", None)
@@ -401,7 +405,8 @@ def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: C
     digest = hashlib.sha256("\n".join(f"{i}\t{c}" for i, c in zip(rows.image_ids, rows.candidate_ids))
                             .encode("utf-8")).hexdigest()
     key = {"what": "human_rows", "scorer": name, "identity": ident, "corpus": corpus.fingerprint,
-           "protocol": tag, "rows": digest, "n": len(rows)}
+           "protocol": tag, "rows": digest, "n": len(rows),
+           "images": corpus.images_fingerprint(dict.fromkeys(rows.image_ids)) if image_based else None}
     return cache.get_or_compute("human_scores", key, lambda: {"s": score_rows(rows, fn)})["s"]
 
 
@@ -432,7 +437,8 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
             if len(use) < 3:
                 row[f"n_{tag}"] = len(use)
                 continue
-            hc = human_correlation(use, _cached_row_scores(cache, corpus, name, fn, tag, use))
+            hc = human_correlation(use, _cached_row_scores(cache, corpus, name, fn, tag, use,
+                                                           image_based=name in image_based))
             row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 2)
             row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 2)
             row[f"{tag}_rho"] = round(100 * hc["spearman"], 2)

@@ -253,6 +253,13 @@ def _pool_digest(pool) -> str:
                     *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
 
 
+def _codebooks_digest(kernel) -> dict | None:
+    """:meth:`~kernels.image.ImageKernel.codebook_digests` of a fitted image kernel (``None`` for objects
+    without one, e.g. test doubles)."""
+    fn = getattr(kernel, "codebook_digests", None)
+    return fn() if fn is not None else None
+
+
 def _images_digest(corpus, id_lists) -> str | None:
     """:meth:`~corpora.base.Corpus.images_fingerprint` of each list of image ids (``None`` for objects
     without one, e.g. test doubles), so a replaced image file gives a new run key."""
@@ -476,6 +483,8 @@ def run_system(
                "train": _digest(train_ids), "pools": {s: _pool_digest(pools[s]) for s in ("dev", "test")},
                # the pixels: the fingerprint covers captions and splits, not image files
                "images": _images_digest(corpus, [train_ids, *(pools[s].image_ids for s in ("dev", "test"))]),
+               # the visual words: the codebooks (sampled descriptors + k-means) are cached separately
+               "codebooks": _codebooks_digest(ie["kernel"]),
                "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
                "powers": ps, "diags": ds, "pd_kappas": [float(k) for k in search_kappas], "top": int(top),
                "criteria": list(criteria), "kcca": kk, "image_kwargs": dict(image_kwargs or {}),

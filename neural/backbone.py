@@ -295,6 +295,11 @@ class Backbone:
             self.__dict__["_text_memo"] = memo
         return memo[1]
 
+    def clear_text_memo(self) -> None:
+        """Forget the texts encoded so far for the current weights (the next :meth:`encode_texts` runs
+        the text tower on all of them again), e.g. to time the encoder itself."""
+        self._text_table().clear()
+
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
         """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length).
 

@@ -254,3 +254,26 @@ def test_codebook_descriptor_reuse_gives_the_same_words(tmp_path, monkeypatch):
         for f in a.features:
             assert np.array_equal(a._words[i][f][0], b._words[i][f][0]) and a._words[i][f][1] == b._words[i][f][1]
     np.testing.assert_array_equal(a.gram(tr), b.gram(tr))
+
+
+def test_one_rebuilt_codebook_equals_the_one_fitted_with_the_others(tmp_path):
+    """A codebook rebuilt alone (its cache entry lost or corrupt, the others read back) is the one fitted
+    together with the other features: each feature's descriptor sample does not depend on which other
+    features were being fitted."""
+    import json
+
+    corpus = synthetic_corpus()
+    tr = corpus.split("train")
+    few = {"color": 16, "texture": 16, "sift": 16}   # every feature draws from the per-image generator
+    cache = DiskCache(tmp_path / "c")
+    first = make_kernel(cache, samples_per_image=few).fit(corpus, tr).codebooks_
+    for lost in ("color", "sift"):
+        entries = list((tmp_path / "c" / "image_codebook").rglob("*.npz"))
+        assert len(entries) == 3
+        for p in entries:
+            with np.load(p) as z:
+                if json.loads(str(z["__key__"]))["feature"] == lost:
+                    p.unlink()
+        again = make_kernel(cache, samples_per_image=few).fit(corpus, tr).codebooks_
+        for f in first:
+            np.testing.assert_array_equal(again[f], first[f], err_msg=f"{f} after rebuilding {lost}")

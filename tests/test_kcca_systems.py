@@ -162,3 +162,25 @@ def test_cached_run_follows_a_replaced_image_file(tmp_path):
     fresh = run_system("BoW5", corpus(), cache=DiskCache(tmp_path / "fresh"), **kw).test_matrices.annotation
     np.testing.assert_array_equal(again, fresh)
     assert not np.array_equal(first, fresh)                # the replacement matters for this pool
+
+
+def test_run_cache_is_keyed_by_the_codebooks(small_teaching_set, tmp_cache, monkeypatch):
+    """Codebooks are cached apart from the runs; a run computed with other visual words (a codebook
+    entry rebuilt differently) is a different kcca_runs entry, never the old run read back."""
+    from corpora.protocol import hodosh_pool
+    from kernels.image import ImageKernel
+
+    corpus = small_teaching_set
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    kw = dict(cache=tmp_cache, pools=pools, powers=(2,), diag_factors=(1.0,), kappas=(0.1,), ns=(5, 10),
+              top=1, kcca_kwargs={"dtype": "float32"})
+    run_system("BoW1", corpus, **kw)
+    runs = tmp_cache.root / "kcca_runs"
+    assert len(list(runs.glob("*"))) == 1
+    run_system("BoW1", corpus, **kw)
+    assert len(list(runs.glob("*"))) == 1                      # same codebooks: read back
+    real = ImageKernel.codebook_digests
+    monkeypatch.setattr(ImageKernel, "codebook_digests",
+                        lambda self: {f: "other-" + d for f, d in real(self).items()})
+    run_system("BoW1", corpus, **kw)
+    assert len(list(runs.glob("*"))) == 2

@@ -338,3 +338,15 @@ def test_documented_pacs_weight_files_get_quickgelu():
                 else:
                     assert model.endswith("-quickgelu"), f"{doc.name}: {model} with {file} builds GELU"
     assert any(doc == "README.md" for doc, _, _ in found), found
+
+
+def test_clear_text_memo_makes_the_next_call_encode_again(tiny):
+    tiny.clear_text_memo()                                    # texts other tests may have encoded
+    n0 = tiny.n_text_encodes
+    a = tiny.encode_texts(["a red square", "a blue circle"])
+    tiny.encode_texts(["a red square", "a blue circle"])
+    assert tiny.n_text_encodes - n0 == 2                      # the second call is served from the table
+    tiny.clear_text_memo()
+    b = tiny.encode_texts(["a red square", "a blue circle"])
+    assert tiny.n_text_encodes - n0 == 4
+    torch.testing.assert_close(a, b)

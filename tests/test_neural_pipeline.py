@@ -221,3 +221,43 @@ def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path
     for namespace in ("lclip_student", "specs", "bridge", "neural_affinity"):
         assert namespace in before, namespace
         assert before[namespace] != after[namespace], namespace
+
+
+def test_cached_human_scores_of_image_based_scorers_follow_the_image_files(tmp_path):
+    """Human-judgment scores of an image-based scorer are cached under the rows' image signatures too:
+    a replaced image file is re-scored, while a text-only scorer's entry stays valid."""
+    import os
+
+    from corpora.base import Caption, Corpus
+    from corpora.cache import DiskCache
+    from evaluation.correlation import JudgmentRows
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    ids = ["a.png", "b.png"]
+    for k, i in enumerate(ids):
+        Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)).save(folder / i)
+    caps = {i: tuple(Caption(f"{i}#{k}", i, k, f"caption {k} of {i}") for k in range(2)) for i in ids}
+    corpus = Corpus("files", tuple(ids), caps, {"train": tuple(ids)}, image_paths={i: folder / i for i in ids})
+    rows = JudgmentRows("expert", list(ids), ["a.png#0", "b.png#1"], ["x", "y"], [["r"], ["s"]],
+                        np.array([1.0, 2.0]), np.array([0, 1]))
+    calls = []
+
+    def scorer(image_ids, cands, refs):
+        calls.append(len(cands))
+        return np.arange(len(cands), dtype=float)
+
+    scorer.identity = {"name": "probe"}
+    cache = DiskCache(tmp_path / "c")
+    for image_based in (True, False):
+        pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=image_based)
+    assert len(calls) == 2
+    target = folder / "b.png"
+    Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(target)
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    corpus = Corpus("files", tuple(ids), caps, {"train": tuple(ids)}, image_paths={i: folder / i for i in ids})
+    pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=False)
+    assert len(calls) == 2                                   # text-only: cached entry still valid
+    pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=True)
+    assert len(calls) == 3                                   # image-based: the new pixels are scored

@@ -173,6 +173,11 @@ class ImageKernel:
             self._digests = {f: _digest(self.codebooks_[f]) for f in self.features}
         return self._digests
 
+    def codebook_digests(self) -> dict[str, str]:
+        """SHA-256 digest of each fitted codebook (``{feature: digest}``): what anything computed from
+        this kernel's visual words (a KCCA run, a cached score) depends on besides pixels and ids."""
+        return dict(self._codebook_digests())
+
     def _words_key(self, image_id: str) -> dict:
         return {**self._base_key(), "stage": "words", "image": image_id,
                 "pixels": self.corpus_.image_signature(image_id), "codebooks": self._codebook_digests()}
@@ -275,8 +280,12 @@ class ImageKernel:
             lock, used = threading.Lock(), [0]
 
             def sample(args):
+                # Every feature's descriptors are extracted and sampled, in self.features order from one
+                # generator per image, and only the missing features' samples kept: a feature's sample
+                # (hence its codebook) is then the same whether it is fitted alone (e.g. one cache entry
+                # rebuilt) or with the others.
                 image_id, s = args
-                desc = extract_descriptors(self._load(image_id), self.descriptor_params, missing)
+                desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
                 r = np.random.default_rng(int(s))
                 if keep:
                     nbytes = sum(d.nbytes for d, _ in desc.values())
@@ -284,7 +293,8 @@ class ImageKernel:
                         if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
                             used[0] += nbytes
                             self._desc_memo[image_id] = desc
-                return {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in missing}
+                drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
+                return {f: drawn[f] for f in missing}
 
             samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
             self.n_extracted_ += len(pick)
