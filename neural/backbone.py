@@ -22,6 +22,7 @@ import os
 import platform
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -476,6 +477,36 @@ def require_architecture_dependencies(arch: str) -> None:
             "Architectures with the CLIP tokenizer (ViT-B-32, ViT-L-14 …) need neither.") from exc
 
 
+@contextmanager
+def _hub_offline(active: bool):
+    """While ``active``: Hugging Face Hub access off for code that does not take ``local_files_only``
+    (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` in the environment and huggingface_hub's constant,
+    which it reads at import); everything is restored afterwards."""
+    if not active:
+        yield
+        return
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    saved_env = {k: os.environ.get(k) for k in names}
+    try:
+        import huggingface_hub.constants as hub_constants
+    except ImportError:
+        hub_constants = None
+    saved_const = getattr(hub_constants, "HF_HUB_OFFLINE", None)
+    os.environ.update({k: "1" for k in names})
+    if hub_constants is not None:
+        hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if hub_constants is not None:
+            hub_constants.HF_HUB_OFFLINE = saved_const
+
+
 def check_architecture(arch: str) -> None:
     """Raise ``ValueError`` naming the valid choices unless ``arch`` is an open_clip model name
     (``open_clip.list_models()``) or a key of :data:`CUSTOM_MODEL_CONFIGS`."""
@@ -519,13 +550,25 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
         return model.eval(), preprocess, tokenizer
     check_architecture(arch)
     require_architecture_dependencies(arch)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = open_clip.create_model(arch, pretrained=None, load_weights=False,
-                                       force_quick_gelu=bool(quick_gelu), pretrained_text=False,
-                                       device="cpu", precision="fp32")
-    preprocess = _preprocess_for(model, preprocess_overrides)
     allow = (not _offline()) if allow_download is None else bool(allow_download)
+    try:
+        # a Hugging Face text tower reads its config with AutoConfig.from_pretrained, which open_clip
+        # calls without our keywords: with downloads off, the Hub is switched off around the call
+        with warnings.catch_warnings(), _hub_offline(not allow and bool(_text_cfg(arch).get("hf_model_name"))):
+            warnings.simplefilter("ignore")
+            model = open_clip.create_model(arch, pretrained=None, load_weights=False,
+                                           force_quick_gelu=bool(quick_gelu), pretrained_text=False,
+                                           device="cpu", precision="fp32")
+    except OSError as exc:  # transformers installed, the text tower's config neither cached nor fetchable
+        if not _text_cfg(arch).get("hf_model_name"):
+            raise
+        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
+               else "could not be downloaded")
+        raise MissingDependencyError(
+            f"the text-tower configuration of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is "
+            f"not in the Hugging Face cache and {why} ({exc}); run open_clip.create_model({arch!r}) once on "
+            "a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
+    preprocess = _preprocess_for(model, preprocess_overrides)
     # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
     # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
     tok_kwargs = {"local_files_only": True} if (not allow and _text_cfg(arch).get("hf_tokenizer_name")) else {}

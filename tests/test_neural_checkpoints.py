@@ -2,6 +2,7 @@
 architecture mismatches, precision fallback and provenance."""
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -350,3 +351,36 @@ def test_clear_text_memo_makes_the_next_call_encode_again(tiny):
     b = tiny.encode_texts(["a red square", "a blue circle"])
     assert tiny.n_text_encodes - n0 == 4
     torch.testing.assert_close(a, b)
+
+
+def test_hugging_face_text_tower_config_is_read_with_the_hub_off_when_downloads_are_off(monkeypatch):
+    """open_clip reads an HF text tower's config with AutoConfig.from_pretrained and none of our keywords:
+    with downloads off the Hub is switched off around create_model (environment and huggingface_hub's
+    constant), restored afterwards; a config that is not cached is a MissingDependencyError saying so."""
+    import huggingface_hub.constants as hub_constants
+    import open_clip
+
+    import neural.backbone as nb
+
+    arch = "xlm-roberta-base-ViT-B-32"
+    assert nb._text_cfg(arch).get("hf_model_name")
+    monkeypatch.setattr(nb, "require_architecture_dependencies", lambda a: None)   # as if installed
+    for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ITR_OFFLINE"):
+        monkeypatch.delenv(v, raising=False)
+    seen = []
+
+    def create_model(name, **kw):
+        seen.append((os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"),
+                     hub_constants.HF_HUB_OFFLINE))
+        raise OSError(f"We couldn't connect to 'https://huggingface.co' to load the config of {name}")
+
+    monkeypatch.setattr(open_clip, "create_model", create_model)
+    before = hub_constants.HF_HUB_OFFLINE
+    with pytest.raises(MissingDependencyError, match=r"text-tower configuration .* downloads are off"):
+        nb.create_architecture(arch, allow_download=False)
+    assert seen == [("1", "1", True)]
+    assert hub_constants.HF_HUB_OFFLINE == before and "HF_HUB_OFFLINE" not in os.environ
+    assert "TRANSFORMERS_OFFLINE" not in os.environ
+    with pytest.raises(MissingDependencyError, match="could not be downloaded"):
+        nb.create_architecture(arch, allow_download=True)
+    assert seen[1] == (None, None, before)                     # downloads allowed: nothing switched off
