@@ -311,9 +311,10 @@ def check_neural_options(args) -> None:
         except ValueError as exc:
             raise PipelineError(f"--clip-model: {exc}") from exc
     if args.clip_pretrained:
+        from neural.backbone import looks_like_weights_file
+
         p = Path(args.clip_pretrained).expanduser()
-        looks_like_file = p.suffix in (".pt", ".pth", ".bin", ".safetensors", ".ckpt") or os.sep in str(p)
-        if looks_like_file and not p.is_file():
+        if looks_like_weights_file(args.clip_pretrained) and not p.is_file():
             raise PipelineError(f"--clip-pretrained {p}: weights file not found")
 
 

@@ -507,6 +507,16 @@ def _hub_offline(active: bool):
             hub_constants.HF_HUB_OFFLINE = saved_const
 
 
+#: Suffixes that make a ``pretrained`` value a weights file rather than an open_clip tag.
+WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+def looks_like_weights_file(pretrained: str | Path) -> bool:
+    """Whether ``pretrained`` names a weights file (a known suffix or a path separator) rather than an
+    open_clip pretrained tag, so that a missing one is reported as a missing file."""
+    return Path(str(pretrained)).suffix in WEIGHTS_SUFFIXES or os.sep in str(pretrained)
+
+
 def check_architecture(arch: str) -> None:
     """Raise ``ValueError`` naming the valid choices unless ``arch`` is an open_clip model name
     (``open_clip.list_models()``) or a key of :data:`CUSTOM_MODEL_CONFIGS`."""
@@ -773,10 +783,9 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     tag_cfg: dict = {}
     if pretrained is not None:
         as_path = Path(str(pretrained)).expanduser()
-        looks_like_file = as_path.suffix in (".pt", ".pth", ".bin", ".safetensors", ".ckpt") or os.sep in str(pretrained)
         if as_path.is_file():
             file_path = as_path
-        elif looks_like_file:
+        elif looks_like_weights_file(pretrained):
             raise MissingWeightsError(f"weights file not found: {as_path} (--clip-pretrained)")
         else:
             import open_clip
@@ -883,6 +892,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 __all__ = [
     "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
     "hf_text_requirements", "require_architecture_dependencies", "activation_hint", "check_architecture",
+    "looks_like_weights_file", "WEIGHTS_SUFFIXES",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
     "WeightsError", "MissingWeightsError", "MissingDependencyError",
 ]

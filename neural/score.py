@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                          ".safetensors, see docs/neural.md). Default: openai. Not with --clip-model tiny")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                     help="auto: CUDA when available, else CPU")
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"), help="fp16 only on CUDA, not with --clip-model tiny")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"),
+                    help="fp16 only on CUDA, not with --clip-model tiny")
     ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
