@@ -67,6 +67,9 @@ def gold_ranks(S: np.ndarray, gold_caption: np.ndarray, gold_image: np.ndarray) 
     annotation: ``rank_i = #{j : S[i, j] ≥ S[i, gold_caption[i]]}``;
     search: ``rank_s = #{i : S[i, s] ≥ S[gold_image[s], s]}`` (the gold item itself counts once)."""
     N, M = S.shape
+    if not np.all(np.isfinite(S)):
+        raise ValueError("gold_ranks: the affinity matrix contains NaN or infinite values (a NaN would count "
+                         "as rank 1)")
     ga = S[np.arange(N), gold_caption]
     ra = (S >= ga[:, None]).sum(axis=1)
     gs = S[gold_image, np.arange(M)]

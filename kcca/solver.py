@@ -311,6 +311,8 @@ def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> None:
         if d[i] <= tiny:
             break
         col = source.column(i)
+        if not np.all(np.isfinite(col)):
+            raise ValueError(f"incomplete_cholesky: kernel column {i} contains NaN or infinite values")
         if j:
             col = col - G[:, :j] @ G[i, :j]
         g = col / math.sqrt(d[i])
@@ -358,6 +360,7 @@ class _View:
             K_new = np.asarray(K_new, dtype=np.float64)
             if K_new.ndim != 2 or K_new.shape[1] != self.n_train:
                 raise ValueError(f"kernel rows must have shape (m, {self.n_train}), got {K_new.shape}")
+            _check_finite_rows(K_new)
             out = np.empty((K_new.shape[0], self.rank))
             scale = 1.0 / np.sqrt(self.lam)
             for lo in range(0, K_new.shape[0], _ROW_CHUNK):
@@ -374,6 +377,8 @@ class _View:
             K_new = np.asarray(K_new, dtype=np.float64)
             if K_new.ndim != 2:
                 raise ValueError(f"kernel rows must be 2-D, got shape {K_new.shape}")
+            # N columns are always read as all training items in training order; with a full-rank
+            # factor (r0 == N) rows against the pivots must therefore be given in training order too
             if K_new.shape[1] == self.n_train:
                 Kp = K_new[:, self.pivots]
             elif K_new.shape[1] == r0:
@@ -382,6 +387,7 @@ class _View:
                 raise ValueError(
                     f"kernel rows must have {self.n_train} columns (all training items) or {r0} "
                     f"(the pivots, in pivot order), got {K_new.shape[1]}")
+        _check_finite_rows(Kp)
         g = sla.solve_triangular(self.L, Kp.T, lower=True, check_finite=False).T
         if self.center:
             g = g - self.g_mean
@@ -389,6 +395,13 @@ class _View:
 
     def train_features(self) -> np.ndarray:
         return self.U * np.sqrt(self.lam)
+
+
+def _check_finite_rows(K_new: np.ndarray) -> None:
+    if not np.all(np.isfinite(K_new)):
+        bad = np.flatnonzero(~np.isfinite(K_new).all(axis=1))
+        raise ValueError(f"kernel rows contain NaN or infinite values (rows {bad[:5].tolist()}"
+                         f"{', …' if bad.size > 5 else ''})")
 
 
 def _relative_floor(jitter, n: int, dtype) -> float:
@@ -423,6 +436,12 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
                       f"largest {lmax:.3g}); its negative eigenvalues are dropped", RuntimeWarning,
                       stacklevel=3)
     keep = lam > jitter * lmax
+    noise_floor = n * float(np.finfo(dtype).eps)
+    if dtype == np.float32 and jitter < noise_floor and np.any(keep & (lam <= noise_floor * lmax)):
+        warnings.warn(f"float32 KCCA keeps {int(np.sum(keep & (lam <= noise_floor * lmax)))} eigen-directions "
+                      f"below float32's numerical-rank tolerance N·eps = {noise_floor:.2g} (relative floor "
+                      f"jitter={jitter:g}); they are rounding noise and can distort the canonical directions: "
+                      "pass jitter='auto'", RuntimeWarning, stacklevel=3)
     v = _View(U=np.ascontiguousarray(U[:, keep]), lam=lam[keep].copy(), kind="exact", n_train=n,
               center=center, col_means=col, grand_mean=grand)
     v.min_eig_ratio = float(lam[-1] / lmax)
@@ -585,7 +604,7 @@ class KCCA:
     def _check_params(self) -> None:
         if self.solver not in ("exact", "lowrank"):
             raise ValueError(f"solver must be 'exact' or 'lowrank', got {self.solver!r}")
-        if not (isinstance(self.reg, (int, float, np.floating)) and self.reg >= 0
+        if not (isinstance(self.reg, (int, float, np.integer, np.floating)) and self.reg >= 0
                 and math.isfinite(self.reg)):
             raise ValueError(f"reg (κ) must be a finite number ≥ 0, got {self.reg!r}")
         if self.n_components is not None and int(self.n_components) < 1:
@@ -660,6 +679,10 @@ class KCCA:
         self._wx = A / np.sqrt(self._vx.lam + self.reg)[:, None]   # directions in φ-coordinates
         self._wy = B / np.sqrt(self._vy.lam + self.reg)[:, None]
         self.n_components_ = int(rho.size)
+        if self.n_components_ == 0:
+            raise ValueError(f"no canonical correlation above min_corr={self.min_corr:g}: the two kernels share "
+                             "no direction (e.g. their centred ranges are orthogonal), so there is nothing to "
+                             "project onto")
         self.rank_x_, self.rank_y_ = self._vx.rank, self._vy.rank
         self.n_train_ = self._vx.n_train
         self.pivots_x_, self.pivots_y_ = self._vx.pivots, self._vy.pivots

@@ -199,3 +199,14 @@ def test_combine_eq6():
     X = random_hists(rng, 30, 20)
     K = combine_kernels([intersection_gram(X), intersection_gram(X[:, ::-1].copy())], 2)
     assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-5
+
+
+def test_non_finite_histograms_and_an_empty_grid_are_refused():
+    from kernels.image.gram import intersection_gram
+    from kernels.image.histograms import pyramid_histogram
+
+    for bad in ([[np.nan, 1.0]], [[np.inf, 1.0]]):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            intersection_gram(np.array(bad), np.array([[1.0, 1.0]]))
+    with pytest.raises(ValueError, match="empty grid"):
+        pyramid_histogram(np.array([], int), (0, 0), 3)

@@ -359,3 +359,46 @@ def test_incomplete_cholesky_pivots_on_the_largest_residual_diagonal():
         resid[piv[:j]] = -np.inf
         assert p == np.argmax(resid), f"step {j}"
     np.testing.assert_allclose(G @ G.T, K, atol=1e-8)
+
+
+def test_non_finite_rows_zero_components_and_numpy_reg_are_handled():
+    """NaN in new kernel rows or in an affinity is an error (a NaN affinity would count as rank 1 in the
+    dev sweep); kernels sharing no direction are refused at fit; a numpy integer κ is a number."""
+    from kcca.selection import gold_ranks
+
+    d = make_two_view(60, seed=2)
+    tr, te = slice(0, 45), slice(45, 60)
+    Kx, Ky = d.kx(d.X[tr], d.X[tr]), d.ky(d.Y[tr], d.Y[tr])
+    kt = d.kx(d.X[te], d.X[tr])
+    kt[3, 7] = np.nan
+    for solver in ("exact", "lowrank"):
+        m = KCCA(reg=0.1, solver=solver).fit(Kx, Ky)
+        with pytest.raises(ValueError, match=r"NaN or infinite values \(rows \[3\]\)"):
+            m.transform_x(kt)
+    with pytest.raises(ValueError, match="NaN"):
+        gold_ranks(np.full((3, 3), np.nan, np.float32), np.arange(3), np.arange(3))
+    Kn = Kx.copy()
+    Kn[4, 9] = Kn[9, 4] = np.nan
+    with pytest.raises(ValueError, match=r"kernel column \d+ contains NaN"):
+        KCCA(solver="lowrank").fit(KernelSource.from_gram(Kn), Ky)
+    # centred ranges orthogonal: no canonical correlation at all
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(np.c_[np.ones(10), rng.normal(size=(10, 8))])
+    Ka, Kb = Q[:, 1:4] @ Q[:, 1:4].T, Q[:, 4:7] @ Q[:, 4:7].T
+    with pytest.raises(ValueError, match="no canonical correlation above min_corr"):
+        KCCA().fit(Ka, Kb)
+    assert KCCA(reg=np.int64(1)).fit(Kx, Ky).n_components_ > 0
+
+
+def test_float32_with_a_float64_floor_warns_about_noise_directions():
+    """Rank-deficient kernels in float32 with the default jitter keep rounding-noise directions: warned,
+    with the fix (jitter='auto', which recovers the float64 rank)."""
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(30, 5)), rng.normal(size=(30, 4))
+    Kx, Ky = A @ A.T, B @ B.T
+    ref = KCCA(reg=0.1).fit(Kx, Ky)
+    with pytest.warns(RuntimeWarning, match="jitter='auto'"):
+        KCCA(reg=0.1, dtype="float32").fit(Kx, Ky)
+    auto = KCCA(reg=0.1, dtype="float32", jitter="auto").fit(Kx, Ky)
+    assert (auto.rank_x_, auto.rank_y_) == (ref.rank_x_, ref.rank_y_) == (5, 4)
+    np.testing.assert_allclose(auto.correlations_, ref.correlations_, atol=1e-4)

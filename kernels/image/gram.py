@@ -38,6 +38,8 @@ def _as_hist(X, name: str) -> np.ndarray:
     X = np.ascontiguousarray(X, dtype=np.float32)
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array of histograms, got shape {X.shape}")
+    if X.size and not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or infinite values")
     if X.size and float(X.min()) < 0:
         raise ValueError(f"{name} has negative entries; histogram intersection needs non-negative input")
     return X
