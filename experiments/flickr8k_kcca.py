@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "split 70/15/15; only without --data")
     s = p.add_argument_group("methods")
     s.add_argument("--systems", default=None, metavar="LIST",
-                   help="comma-separated classical systems, 'all' for the paper's grid, or 'none' "
-                        "(default: see below)")
+                   help="comma-separated classical systems (names with commas such as TRI5_A,D_ext "
+                        "work as they are; quote the list in the shell), 'all' for the paper's grid, or "
+                        "'none' (default: see below)")
     s.add_argument("--metrics", default=None, metavar="LIST",
                    help="comma-separated neural scorers, or 'none' (default: see below)")
     s.add_argument("--quick", action="store_true",

@@ -273,17 +273,20 @@ def requested_methods(args) -> tuple[list[str], list[str]]:
     """The classical systems (canonical names) and neural scorers that ``--systems`` / ``--metrics``
     ask for (defaults: :data:`DEFAULT_SYSTEMS` or :data:`QUICK_SYSTEMS`, :data:`DEFAULT_NEURAL`);
     an unknown name is a :class:`PipelineError` listing the choices."""
-    if (args.systems or "").strip().lower() == "all":
-        systems = available_systems()
-    else:
-        systems = parse_list(args.systems, QUICK_SYSTEMS if args.quick else DEFAULT_SYSTEMS, None, "systems")
-    if systems:
-        from kcca.systems import canonical_name
+    from kcca.systems import canonical_name, split_system_list
 
-        try:
-            systems = [canonical_name(s) for s in systems]
-        except ValueError as exc:
-            raise PipelineError(str(exc)) from exc
+    value = (args.systems or "").strip()
+    try:
+        if value.lower() == "all":
+            systems = available_systems()
+        elif value.lower() == "none":
+            systems = []
+        elif value:   # names may contain commas themselves (TRI5_A,D_ext)
+            systems = list(dict.fromkeys(split_system_list(value)))
+        else:
+            systems = [canonical_name(s) for s in (QUICK_SYSTEMS if args.quick else DEFAULT_SYSTEMS)]
+    except ValueError as exc:
+        raise PipelineError(str(exc)) from exc
     return systems, parse_list(args.metrics, DEFAULT_NEURAL, ALL_NEURAL, "metrics")
 
 

@@ -35,8 +35,8 @@ from kcca.selection import (
 )
 from kcca.solver import decompose, log_spaced_ns
 
-__all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "get_system", "list_systems",
-           "system_names",
+__all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "split_system_list", "get_system",
+           "list_systems", "system_names",
            "SystemRun", "run_system", "dev_score", "pair_scorer"]
 
 
@@ -117,6 +117,29 @@ def canonical_name(name: str) -> str:
     if s.lower() in low:
         return low[s.lower()]
     raise ValueError(f"unknown system {name!r}; known: {', '.join(PAPER_TABLE_ORDER)}")
+
+
+def split_system_list(value: str) -> list[str]:
+    """Canonical names of a comma-separated list of systems whose names may themselves contain commas
+    (``TRI5_A,D_ext``, ``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``): at each position the longest run of
+    comma-separated pieces that :func:`canonical_name` knows is taken.  ``ValueError`` names the first
+    piece that starts no known name."""
+    pieces = [p.strip() for p in value.split(",")]
+    out, i = [], 0
+    while i < len(pieces):
+        if not pieces[i]:
+            i += 1
+            continue
+        for j in range(len(pieces), i, -1):
+            try:
+                out.append(canonical_name(",".join(pieces[i:j])))
+            except ValueError:
+                continue
+            i = j
+            break
+        else:
+            canonical_name(pieces[i])   # raises, naming the piece
+    return out
 
 
 def get_system(name: str) -> SystemConfig:

@@ -184,3 +184,15 @@ def test_run_cache_is_keyed_by_the_codebooks(small_teaching_set, tmp_cache, monk
                         lambda self: {f: "other-" + d for f, d in real(self).items()})
     run_system("BoW1", corpus, **kw)
     assert len(list(runs.glob("*"))) == 2
+
+
+def test_system_lists_with_commas_inside_names():
+    """--systems lists are split on commas, but Hodosh's names contain commas themselves (TRI5_A,D_ext):
+    the longest known name wins at each position, in any spelling canonical_name accepts."""
+    from kcca.systems import split_system_list
+
+    assert split_system_list("TRI5_A,D_ext,BoW5,TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}},TRI5_A,D_ic^sqrtidf,"
+                             " BoW5^√idf,TRI5_A,TRI5") == [
+        "TRI5_A,D_ext", "BoW5", "TRI5SEM", "TRI5_A,D_ic^sqrtidf", "BoW5^sqrtidf", "TRI5_A", "TRI5"]
+    with pytest.raises(ValueError, match="unknown system 'nonsense'"):
+        split_system_list("BoW5,nonsense,TRI5")
