@@ -22,8 +22,10 @@ is also cached on disk through the kernels' own ``DiskCache``.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -276,6 +278,17 @@ def _pool_digest(pool) -> str:
                     *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
 
 
+@contextlib.contextmanager
+def _warnings_naming(what: str):
+    """Re-issue the warnings raised inside (e.g. KCCA's "not positive semidefinite") with ``what``
+    (which kernel) in front, so a log line says where it comes from."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        warnings.warn(f"{what}: {w.message}", w.category, stacklevel=3)
+
+
 def _codebooks_digest(kernel) -> dict | None:
     """:meth:`~kernels.image.ImageKernel.codebook_digests` of a fitted image kernel (``None`` for objects
     without one, e.g. test doubles)."""
@@ -445,9 +458,11 @@ def run_system(
     def views(p, d):
         t = time.perf_counter()
         if (p, vkey) not in ie["views"]:
-            ie["views"][(p, vkey)] = decompose(_image_rows(ie, "train", None, p), solver=solver, **dec_kw)
+            with _warnings_naming(f"{cfg.image_kind} image kernel (p = {p})"):
+                ie["views"][(p, vkey)] = decompose(_image_rows(ie, "train", None, p), solver=solver, **dec_kw)
         if (d, vkey) not in te["views"]:
-            te["views"][(d, vkey)] = decompose(_text_train(te, d), solver=solver, **dec_kw)
+            with _warnings_naming(f"{cfg.text} text kernel (d = {d:g})"):
+                te["views"][(d, vkey)] = decompose(_text_train(te, d), solver=solver, **dec_kw)
         timings["decompose"] += time.perf_counter() - t
         return ie["views"][(p, vkey)], te["views"][(d, vkey)]
 

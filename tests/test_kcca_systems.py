@@ -196,3 +196,13 @@ def test_system_lists_with_commas_inside_names():
         "TRI5_A,D_ext", "BoW5", "TRI5SEM", "TRI5_A,D_ic^sqrtidf", "BoW5^sqrtidf", "TRI5_A", "TRI5"]
     with pytest.raises(ValueError, match="unknown system 'nonsense'"):
         split_system_list("BoW5,nonsense,TRI5")
+
+
+def test_kernel_warnings_name_the_kernel():
+    import warnings
+
+    from kcca.systems import _warnings_naming
+
+    with pytest.warns(RuntimeWarning, match=r"^TRI5SEM text kernel \(d = 1\): kernel matrix is not PSD$"):
+        with _warnings_naming("TRI5SEM text kernel (d = 1)"):
+            warnings.warn("kernel matrix is not PSD", RuntimeWarning)
