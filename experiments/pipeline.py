@@ -293,8 +293,8 @@ def requested_methods(args) -> tuple[list[str], list[str]]:
 def check_neural_options(args) -> None:
     """Reject ``--clip-model`` / ``--clip-pretrained`` values that cannot work, before the corpus is
     loaded: weights for the tiny CLIP, an unknown open_clip architecture, a weights file that does not
-    exist, a CUDA device on a machine without one.  (Whether a pretrained tag can be downloaded is found
-    out when it is loaded.)"""
+    exist, a pretrained tag that is unknown or neither cached nor downloadable (downloads off, host
+    unreachable), a CUDA device on a machine without one."""
     from neural.backbone import resolve_device
 
     try:
@@ -313,12 +313,20 @@ def check_neural_options(args) -> None:
             check_architecture(args.clip_model.replace("/", "-"))
         except ValueError as exc:
             raise PipelineError(f"--clip-model: {exc}") from exc
-    if args.clip_pretrained:
-        from neural.backbone import looks_like_weights_file
+    from neural.backbone import check_pretrained_tag, looks_like_weights_file
+    from neural.checkpoints import MissingWeightsError
 
-        p = Path(args.clip_pretrained).expanduser()
-        if looks_like_weights_file(args.clip_pretrained) and not p.is_file():
-            raise PipelineError(f"--clip-pretrained {p}: weights file not found")
+    pretrained = args.clip_pretrained or "openai"   # backbone_for's default tag
+    p = Path(pretrained).expanduser()
+    if p.is_file():
+        return
+    if looks_like_weights_file(pretrained):
+        raise PipelineError(f"--clip-pretrained {p}: weights file not found")
+    if args.clip_model != "auto":
+        try:  # a tag: known, and cached or downloadable now (nothing is downloaded here)
+            check_pretrained_tag(args.clip_model, pretrained)
+        except (ValueError, MissingWeightsError) as exc:
+            raise PipelineError(str(exc)) from exc
 
 
 # ---------------------------------------------------------------------------------------------- classical

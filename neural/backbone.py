@@ -713,6 +713,35 @@ def _unreachable_download_host(tag_cfg: dict, timeout: float = 5.0) -> str | Non
                 f"{OFFLINE_ENV}=1 to skip this check on an offline machine")
 
 
+def check_pretrained_tag(model: str, tag: str, *, allow_download: bool | None = None,
+                         cache_dir: str | None = None) -> tuple[dict, str | None]:
+    """Check, without downloading anything, that open_clip pretrained ``tag`` of ``model`` can be had.
+
+    Returns ``(tag config, local file or None)``: the file when it is already in the local cache, else
+    ``None`` (a download is allowed and its host answers).  Raises ``ValueError`` for a tag open_clip
+    does not know for ``model`` and :class:`~neural.checkpoints.MissingWeightsError` when the weights are
+    not cached and downloads are off or the host cannot be reached — so a job can fail before any work.
+    """
+    import open_clip
+
+    allow = (not _offline()) if allow_download is None else allow_download
+    arch_for_tag = model.replace("/", "-")
+    tag_cfg = open_clip.get_pretrained_cfg(arch_for_tag, tag) if model != "auto" else {}
+    if not tag_cfg:
+        tags = open_clip.list_pretrained_tags_by_model(arch_for_tag) if model != "auto" else []
+        raise ValueError(f"pretrained={tag!r} is neither a file nor a known tag for {model!r} "
+                         f"(known tags: {tags})")
+    local = _cached_tag_file(tag_cfg, cache_dir)
+    if local is None:
+        if not allow:
+            raise MissingWeightsError(_missing_weights_message(model, tag,
+                                                               "not in the local cache and downloads are off"))
+        unreachable = _unreachable_download_host(tag_cfg)
+        if unreachable:
+            raise MissingWeightsError(_missing_weights_message(model, tag, unreachable))
+    return tag_cfg, local
+
+
 def _missing_weights_message(model: str, pretrained: str, why: str) -> str:
     return (f"CLIP weights {model}/{pretrained} are not available ({why}). On a networked machine they are "
             f"downloaded automatically; offline, download them elsewhere (e.g. open_clip.create_model('{model}', "
@@ -788,22 +817,8 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
         elif looks_like_weights_file(pretrained):
             raise MissingWeightsError(f"weights file not found: {as_path} (--clip-pretrained)")
         else:
-            import open_clip
-
-            arch_for_tag = model.replace("/", "-")
-            tag_cfg = open_clip.get_pretrained_cfg(arch_for_tag, str(pretrained)) if model != "auto" else {}
-            if not tag_cfg:
-                tags = open_clip.list_pretrained_tags_by_model(arch_for_tag) if model != "auto" else []
-                raise ValueError(f"pretrained={pretrained!r} is neither a file nor a known tag for {model!r} "
-                                 f"(known tags: {tags})")
-            local = _cached_tag_file(tag_cfg, cache_dir)
+            tag_cfg, local = check_pretrained_tag(model, str(pretrained), allow_download=allow, cache_dir=cache_dir)
             if local is None:
-                if not allow:
-                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained),
-                                                                       "not in the local cache and downloads are off"))
-                unreachable = _unreachable_download_host(tag_cfg)
-                if unreachable:
-                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained), unreachable))
                 try:
                     from open_clip.pretrained import download_pretrained
 
@@ -892,7 +907,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 __all__ = [
     "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
     "hf_text_requirements", "require_architecture_dependencies", "activation_hint", "check_architecture",
-    "looks_like_weights_file", "WEIGHTS_SUFFIXES",
+    "check_pretrained_tag", "looks_like_weights_file", "WEIGHTS_SUFFIXES",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
     "WeightsError", "MissingWeightsError", "MissingDependencyError",
 ]

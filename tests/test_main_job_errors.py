@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = ["--teaching-size", "60", "--no-progress"]
 
 
-def run_job(args, tmp_path: Path, *, out: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ITR_CACHE_DIR=str(tmp_path / "cache"))
+def run_job(args, tmp_path: Path, *, out: Path | None = None, **env_extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ITR_CACHE_DIR=str(tmp_path / "cache"), **env_extra)
     cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", *args, "--cache-dir", str(tmp_path / "cache")]
     if out is not None:
         cmd += ["--out", str(out)]
@@ -66,6 +66,14 @@ def test_options_are_checked_before_any_work(tmp_path):
     proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32",
                            "--clip-pretrained", str(tmp_path / "nope.pt")], tmp_path, out=out)
     assert_clean_error(proc, "nope.pt: weights file not found")
+    # a pretrained tag that is not cached, with downloads off: refused before the corpus is made
+    proc = run_job(TINY + ["--systems", "BoW1", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32"], tmp_path,
+                   out=out, ITR_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert_clean_error(proc, "CLIP weights ViT-B-32/openai are not available", "downloads are off",
+                       "--clip-pretrained /path/to/file")
+    proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32",
+                           "--clip-pretrained", "no-such-tag"], tmp_path, out=out)
+    assert_clean_error(proc, "pretrained='no-such-tag' is neither a file nor a known tag")
     import torch
 
     if not torch.cuda.is_available():
