@@ -24,6 +24,22 @@ def shared_flickr8k_dir() -> Path:
     return shared_dir() / "data" / "flickr8k"
 
 
+def network_problem(host: str, port: int = 443, timeout: float = 5.0) -> str | None:
+    """Why ``host:port`` cannot be reached, or ``None`` when one TCP connection succeeds — or when an
+    HTTPS / ALL proxy is configured, which a direct connection cannot judge.  Checked before a download
+    (NLTK resources, CLIP weights), so an offline machine fails in seconds instead of through a
+    library's retries."""
+    import socket
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"cannot reach {host}:{port} ({exc.__class__.__name__}: {exc})"
+
+
 def shared_nltk_dir() -> Path:
     return shared_dir() / "nltk_data"
 

@@ -221,6 +221,7 @@ def format_table(result: dict) -> str:
     w = max(len(n) for n in names) + 2
     head = (f"{'metric':<{w}}{'Expert τ-c':>12}{'Expert τ-b':>12}{'CF τ-b':>10}{'CF τ-c':>10}")
     lines = ["Correlation with human judgments (Kendall τ × 100)", head, "-" * len(head)]
+
     def cell(v, width):
         return f"{'–' if v is None else f'{v:.1f}':>{width}}"
 

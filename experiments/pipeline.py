@@ -109,9 +109,9 @@ def load_corpus(args) -> Corpus:
 def missing_images_message(exc) -> str:
     """The command line's advice for a :class:`corpora.base.MissingImagesError`: its option
     ``--skip-missing-images`` rather than the library's keyword argument."""
-    n = getattr(exc, "n_present", None)
+    n = exc.n_present
     present = f"the {n} image{'' if n == 1 else 's'} present" if n is not None else "the images present"
-    return (f"{getattr(exc, 'what', exc)}. Put the images there, or pass --skip-missing-images to run on "
+    return (f"{exc.what}. Put the images there, or pass --skip-missing-images to run on "
             f"{present} (results are then not comparable with the full splits).")
 
 

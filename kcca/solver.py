@@ -437,8 +437,9 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
                       stacklevel=3)
     keep = lam > jitter * lmax
     noise_floor = n * float(np.finfo(dtype).eps)
-    if dtype == np.float32 and jitter < noise_floor and np.any(keep & (lam <= noise_floor * lmax)):
-        warnings.warn(f"float32 KCCA keeps {int(np.sum(keep & (lam <= noise_floor * lmax)))} eigen-directions "
+    n_noise = int(np.sum(keep & (lam <= noise_floor * lmax))) if dtype == np.float32 else 0
+    if n_noise:
+        warnings.warn(f"float32 KCCA keeps {n_noise} eigen-directions "
                       f"below float32's numerical-rank tolerance N·eps = {noise_floor:.2g} (relative floor "
                       f"jitter={jitter:g}); they are rounding noise and can distort the canonical directions: "
                       "pass jitter='auto'", RuntimeWarning, stacklevel=3)

@@ -561,16 +561,17 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
     check_architecture(arch)
     require_architecture_dependencies(arch)
     allow = (not _offline()) if allow_download is None else bool(allow_download)
+    text_cfg = _text_cfg(arch)
     try:
         # a Hugging Face text tower reads its config with AutoConfig.from_pretrained, which open_clip
         # calls without our keywords: with downloads off, the Hub is switched off around the call
-        with warnings.catch_warnings(), _hub_offline(not allow and bool(_text_cfg(arch).get("hf_model_name"))):
+        with warnings.catch_warnings(), _hub_offline(not allow and bool(text_cfg.get("hf_model_name"))):
             warnings.simplefilter("ignore")
             model = open_clip.create_model(arch, pretrained=None, load_weights=False,
                                            force_quick_gelu=bool(quick_gelu), pretrained_text=False,
                                            device="cpu", precision="fp32")
     except OSError as exc:  # transformers installed, the text tower's config neither cached nor fetchable
-        if not _text_cfg(arch).get("hf_model_name"):
+        if not text_cfg.get("hf_model_name"):
             raise
         why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
                else "could not be downloaded")
@@ -581,7 +582,7 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
     preprocess = _preprocess_for(model, preprocess_overrides)
     # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
     # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
-    tok_kwargs = {"local_files_only": True} if (not allow and _text_cfg(arch).get("hf_tokenizer_name")) else {}
+    tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
     try:
         tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
     except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
@@ -691,11 +692,10 @@ def _unreachable_download_host(tag_cfg: dict, timeout: float = 5.0) -> str | Non
     Face endpoint, ``$HF_ENDPOINT`` if set, or the tag's URL host).  Without it, an offline machine waits
     through huggingface_hub's retries (about a minute) and prints a warning per retry before failing.
     """
-    import socket
     from urllib.parse import urlsplit
 
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None
+    from corpora.paths import network_problem
+
     if tag_cfg.get("hf_hub"):
         url = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     else:
@@ -704,13 +704,9 @@ def _unreachable_download_host(tag_cfg: dict, timeout: float = 5.0) -> str | Non
     host = parts.hostname
     if not host:
         return None
-    port = parts.port or (80 if parts.scheme == "http" else 443)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as exc:
-        return (f"no network: cannot reach {host}:{port} ({exc.__class__.__name__}: {exc}); set "
-                f"{OFFLINE_ENV}=1 to skip this check on an offline machine")
+    problem = network_problem(host, parts.port or (80 if parts.scheme == "http" else 443), timeout)
+    return None if problem is None else (f"no network: {problem}; set {OFFLINE_ENV}=1 to skip this check "
+                                         "on an offline machine")
 
 
 def check_pretrained_tag(model: str, tag: str, *, allow_download: bool | None = None,

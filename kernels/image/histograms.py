@@ -91,7 +91,7 @@ def pyramid_histogram(words: np.ndarray, shape: tuple[int, int], n_words: int,
         raise ValueError(f"{words.shape[0]} words for a grid of shape {shape}")
     if n == 0:
         raise ValueError(f"pyramid_histogram: empty grid {tuple(shape)} (no points to count)")
-    if n and (words.min() < 0 or words.max() >= n_words):
+    if words.min() < 0 or words.max() >= n_words:
         raise ValueError(f"word index out of range [0, {n_words})")
     cells = cell_ids(tuple(shape), levels)
     idx = (cells * n_words + words[None, :]).ravel()

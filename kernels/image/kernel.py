@@ -273,10 +273,9 @@ class ImageKernel:
                                                                       replace=False)))
             seeds = rng.integers(0, 2**63 - 1, size=len(pick))
 
-            # The codebook images' full descriptors are kept (up to DESCRIPTOR_MEMO_BYTES) when every
-            # feature is being fitted, and reused by _ensure_words below instead of re-extracting them:
-            # extraction is deterministic, so the words are identical either way.
-            keep = set(missing) == set(self.features)
+            # The codebook images' full descriptors (every feature's) are kept up to DESCRIPTOR_MEMO_BYTES
+            # and reused by _ensure_words below instead of re-extracting them: extraction is
+            # deterministic, so the words are identical either way.
             lock, used = threading.Lock(), [0]
 
             def sample(args):
@@ -287,12 +286,11 @@ class ImageKernel:
                 image_id, s = args
                 desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
                 r = np.random.default_rng(int(s))
-                if keep:
-                    nbytes = sum(d.nbytes for d, _ in desc.values())
-                    with lock:
-                        if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
-                            used[0] += nbytes
-                            self._desc_memo[image_id] = desc
+                nbytes = sum(d.nbytes for d, _ in desc.values())
+                with lock:
+                    if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
+                        used[0] += nbytes
+                        self._desc_memo[image_id] = desc
                 drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
                 return {f: drawn[f] for f in missing}
 

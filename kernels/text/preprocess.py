@@ -34,7 +34,6 @@ reachable, otherwise it raises :class:`MissingResourceError` naming the resource
 from __future__ import annotations
 
 import re
-import socket
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -68,14 +67,6 @@ class MissingResourceError(LookupError):
     """An NLTK resource is missing and cannot be downloaded (offline)."""
 
 
-def _network_reachable(host: str = "raw.githubusercontent.com", port: int = 443, timeout: float = 2.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def nltk_resource(path: str, package: str) -> None:
     """Make sure NLTK resource ``path`` (e.g. ``"corpora/stopwords"``) is available.
 
@@ -85,7 +76,7 @@ def nltk_resource(path: str, package: str) -> None:
     """
     import nltk
 
-    from corpora.paths import ensure_nltk_data_path
+    from corpora.paths import ensure_nltk_data_path, network_problem
 
     ensure_nltk_data_path()
     try:
@@ -93,7 +84,7 @@ def nltk_resource(path: str, package: str) -> None:
         return
     except LookupError:
         pass
-    if _network_reachable():
+    if network_problem("raw.githubusercontent.com", 443, timeout=2.0) is None:
         nltk.download(package, quiet=True)
         try:
             nltk.data.find(path)
