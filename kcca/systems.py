@@ -171,6 +171,8 @@ class SystemRun:
     grid : list of dev records, one per (p, d) tried (KCCA systems)
     models : ``{κ: fitted KCCA}`` of the chosen (p, d) (KCCA systems; empty for NN).  Every model of
         the selection is ``models[κ]`` truncated to ``n`` dimensions; :func:`pair_scorer` uses them.
+        A model that is not in memory (a run served from the cache, or after :meth:`release_models`) is
+        fitted on first access from the kernel decompositions kept in the shared kernel dicts.
     """
 
     name: str
@@ -180,7 +182,16 @@ class SystemRun:
     timings: dict = field(default_factory=dict)
     selection: SelectionResult | None = None
     grid: list = field(default_factory=list)
-    models: dict = field(default_factory=dict)
+    models: Mapping = field(default_factory=dict)
+
+    def release_models(self) -> None:
+        """Drop the fitted KCCA models to free memory; :func:`pair_scorer` (or any access to
+        ``models[κ]``) refits the one it needs.  Each model holds two ``r × n`` direction matrices
+        (float64), about 0.3 GB per κ for Flickr8k's 6,000 training items, so a run of many systems
+        keeps only what it still uses."""
+        release = getattr(self.models, "release", None)
+        if release is not None:
+            release()
 
 
 def dev_score(result: SelectionResult) -> float:
@@ -356,10 +367,19 @@ def _run_from_arrays(arrays) -> tuple[SelectionResult, list, int, float, float]:
 
 
 class _LazyModels(Mapping):
-    """``{κ: fitted KCCA}`` whose models are fitted on first access (a cached run keeps no models)."""
+    """``{κ: fitted KCCA}`` whose models are fitted on first access (a cached run keeps no models).
 
-    def __init__(self, kappas: tuple[float, ...], fit: Callable[[float], object]):
-        self._kappas, self._fit, self._done = kappas, fit, {}
+    ``done`` holds models already fitted (a fresh run keeps those of its selection); :meth:`release`
+    drops them, and a later access refits from the shared kernel decompositions (the same numbers)."""
+
+    def __init__(self, kappas: tuple[float, ...], fit: Callable[[float], object],
+                 done: Mapping[float, object] | None = None):
+        self._kappas, self._fit = kappas, fit
+        self._done = {float(k): m for k, m in (done or {}).items()}
+
+    def release(self) -> None:
+        """Forget the fitted models (each holds ``r × n`` direction matrices per view)."""
+        self._done.clear()
 
     def __getitem__(self, kappa):
         kappa = float(kappa)
@@ -530,9 +550,11 @@ def run_system(
                "skip_missing_images": bool(skip_missing_images)}
     arrays = search_and_select() if key is None else cache.get_or_compute("kcca_runs", key, search_and_select)
     res, grid, p, d, score = _run_from_arrays(arrays)
-    if not final_models:   # loaded from the cache: fit the chosen (p, d) models when first asked for
-        final_models = _LazyModels(tuple(float(k) for k in kappas),
-                                   lambda k, p=p, d=d: fit_models(*views(p, d), (k,), **fit_kw)[k])
+    # A cached run keeps no models: the chosen (p, d) models are fitted when first asked for.  A fresh
+    # run keeps its selection's models until SystemRun.release_models() (then they are refitted too).
+    final_models = _LazyModels(tuple(float(k) for k in kappas),
+                               lambda k, p=p, d=d: fit_models(*views(p, d), (k,), **fit_kw)[k],
+                               done=final_models)
     timings["total"] = time.perf_counter() - t_start
     config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
               "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],

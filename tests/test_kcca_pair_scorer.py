@@ -106,3 +106,49 @@ def test_nn_systems_and_bad_arguments_raise(trained):
         pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@3")
     with pytest.raises(ValueError, match="image_kernels"):
         pair_scorer(run, corpus, image_kernels={}, text_kernels=text_kernels)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_released_models_are_refitted_with_the_same_numbers(trained):
+    """SystemRun.release_models frees the fitted KCCA models (the main job does so after each system);
+    the pair scorer then refits its model from the kept decompositions and scores exactly as before."""
+    corpus, pools, run, image_kernels, text_kernels, _ = trained
+    pool = pools["test"]
+    ids = [pool.image_ids[i % pool.n_images] for i in range(12)]
+    caps = [pool.captions[(5 * i) % pool.n_captions].text for i in range(12)]
+    kappa = run.selection.table.best("annotation", "R@1")["kappa"]
+    before_model = run.models[kappa]
+    before = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels)(ids, caps, [[]] * 12)
+    run.release_models()
+    assert not run.models._done                       # nothing fitted is kept
+    fn = pair_scorer(run, corpus, image_kernels=image_kernels, text_kernels=text_kernels)
+    after = fn(ids, caps, [[]] * 12)
+    refit = run.models._done[kappa]
+    assert refit is not before_model
+    np.testing.assert_array_equal(after, before)
+    np.testing.assert_array_equal(refit.correlations_, before_model.correlations_)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_main_job_keeps_no_fitted_models_between_systems(small_teaching_set, tmp_cache):
+    """experiments.pipeline.run_classical releases every system's fitted KCCA models once its test
+    rankings exist (on Flickr8k they took about 1 GB per system, so --systems all ran out of memory),
+    and the KCCA pair scorers built afterwards still score (refitting one model each)."""
+    from argparse import Namespace
+
+    from corpora.protocol import hodosh_pool
+    from experiments.pipeline import kcca_pair_scorers, run_classical
+
+    corpus = small_teaching_set
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    args = Namespace(seed=0, no_progress=True, skip_missing_images=False, full_selection=False)
+    outputs, runs, ik, tk = run_classical(corpus, pools, ["BoW5", "TRI5"], args, tmp_cache)
+    assert set(runs) == {"BoW5", "TRI5"}
+    assert all(not r.models._done for r in runs.values())
+    systems_json = {"BoW5": {"annotation": {"R@10": 50.0}}, "TRI5": {"annotation": {"R@10": 40.0}}}
+    scorers = kcca_pair_scorers(corpus, runs, ik, tk, systems_json)
+    assert list(scorers) == ["KCCA f(i,s) [BoW5]"]
+    pool = pools["test"]
+    s = scorers["KCCA f(i,s) [BoW5]"](list(pool.image_ids[:3]), [c.text for c in pool.captions[:3]], [[]] * 3)
+    assert s.shape == (3,) and np.isfinite(s).all()
+    assert len(runs["BoW5"].models._done) == 1 and not runs["TRI5"].models._done

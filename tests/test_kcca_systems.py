@@ -111,7 +111,8 @@ def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set,
     # a different setting is a different cache entry
     third = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2,
                        **{**kw, "kcca_kwargs": {"dtype": "float32"}})
-    assert len(list((tmp_cache.root / "kcca_runs").glob("*"))) == 2 and isinstance(third.models, dict)
+    assert len(list((tmp_cache.root / "kcca_runs").glob("*"))) == 2
+    assert isinstance(third.models, _LazyModels) and len(third.models._done) == 4   # a fresh run keeps its fits
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
