@@ -219,6 +219,19 @@ def _log_warning(message, category, filename, lineno, file=None, line=None) -> N
     logging.getLogger("py.warnings").warning("warning: %s", message)
 
 
+class _ConsoleHandler(logging.StreamHandler):
+    """Console log lines printed through ``tqdm.write``: the progress bars on the stream are cleared
+    first and redrawn below the message, instead of the message landing inside a bar's line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm.auto import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 - logging must never raise (as logging.StreamHandler)
+            self.handleError(record)
+
+
 def setup_logging(out_dir: Path) -> logging.Handler:
     """Log to the console and ``out_dir/run.log``; warnings are logged too.  Undo with
     :func:`teardown_logging`."""
@@ -230,7 +243,7 @@ def setup_logging(out_dir: Path) -> logging.Handler:
     root.addHandler(fh)
     if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
                for h in root.handlers):
-        sh = logging.StreamHandler(sys.stderr)
+        sh = _ConsoleHandler(sys.stderr)
         sh.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(sh)
     fh.prev_showwarning = warnings.showwarning  # type: ignore[attr-defined]

@@ -158,3 +158,32 @@ def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
         "CLIP-S", "RefPAC-S", "L-CLIPScore"]
     with pytest.raises(PipelineError, match=r"unknown metrics: clip-x \(choose from CLIP-S, "):
         parse_list("clip-s,clip-x", (), ALL_NEURAL, "metrics")
+
+
+def test_console_log_lines_do_not_land_inside_progress_bars():
+    """A warning logged while nested progress bars are on screen is printed on its own line: the bars are
+    cleared first (tqdm.write) and redrawn after it, instead of the message continuing a bar's line."""
+    import io
+    import logging
+    import re
+
+    from tqdm.auto import tqdm
+
+    from experiments.pipeline import _ConsoleHandler
+
+    buf = io.StringIO()
+    handler = _ConsoleHandler(buf)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("test.console_handler")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for i in tqdm(range(2), file=buf, desc="outer"):
+            for j in tqdm(range(2), file=buf, desc="inner", leave=False):
+                if i == j == 1:
+                    logger.warning("warning: the kernel is not PSD")
+    finally:
+        logger.removeHandler(handler)
+    out = buf.getvalue()
+    assert re.search(r"\r {10,}\r(\x1b\[A)*warning: the kernel is not PSD\n", out), out
+    assert "outer:" in out[out.index("warning: the kernel"):]          # the bars come back below it
