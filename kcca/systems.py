@@ -187,8 +187,8 @@ class SystemRun:
     def release_models(self) -> None:
         """Drop the fitted KCCA models to free memory; :func:`pair_scorer` (or any access to
         ``models[κ]``) refits the one it needs.  Each model holds two ``r × n`` direction matrices
-        (float64), about 0.3 GB per κ for Flickr8k's 6,000 training items, so a run of many systems
-        keeps only what it still uses."""
+        (float64); the four κ of a system took about 1 GB at Flickr8k's 6,000 training items, so a run
+        of many systems keeps only what it still uses (docs/kcca.md, "Memory across systems")."""
         release = getattr(self.models, "release", None)
         if release is not None:
             release()
