@@ -16,9 +16,10 @@ distinct (full-rank image kernels, real extraction cost) and the folder is the s
 every run with the same inputs.  **The images do not match their captions**, so every method scores at
 chance: use the stand-in for time and memory, never for accuracy.
 
-The file names come from the MD5 list when there is one (``checksums/flickr8k_checksum.txt``, all 8,091
-originals), else from the caption file (ids ending in ``.jpg``).  Existing files are kept, so an
-interrupted build resumes.
+The source must have the standard layout (``Flickr8k_text/Flickr8k.token.txt``; Kaggle's ``captions.txt``
+layout is not supported).  The file names come from the MD5 list when there is one
+(``checksums/flickr8k_checksum.txt``, all 8,091 originals), else from the caption file (ids ending in
+``.jpg``).  Existing files are kept, so an interrupted build resumes.
 
     python benchmarks/flickr8k_standin.py /tmp/flickr8k-standin            # from $ITR_SHARED/data/flickr8k
     python benchmarks/flickr8k_standin.py OUT --source /path/to/flickr8k --limit 500
@@ -53,7 +54,7 @@ def image_names(source: Path) -> list[str]:
 
     md5 = source / "checksums" / "flickr8k_checksum.txt"
     if md5.is_file():
-        return sorted(read_checksum_file(md5))
+        return sorted(n for n in read_checksum_file(md5) if n.endswith(".jpg"))
     lay = find_layout(source)
     if lay.token_file is None:
         raise SystemExit(f"error: {source}: no Flickr8k.token.txt (the standard layout is needed)")
@@ -86,7 +87,13 @@ def build(out: Path, source: Path, *, limit: int | None = None, copy_text: bool 
 
     from corpora.flickr8k import IMAGE_DIR_NAMES, TEXT_DIR_NAME, find_layout
 
-    lay = find_layout(source)
+    try:
+        lay = find_layout(source)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if lay.token_file is None:
+        raise SystemExit(f"error: {source}: no {TEXT_DIR_NAME}/Flickr8k.token.txt (the stand-in copies the "
+                         "standard layout; Kaggle's captions.txt layout is not supported)")
     if lay.images_dir is None:
         raise SystemExit(f"error: {source}: no image folder ({', '.join(IMAGE_DIR_NAMES)})")
     base_files = sorted(lay.images_dir.glob("*.jpg"))
@@ -96,6 +103,8 @@ def build(out: Path, source: Path, *, limit: int | None = None, copy_text: bool 
     names = image_names(source)[:limit]
     out.mkdir(parents=True, exist_ok=True)
     text = out / TEXT_DIR_NAME
+    if text.is_symlink() and not text.exists():   # a link left dangling (the source moved): make it again
+        text.unlink()
     if not text.exists():
         src_text = lay.token_file.parent
         if copy_text:
@@ -104,6 +113,8 @@ def build(out: Path, source: Path, *, limit: int | None = None, copy_text: bool 
             text.symlink_to(src_text.resolve(), target_is_directory=True)
     images = out / "Flicker8k_Dataset"
     images.mkdir(exist_ok=True)
+    for leftover in images.glob(".*.tmp.jpg"):   # from an interrupted build
+        leftover.unlink()
     t0, made = time.perf_counter(), 0
     for name in tqdm(names, desc="stand-in images", unit="img", disable=not show_progress):
         path = images / name
@@ -116,7 +127,7 @@ def build(out: Path, source: Path, *, limit: int | None = None, copy_text: bool 
         made += 1
     return {"out": str(out), "images": len(names), "written": made, "derived_from": len(base),
             "seconds": round(time.perf_counter() - t0, 2),
-            "image_bytes": sum(p.stat().st_size for p in images.glob("*.jpg"))}
+            "image_bytes": sum(p.stat().st_size for p in images.glob("*.jpg") if not p.name.startswith("."))}
 
 
 def main(argv=None) -> None:

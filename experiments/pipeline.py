@@ -207,10 +207,20 @@ def data_checksums(data: str | None) -> dict:
         return {"teaching_set": "generated from the seed; see corpus fingerprint"}
     out = {}
     root = Path(data)
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and p.suffix in (".txt", ".csv", ".json") and p.stat().st_size < 64 << 20:
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-    return out
+    seen: set[str] = set()
+    # os.walk with followlinks: a linked text folder (``Flickr8k_text -> /data/...``) is read too; each real
+    # folder once, so a link cycle ends
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        for name in filenames:
+            p = Path(dirpath) / name
+            if p.suffix in (".txt", ".csv", ".json") and p.is_file() and p.stat().st_size < 64 << 20:
+                out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    return dict(sorted(out.items()))
 
 
 def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -221,7 +231,19 @@ def _log_warning(message, category, filename, lineno, file=None, line=None) -> N
 
 class _ConsoleHandler(logging.StreamHandler):
     """Console log lines printed through ``tqdm.write``: the progress bars on the stream are cleared
-    first and redrawn below the message, instead of the message landing inside a bar's line."""
+    first and redrawn below the message, instead of the message landing inside a bar's line.
+
+    Only tqdm's write lock serialises the output: :meth:`handle` does not take the handler's own lock,
+    because tqdm issues warnings (which the job logs) while holding its lock, and taking the two locks in
+    opposite orders in two threads would deadlock."""
+
+    def handle(self, record: logging.LogRecord):
+        rv = self.filter(record)
+        if isinstance(rv, logging.LogRecord):   # Python ≥ 3.12: a filter may return a replacement record
+            record = rv
+        if rv:
+            self.emit(record)
+        return rv
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

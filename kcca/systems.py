@@ -601,7 +601,8 @@ def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: di
 
     Parameters
     ----------
-    run : SystemRun of a KCCA system from :func:`run_system` (keeps the fitted models in ``run.models``)
+    run : SystemRun of a KCCA system from :func:`run_system` (``run.models`` gives the fitted models,
+        refitting one that was released or never fitted)
     corpus : the corpus the system was trained on (candidate texts are looked up in its captions)
     image_kernels, text_kernels : the shared dicts that were passed to :func:`run_system`
     criterion : ``"R@1"``, ``"R@5"`` or ``"R@10"`` (dev criterion picking the single model)

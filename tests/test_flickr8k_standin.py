@@ -44,3 +44,28 @@ def test_standin_command_line_refuses_bad_counts(benchmark_module, tmp_path):
         mod.main([str(tmp_path / "x"), "--limit", "0"])
     with pytest.raises(SystemExit):
         mod.main([str(tmp_path / "x"), "--quality", "101"])
+
+
+def test_standin_refuses_other_layouts_and_repairs_leftovers(benchmark_module, flickr8k_dir, tmp_path):
+    import shutil
+
+    mod = benchmark_module("flickr8k_standin")
+    # Kaggle layout (captions.txt + Images/), even with the MD5 list beside it: refused before OUT is made
+    kaggle = tmp_path / "kaggle"
+    (kaggle / "Images").mkdir(parents=True)
+    (kaggle / "captions.txt").write_text("image,caption\n1000268201_693b08cb0e.jpg,A child .\n")
+    shutil.copytree(flickr8k_dir / "checksums", kaggle / "checksums")
+    with pytest.raises(SystemExit, match="captions.txt layout is not supported"):
+        mod.build(tmp_path / "out_k", kaggle, limit=2, show_progress=False)
+    assert not (tmp_path / "out_k").exists()
+    with pytest.raises(SystemExit, match="error: .*not found"):
+        mod.build(tmp_path / "out_m", tmp_path / "missing", limit=2, show_progress=False)
+    # an interrupted build's temporary file and a dangling text link are cleaned up on the next run
+    out = tmp_path / "out"
+    (out / "Flicker8k_Dataset").mkdir(parents=True)
+    (out / "Flicker8k_Dataset" / ".x.jpg.tmp.jpg").write_bytes(b"partial")
+    (out / "Flickr8k_text").symlink_to(tmp_path / "moved_away", target_is_directory=True)
+    res = mod.build(out, flickr8k_dir, limit=3, show_progress=False)
+    assert res["written"] == 3 and (out / "Flickr8k_text" / "Flickr8k.token.txt").is_file()
+    assert not list((out / "Flicker8k_Dataset").glob(".*"))
+    assert res["image_bytes"] == sum(p.stat().st_size for p in (out / "Flicker8k_Dataset").iterdir())

@@ -187,3 +187,62 @@ def test_console_log_lines_do_not_land_inside_progress_bars():
     out = buf.getvalue()
     assert re.search(r"\r {10,}\r(\x1b\[A)*warning: the kernel is not PSD\n", out), out
     assert "outer:" in out[out.index("warning: the kernel"):]          # the bars come back below it
+
+
+def test_console_handler_does_not_deadlock_with_tqdms_lock():
+    """tqdm warns while holding its write lock (its monitor thread); the job logs warnings.  The console
+    handler must not take its own lock around tqdm.write, or that thread and one logging at the same time
+    wait for each other forever."""
+    import io
+    import logging
+    import threading
+    import time
+
+    from tqdm.auto import tqdm
+
+    from experiments.pipeline import _ConsoleHandler
+
+    buf = io.StringIO()
+    handler = _ConsoleHandler(buf)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("test.console_handler_locks")
+    logger.addHandler(handler)
+    logger.propagate = False
+    holding = threading.Event()
+
+    def warns_under_tqdm_lock():
+        with tqdm.get_lock():
+            holding.set()
+            time.sleep(0.3)          # the other thread is inside the handler by now
+            logger.warning("warning: from under tqdm's lock")
+
+    def logs_meanwhile():
+        holding.wait()
+        logger.warning("warning: from the main work")
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (warns_under_tqdm_lock, logs_meanwhile)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads), "deadlock between the handler and tqdm's lock"
+        out = buf.getvalue()
+        assert "from under tqdm's lock" in out and "from the main work" in out
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_data_checksums_follow_a_linked_text_folder(flickr8k_dir, tmp_path):
+    """results.json's data_checksums cover the caption files also when Flickr8k_text is a symbolic link
+    (a common set-up, and what benchmarks/flickr8k_standin.py makes); they used to be empty then."""
+    from experiments.pipeline import data_checksums
+
+    root = tmp_path / "f8k"
+    root.mkdir()
+    (root / "Flickr8k_text").symlink_to(flickr8k_dir / "Flickr8k_text", target_is_directory=True)
+    (root / "loop").symlink_to(root, target_is_directory=True)       # a link cycle ends
+    sums = data_checksums(str(root))
+    assert "Flickr8k_text/Flickr8k.token.txt" in sums and "Flickr8k_text/CrowdFlowerAnnotations.txt" in sums
+    assert list(sums) == sorted(sums)
+    assert not any(k.startswith("loop/loop") for k in sums)
