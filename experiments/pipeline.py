@@ -371,7 +371,10 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
 
     Kernels, Gram matrices and KCCA decompositions are shared across systems (one fit per image kernel
     kind, one per text kernel) and cached on disk.  Also returns the per-system run details (chosen
-    p, d, (n, κ) models, dev metrics) for ``results.json``.
+    p, d, (n, κ) models, dev metrics) for ``results.json``.  To bound memory on Flickr8k, every
+    system's fitted KCCA models are released once its rankings exist, and a text kernel is dropped after
+    the last system that uses it unless :func:`kcca_pair_scorers` will need it (TRI5SEM's, and the best
+    system's by :func:`best_kcca_system`).
     """
     from tqdm.auto import tqdm
 
@@ -388,8 +391,15 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     # numerical rank (jitter="auto": eigenvalues above N·eps32·λ_max, see kcca.solver).
     extra: dict = {} if getattr(args, "full_selection", False) else {
         "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
+    # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
+    # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
+    # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.
+    texts = {get_system(n).name: get_system(n).text for n in names if get_system(n).model == "kcca"}
+    last_use = {t: max(i for i, n in enumerate(names) if texts.get(get_system(n).name) == t)
+                for t in set(texts.values())}
+    r10: dict[str, float] = {}
     bar = tqdm(names, desc="classical systems", unit="system", disable=args.no_progress)
-    for name in bar:
+    for i, name in enumerate(bar):
         bar.set_postfix_str(name)
         cfg = get_system(name)
         r = run_system(name, corpus, seed=args.seed, cache=cache, image_kernels=image_kernels,
@@ -402,7 +412,19 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
         # more; the KCCA pair scorers refit the one model they use.  The kernel decompositions stay.
         r.release_models()
         runs[r.name] = r
+        if cfg.model == "kcca":
+            r10[r.name] = _metrics(evaluate_pool(r.test_matrices, pools["test"])["annotation"])["R@10"]
+            needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts}
+            for t, last in last_use.items():
+                if last <= i and t not in needed:
+                    text_kernels.pop(("text", t), None)
     return outputs, runs, image_kernels, text_kernels
+
+
+def best_kcca_system(r10: Mapping[str, float]) -> str | None:
+    """The classical system whose KCCA affinity the human-correlation table reports besides TRI5SEM's:
+    the highest test annotation R@10 (as rounded in results.json), ties to the later name."""
+    return max(r10, key=lambda n: (r10[n], n)) if r10 else None
 
 
 def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_kernels: dict,
@@ -414,10 +436,15 @@ def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_k
     kcca_runs = [n for n in runs if get_system(n).model == "kcca"]
     if not kcca_runs:
         return {}
-    best = max(kcca_runs, key=lambda n: (systems_json.get(n, {}).get("annotation", {}).get("R@10", 0.0), n))
+    best = best_kcca_system({n: systems_json.get(n, {}).get("annotation", {}).get("R@10", 0.0) for n in kcca_runs})
     chosen = [n for n in dict.fromkeys(["TRI5SEM", best]) if n in kcca_runs]
     out = {}
     for n in chosen:
+        if ("text", get_system(n).text) not in text_kernels:
+            # run_classical keeps the text kernels of the systems chosen here (same rule); a caller that
+            # passes other dicts gets a warning instead of an error at the end of a long run
+            log.warning("KCCA f(i,s) [%s]: its text kernel is no longer in memory; not scored", n)
+            continue
         fn = pair_scorer(runs[n], corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@1")
         ie = image_kernels.get(("image", get_system(n).image_kind), {})
         books = ie["kernel"].codebook_digests() if "kernel" in ie else None

@@ -130,25 +130,41 @@ def test_released_models_are_refitted_with_the_same_numbers(trained):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_main_job_keeps_no_fitted_models_between_systems(small_teaching_set, tmp_cache):
+def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_cache, caplog):
     """experiments.pipeline.run_classical releases every system's fitted KCCA models once its test
-    rankings exist (on Flickr8k they took about 1 GB per system, so --systems all ran out of memory),
-    and the KCCA pair scorers built afterwards still score (refitting one model each)."""
+    rankings exist and drops a text kernel after its last system unless a KCCA pair scorer needs it (on
+    Flickr8k the models took about 1 GB per system, so --systems all ran out of memory); the pair
+    scorers built afterwards still score, refitting one model each."""
     from argparse import Namespace
 
     from corpora.protocol import hodosh_pool
-    from experiments.pipeline import kcca_pair_scorers, run_classical
+    from experiments.pipeline import _metrics, best_kcca_system, kcca_pair_scorers, run_classical
+    from evaluation import evaluate_pool
 
     corpus = small_teaching_set
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
     args = Namespace(seed=0, no_progress=True, skip_missing_images=False, full_selection=False)
-    outputs, runs, ik, tk = run_classical(corpus, pools, ["BoW5", "TRI5"], args, tmp_cache)
-    assert set(runs) == {"BoW5", "TRI5"}
-    assert all(not r.models._done for r in runs.values())
-    systems_json = {"BoW5": {"annotation": {"R@10": 50.0}}, "TRI5": {"annotation": {"R@10": 40.0}}}
+    names = ["BoW1", "BoW5", "TRI5^Histo", "NN5_F1^idf", "TRI5"]
+    outputs, runs, ik, tk = run_classical(corpus, pools, names, args, tmp_cache)
+    assert list(runs) == names
+    assert all(not r.models._done for n, r in runs.items() if n != "NN5_F1^idf")
+    systems_json = {n: {"annotation": _metrics(evaluate_pool(o.test, pools["test"])["annotation"])}
+                    for n, o in outputs.items()}
+    kcca = [n for n in names if n != "NN5_F1^idf"]
+    best = best_kcca_system({n: systems_json[n]["annotation"]["R@10"] for n in kcca})
+    from kcca.systems import get_system
+
+    assert set(tk) == {("text", get_system(best).text)}              # every other text kernel was dropped
+    assert set(ik) == {("image", "pyramid"), ("image", "histogram")}
     scorers = kcca_pair_scorers(corpus, runs, ik, tk, systems_json)
-    assert list(scorers) == ["KCCA f(i,s) [BoW5]"]
+    assert list(scorers) == [f"KCCA f(i,s) [{best}]"]
     pool = pools["test"]
-    s = scorers["KCCA f(i,s) [BoW5]"](list(pool.image_ids[:3]), [c.text for c in pool.captions[:3]], [[]] * 3)
+    s = scorers[f"KCCA f(i,s) [{best}]"](list(pool.image_ids[:3]), [c.text for c in pool.captions[:3]], [[]] * 3)
     assert s.shape == (3,) and np.isfinite(s).all()
-    assert len(runs["BoW5"].models._done) == 1 and not runs["TRI5"].models._done
+    assert len(runs[best].models._done) == 1
+    # a caller whose choice differs gets a warning, not an error at the end of a long run
+    other = next(n for n in kcca if get_system(n).text != get_system(best).text)
+    fake = {n: {"annotation": {"R@10": 100.0 if n == other else 0.0}} for n in kcca}
+    with caplog.at_level("WARNING"):
+        assert kcca_pair_scorers(corpus, runs, ik, tk, fake) == {}
+    assert "no longer in memory" in caplog.text
