@@ -160,54 +160,51 @@ def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
         parse_list("clip-s,clip-x", (), ALL_NEURAL, "metrics")
 
 
-def test_console_log_lines_do_not_land_inside_progress_bars():
-    """A warning logged while nested progress bars are on screen is printed on its own line: the bars are
-    cleared first (tqdm.write) and redrawn after it, instead of the message continuing a bar's line."""
+@pytest.fixture()
+def console_logger(request):
+    """``(logger, buffer)``: a logger printing through the main job's console handler into a buffer."""
     import io
     import logging
-    import re
-
-    from tqdm.auto import tqdm
 
     from experiments.pipeline import _ConsoleHandler
 
     buf = io.StringIO()
     handler = _ConsoleHandler(buf)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger("test.console_handler")
+    logger = logging.getLogger(f"test.{request.node.name}")
     logger.addHandler(handler)
     logger.propagate = False
-    try:
-        for i in tqdm(range(2), file=buf, desc="outer"):
-            for j in tqdm(range(2), file=buf, desc="inner", leave=False):
-                if i == j == 1:
-                    logger.warning("warning: the kernel is not PSD")
-    finally:
-        logger.removeHandler(handler)
+    yield logger, buf
+    logger.removeHandler(handler)
+
+
+def test_console_log_lines_do_not_land_inside_progress_bars(console_logger):
+    """A warning logged while nested progress bars are on screen is printed on its own line: the bars are
+    cleared first (tqdm.write) and redrawn after it, instead of the message continuing a bar's line."""
+    import re
+
+    from tqdm.auto import tqdm
+
+    logger, buf = console_logger
+    for i in tqdm(range(2), file=buf, desc="outer"):
+        for j in tqdm(range(2), file=buf, desc="inner", leave=False):
+            if i == j == 1:
+                logger.warning("warning: the kernel is not PSD")
     out = buf.getvalue()
     assert re.search(r"\r {10,}\r(\x1b\[A)*warning: the kernel is not PSD\n", out), out
     assert "outer:" in out[out.index("warning: the kernel"):]          # the bars come back below it
 
 
-def test_console_handler_does_not_deadlock_with_tqdms_lock():
+def test_console_handler_does_not_deadlock_with_tqdms_lock(console_logger):
     """tqdm warns while holding its write lock (its monitor thread); the job logs warnings.  The console
     handler must not take its own lock around tqdm.write, or that thread and one logging at the same time
     wait for each other forever."""
-    import io
-    import logging
     import threading
     import time
 
     from tqdm.auto import tqdm
 
-    from experiments.pipeline import _ConsoleHandler
-
-    buf = io.StringIO()
-    handler = _ConsoleHandler(buf)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger("test.console_handler_locks")
-    logger.addHandler(handler)
-    logger.propagate = False
+    logger, buf = console_logger
     holding = threading.Event()
 
     def warns_under_tqdm_lock():
@@ -221,16 +218,13 @@ def test_console_handler_does_not_deadlock_with_tqdms_lock():
         logger.warning("warning: from the main work")
 
     threads = [threading.Thread(target=f, daemon=True) for f in (warns_under_tqdm_lock, logs_meanwhile)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(10)
-        assert not any(t.is_alive() for t in threads), "deadlock between the handler and tqdm's lock"
-        out = buf.getvalue()
-        assert "from under tqdm's lock" in out and "from the main work" in out
-    finally:
-        logger.removeHandler(handler)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), "deadlock between the handler and tqdm's lock"
+    out = buf.getvalue()
+    assert "from under tqdm's lock" in out and "from the main work" in out
 
 
 def test_data_checksums_follow_a_linked_text_folder(flickr8k_dir, tmp_path):
