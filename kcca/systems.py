@@ -475,16 +475,25 @@ def run_system(
     timings["decompose"] = timings["select"] = 0.0
     Ky_rows: dict = {}
 
+    ikey, tkey = ("image", cfg.image_kind), ("text", cfg.text)
+
     def views(p, d):
+        # The entries are looked up in the shared dicts on each call, not captured: SystemRun.models
+        # keeps this function for refits, and a caller that drops an entry (the main job does, for text
+        # kernels no later system needs) must free its Grams and decompositions.
+        if ikey not in image_kernels or tkey not in text_kernels:
+            raise KeyError(f"{cfg.name}: the {cfg.image_kind!r} image kernel or the {cfg.text!r} text kernel is "
+                           "no longer in the shared kernel dicts; its KCCA models cannot be refitted")
+        ie_, te_ = image_kernels[ikey], text_kernels[tkey]
         t = time.perf_counter()
-        if (p, vkey) not in ie["views"]:
+        if (p, vkey) not in ie_["views"]:
             with _warnings_naming(f"{cfg.image_kind} image kernel (p = {p})"):
-                ie["views"][(p, vkey)] = decompose(_image_rows(ie, "train", None, p), solver=solver, **dec_kw)
-        if (d, vkey) not in te["views"]:
+                ie_["views"][(p, vkey)] = decompose(_image_rows(ie_, "train", None, p), solver=solver, **dec_kw)
+        if (d, vkey) not in te_["views"]:
             with _warnings_naming(f"{cfg.text} text kernel (d = {d:g})"):
-                te["views"][(d, vkey)] = decompose(_text_train(te, d), solver=solver, **dec_kw)
+                te_["views"][(d, vkey)] = decompose(_text_train(te_, d), solver=solver, **dec_kw)
         timings["decompose"] += time.perf_counter() - t
-        return ie["views"][(p, vkey)], te["views"][(d, vkey)]
+        return ie_["views"][(p, vkey)], te_["views"][(d, vkey)]
 
     final_models: dict = {}
     fit_kw = {k: v for k, v in kk.items() if k not in ("eta", "max_rank")}

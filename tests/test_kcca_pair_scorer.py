@@ -145,6 +145,11 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
     args = Namespace(seed=0, no_progress=True, skip_missing_images=False, full_selection=False)
     names = ["BoW1", "BoW5", "TRI5^Histo", "NN5_F1^idf", "TRI5"]
+    import gc
+
+    from kernels.text import TextKernel
+
+    older = {id(o) for o in gc.get_objects() if isinstance(o, TextKernel)}   # e.g. other tests' fixtures
     outputs, runs, ik, tk = run_classical(corpus, pools, names, args, tmp_cache)
     assert list(runs) == names
     assert all(not r.models._done for n, r in runs.items() if n != "NN5_F1^idf")
@@ -155,6 +160,8 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     from kcca.systems import get_system
 
     assert set(tk) == {("text", get_system(best).text)}              # every other text kernel was dropped
+    gc.collect()   # ... and freed: nothing (e.g. a run's refit closure) keeps a dropped kernel alive
+    assert sum(isinstance(o, TextKernel) and id(o) not in older for o in gc.get_objects()) == 1
     assert set(ik) == {("image", "pyramid"), ("image", "histogram")}
     scorers = kcca_pair_scorers(corpus, runs, ik, tk, systems_json)
     assert list(scorers) == [f"KCCA f(i,s) [{best}]"]
