@@ -394,9 +394,12 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
     # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
     # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.
-    texts = {get_system(n).name: get_system(n).text for n in names if get_system(n).model == "kcca"}
-    last_use = {t: max(i for i, n in enumerate(names) if texts.get(get_system(n).name) == t)
-                for t in set(texts.values())}
+    texts: dict[str, str] = {}      # KCCA system -> its text kernel
+    last_use: dict[str, int] = {}   # text kernel -> index of the last system that uses it
+    for i, n in enumerate(names):
+        c = get_system(n)
+        if c.model == "kcca":
+            texts[c.name], last_use[c.text] = c.text, i
     r10: dict[str, float] = {}
     bar = tqdm(names, desc="classical systems", unit="system", disable=args.no_progress)
     for i, name in enumerate(bar):
