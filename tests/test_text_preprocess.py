@@ -34,6 +34,33 @@ def test_stopwords_lemmas_and_compounds(nltk_data_dir):
     assert ("in", "line") not in pre.phrase_map
 
 
+def test_shared_memo_follows_the_preprocessor_state(nltk_data_dir):
+    """Preprocessors in the same state share processed captions; a different learnt compound rule or
+    stop-word setting gets its own results, equal to processing without the memo."""
+    from kernels.text import preprocess
+
+    train = [cap("a snow-covered hill", "a snow-covered hill", k=k) for k in range(2)] + \
+        [cap("a snowcovered hill", "a snowcovered hill", k=2)]
+    q = [cap("x", "a snow covered hill in the snow-covered field", pos=("DT", "NN", "VBN", "NN", "IN", "DT",
+                                                                         "JJ", "NN"))]
+
+    def direct(pre, tags):
+        c = q[0]
+        return pre._finish(c.lemma.split(), list(c.pos) if tags else None)
+
+    fitted, plain, keep = Preprocessor().fit(train), Preprocessor(compounds=False), \
+        Preprocessor(remove_stopwords=False).fit(train)
+    for tags in (False, True):
+        for pre in (fitted, plain, keep, fitted):
+            assert pre.transform(q, tags=tags)[0] == direct(pre, tags)
+    assert fitted.transform(q)[0].tokens == ("snow-covered", "hill", "snow-covered", "field")
+    assert plain.transform(q)[0].tokens == ("snow", "covered", "hill", "snow-covered", "field")
+    assert "a" in keep.transform(q)[0].tokens
+    again = Preprocessor().fit(train)                    # same state: the same (shared) result objects
+    assert again.transform(q)[0] is fitted.transform(q)[0]
+    assert len(preprocess._FINISH_MEMO) <= 4
+
+
 def test_nltk_lemmatiser_and_tagger_when_no_corpus_lemmas(nltk_data_dir):
     pre = Preprocessor()
     out = pre.transform([cap("Two dogs are running through the fields.")], tags=True)[0]

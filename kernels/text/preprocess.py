@@ -152,6 +152,12 @@ class ProcessedCaption:
     tags: tuple[str, ...] | None = None
 
 
+#: Shared memo of :meth:`Preprocessor._finish` results, one table per preprocessor state (at most 4 states,
+#: each restarted beyond :data:`_FINISH_MEMO_MAX` captions).  Results are immutable tuples.
+_FINISH_MEMO: dict[tuple, dict] = {}
+_FINISH_MEMO_MAX = 500_000
+
+
 class Preprocessor:
     """Tokenise, tag, lemmatise, normalise compounds and remove stop words (Hodosh 2013, Sec. 4.1.1).
 
@@ -246,6 +252,26 @@ class Preprocessor:
                 i += 1
         return out, out_tags
 
+    def _memo_table(self) -> dict:
+        """The shared table of :meth:`_finish` results for this preprocessor's current state (everything
+        :meth:`_finish` depends on): the main job builds one text kernel per system over the same
+        captions, which are then processed once."""
+        state = (self.compounds, self.stopwords, frozenset(self.phrase_map.items()),
+                 frozenset(self.token_map.items()))
+        table = _FINISH_MEMO.get(state)
+        if table is None or len(table) > _FINISH_MEMO_MAX:
+            if table is None and len(_FINISH_MEMO) >= 4:
+                _FINISH_MEMO.pop(next(iter(_FINISH_MEMO)))
+            table = _FINISH_MEMO[state] = {}
+        return table
+
+    def _finish_memo(self, table: dict, lemmas: list[str], tags: list[str] | None) -> ProcessedCaption:
+        key = (tuple(lemmas), None if tags is None else tuple(tags))
+        out = table.get(key)
+        if out is None:
+            out = table[key] = self._finish(lemmas, tags)
+        return out
+
     def _finish(self, lemmas: list[str], tags: list[str] | None) -> ProcessedCaption:
         lemmas = [_clean(t) for t in lemmas]
         if self.compounds:
@@ -259,8 +285,9 @@ class Preprocessor:
         captions = list(captions)
         need_nltk_lemma = [i for i, c in enumerate(captions)
                            if not (self.use_corpus_lemmas and c.lemma is not None)]
+        table = self._memo_table()
         if not tags and not need_nltk_lemma:
-            return [self._finish(c.lemma.split(), None) for c in captions]
+            return [self._finish_memo(table, c.lemma.split(), None) for c in captions]
         # Which captions need the tagger, and over which tokens.
         lem_toks: list[list[str]] = []
         tag_out: list[list[str] | None] = [None] * len(captions)
@@ -291,7 +318,7 @@ class Preprocessor:
             if not (self.use_corpus_lemmas and c.lemma is not None):
                 lemm = _lemmatizer()
                 lt = [lemm(w.lower(), _WN_POS.get(t[:1], "n")) for w, t in zip(lt, tg)]
-            out.append(self._finish(lt, tg if tags else None))
+            out.append(self._finish_memo(table, lt, tg if tags else None))
         return out
 
     def __call__(self, caption: Caption) -> tuple[str, ...]:
