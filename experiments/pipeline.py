@@ -132,14 +132,47 @@ def build_pools(corpus: Corpus, args) -> tuple[dict[str, RankingPool], int]:
     return pools, skipped
 
 
+def significance_table(results: Mapping, reference: str, *, permutations: int, seed: int,
+                       cache: DiskCache | None = None) -> dict[str, dict]:
+    """``{system: {"markers", "p_values"}}`` of :func:`evaluation.compare` against ``reference`` (its
+    default metrics), cached under a digest of every system's per-query values, the reference, the test
+    settings and the code of :mod:`evaluation.significance` (the randomisation tests are the evaluation
+    stage's only slow part)."""
+    from evaluation import compare
+    from evaluation.significance import _default_metrics
+
+    def compute() -> dict[str, dict]:
+        table = compare(results, reference=reference, n_permutations=permutations, seed=seed)
+        return {s: {"markers": dict(table.get(s, {}).get("markers", {})),
+                    "p_values": dict(table.get(s, {}).get("p_values", {}))} for s in results}
+
+    if cache is None or not cache.enabled:
+        return compute()
+    import json
+
+    h = hashlib.sha256()
+    for name, r in results.items():
+        for m in _default_metrics(r):
+            a = np.ascontiguousarray(r.per_query(m))
+            h.update(f"{name}\0{m}\0{a.dtype}\0{a.shape}\0".encode())
+            h.update(a.tobytes())
+    key = {"what": "significance", "reference": reference, "permutations": int(permutations),
+           "seed": int(seed), "data": h.hexdigest(), "code": _source_digest(("evaluation/significance.py",))}
+    hit = cache.load("significance", key)
+    if hit is not None:
+        return json.loads(str(hit["table"]))
+    table = compute()
+    cache.store("significance", key, {"table": np.array(json.dumps(table))})
+    return table
+
+
 def evaluate_systems(outputs: Mapping[str, SystemOutput], pool: RankingPool, *, permutations: int,
-                     seed: int) -> tuple[dict, dict, dict]:
-    """Evaluate every system on the test pool; significance against the best system per task.
+                     seed: int, cache: DiskCache | None = None) -> tuple[dict, dict, dict]:
+    """Evaluate every system on the test pool; significance against the best system per task
+    (:func:`significance_table`, cached in ``cache`` when given).
 
     Returns ``(systems_json, per_query, reference)``.
     """
-    from evaluation import compare
-
     evals = {name: evaluate_pool(o.test, pool) for name, o in outputs.items()}
     systems: dict = {}
     reference: dict[str, str] = {}
@@ -151,11 +184,11 @@ def evaluate_systems(outputs: Mapping[str, SystemOutput], pool: RankingPool, *, 
     markers: dict[str, dict[str, dict[str, str]]] = {s: {} for s in evals}
     pvalues: dict[str, dict[str, dict[str, float]]] = {s: {} for s in evals}
     for task in ("annotation", "search"):
-        table = compare({s: evals[s][task] for s in evals}, reference=reference[task],
-                        n_permutations=permutations, seed=seed)
+        table = significance_table({s: evals[s][task] for s in evals}, reference[task],
+                                   permutations=permutations, seed=seed, cache=cache)
         for s in evals:
-            markers[s][task] = table.get(s, {}).get("markers", {})
-            pvalues[s][task] = table.get(s, {}).get("p_values", {})
+            markers[s][task] = table[s]["markers"]
+            pvalues[s][task] = table[s]["p_values"]
     for name, o in outputs.items():
         systems[name] = {
             "family": o.family,
@@ -330,12 +363,13 @@ def check_neural_options(args) -> None:
     loaded: weights for the tiny CLIP, an unknown open_clip architecture, a weights file that does not
     exist, a pretrained tag that is unknown or neither cached nor downloadable (downloads off, host
     unreachable), a CUDA device on a machine without one."""
-    from neural.backbone import resolve_device
+    if args.device not in (None, "auto", "cpu"):  # "auto" and "cpu" always resolve: no torch import needed
+        from neural.backbone import resolve_device
 
-    try:
-        resolve_device(args.device)
-    except RuntimeError as exc:
-        raise PipelineError(f"--device: {exc}") from exc
+        try:
+            resolve_device(args.device)
+        except RuntimeError as exc:
+            raise PipelineError(f"--device: {exc}") from exc
     if uses_tiny_clip(args):
         if args.clip_pretrained:
             raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
@@ -546,8 +580,8 @@ def restrict_rows(rows, keep: Sequence[bool]):
 # ---------------------------------------------------------------------------------------------- neural
 def uses_tiny_clip(args) -> bool:
     """Whether ``--clip-model`` selects the tiny CLIP trained here: absent, ``tiny`` or ``tiny-clip``
-    (:data:`neural.backbone.TINY_MODEL_NAMES`)."""
-    from neural.backbone import is_tiny_model
+    (:data:`neural.names.TINY_MODEL_NAMES`)."""
+    from neural.names import is_tiny_model
 
     return is_tiny_model(getattr(args, "clip_model", None), default=True)
 
@@ -773,6 +807,152 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     return outputs, pair, specificity, prov
 
 
+# ---------------------------------------------------------------------------------------------- neural stage cache
+#: Layout version of the ``neural_stage`` cache entries (bump when what is stored changes).
+NEURAL_STAGE_VERSION = 1
+#: Source files whose code decides the neural stage's numbers (besides the libraries): a change to any of
+#: them gives the stage a new cache key (the per-scorer entries below it keep theirs).
+NEURAL_STAGE_SOURCES = ("neural", "corpora", "experiments/pipeline.py")
+
+
+def _source_digest(paths: Sequence[str] = NEURAL_STAGE_SOURCES) -> str:
+    """SHA-256 prefix of the ``.py`` files under ``paths`` (relative to the repository root), names and
+    contents, in sorted order."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in paths:
+        p = root / rel
+        for f in (sorted(p.rglob("*.py")) if p.is_dir() else [p] if p.is_file() else []):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0")
+            h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _library_versions(names: Sequence[str] = ("torch", "torchvision", "open_clip_torch", "numpy", "pillow",
+                                             "nltk", "opencv-python-headless", "opencv-python")) -> dict:
+    import importlib.metadata as md
+
+    out = {}
+    for n in names:
+        try:
+            out[n] = md.version(n)
+        except md.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def _digest_list(items: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
+
+
+def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args) -> dict | None:
+    """Cache key of the whole neural stage (:func:`neural_stage`), computed without importing torch.
+
+    It holds what decides the stage's outputs: the corpus (name, fingerprint of captions and splits, the
+    signatures of every image the stage reads: training, dev and test-pool images), the test pool, the
+    scorers asked for, the options that reach them (``--seed``, ``--quick``, ``--clip-model``,
+    ``--clip-pretrained`` — a weights file by path, size and modification time —, ``--clip-steps``,
+    ``--device``, ``--skip-missing-images``' training images), the versions of the libraries that compute
+    them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
+    ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
+    """
+    if getattr(args, "pacs_positives", None):
+        return None
+    weights_file = None
+    if args.clip_pretrained:
+        p = Path(args.clip_pretrained).expanduser()
+        if p.is_file():
+            st = p.stat()
+            weights_file = {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    train_ids = neural_train_ids(corpus, args)
+    splits = getattr(corpus, "splits", {})
+    pool = pools["test"]
+    ids = list(dict.fromkeys([*(train_ids if train_ids is not None else splits.get("train", ())),
+                              *splits.get("dev", ()), *pool.image_ids]))
+    return {
+        "what": "neural-stage", "version": NEURAL_STAGE_VERSION, "code": _source_digest(),
+        "libraries": _library_versions(), "python": platform.python_version(),
+        "corpus": corpus.name, "fingerprint": corpus.fingerprint,
+        "images": corpus.images_fingerprint(ids), "n_images": len(ids),
+        "train_ids": None if train_ids is None else _digest_list(train_ids),
+        "pool": {"split": pool.split, "image_ids": _digest_list(pool.image_ids),
+                 "caption_ids": _digest_list(pool.caption_ids)},
+        "names": list(names), "seed": int(args.seed), "quick": bool(args.quick),
+        "clip_model": args.clip_model, "clip_pretrained": args.clip_pretrained, "weights_file": weights_file,
+        "clip_steps": getattr(args, "clip_steps", None), "device": args.device,
+        # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver stands in
+        "nvidia_driver": Path("/proc/driver/nvidia/version").exists() if args.device == "auto" else None,
+    }
+
+
+class _DeferredPairScorer:
+    """A neural pair scorer restored from the neural-stage cache: its ``identity`` (the key of its cached
+    human-judgment scores) is known, the backbone is only built — by running the neural stage on its
+    per-scorer caches — if a score is actually asked for."""
+
+    def __init__(self, name: str, identity, resolve: Callable[[], Mapping[str, Callable]]):
+        self.name, self.identity, self._resolve = name, identity, resolve
+
+    def __call__(self, image_ids, candidates, references):
+        return self._resolve()[self.name](image_ids, candidates, references)
+
+
+def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
+                 cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, Callable], dict, dict]:
+    """:func:`run_neural`, with its results cached as a whole (namespace ``neural_stage``, key
+    :func:`neural_stage_key`).
+
+    A warm re-run then reads one entry — the test-pool score matrices, the pair scorers' identities, the
+    specificity rates and the provenance — and neither imports torch nor builds a backbone.  The pair
+    scorers come back deferred (:class:`_DeferredPairScorer`): the human-correlation stage finds their
+    scores in its own cache; a scorer asked for a new score runs :func:`run_neural` once (from the
+    per-scorer caches) and answers.  Returns what :func:`run_neural` returns.
+    """
+    names = list(names)
+    key = neural_stage_key(corpus, pools, names, args) if names else None
+    if key is None:
+        return run_neural(corpus, pools, names, args, cache)
+    t0 = time.perf_counter()
+    hit = cache.load("neural_stage", key)
+    if hit is None:
+        outputs, pair, specificity, prov = run_neural(corpus, pools, names, args, cache)
+        meta = {"outputs": {k: {"family": v.family, "config": _jsonable(v.config)} for k, v in outputs.items()},
+                "pair": {k: _jsonable(getattr(f, "identity", None)) for k, f in pair.items()},
+                "specificity": _jsonable(specificity), "provenance": _jsonable(prov)}
+        import json
+
+        arrays = {f"S::{k}": np.asarray(v.test.annotation, dtype=np.float32) for k, v in outputs.items()}
+        arrays["meta"] = np.array(json.dumps(meta))
+        cache.store("neural_stage", key, arrays)
+        return outputs, pair, specificity, prov
+
+    import json
+
+    meta = json.loads(str(hit["meta"]))
+    outputs = {k: SystemOutput(name=k, family=v["family"], test=ScoreMatrices.from_affinity(hit[f"S::{k}"]),
+                               config=v["config"]) for k, v in meta["outputs"].items()}
+    resolved: dict[str, Mapping[str, Callable]] = {}
+
+    def resolve() -> Mapping[str, Callable]:
+        if "pair" not in resolved:
+            log.info("neural scorers: a human-judgment score is not cached; building the scorers")
+            resolved["pair"] = run_neural(corpus, pools, names, args, cache)[1]
+        return resolved["pair"]
+
+    pair: dict[str, Callable] = {}
+    for k, ident in meta["pair"].items():
+        pair[k] = _DeferredPairScorer(k, ident, resolve)
+        if ident is None:
+            del pair[k].identity  # no identity: never cached, always scored (as the live scorer)
+    specificity = meta["specificity"]
+    for k, v in specificity.items():
+        log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
+    prov = meta["provenance"]
+    prov["neural_timings_s"] = {"cached stage": round(time.perf_counter() - t0, 2)}
+    log.info("neural scorers: %s read from the cache", ", ".join(outputs) or "human-correlation scores")
+    return outputs, pair, specificity, prov
+
+
 # ---------------------------------------------------------------------------------------------- n-grams
 def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, Callable]:
     """Reference-based n-gram caption metrics as pair scorers (no images needed)."""
@@ -875,14 +1055,14 @@ def run(args) -> dict[str, Path]:
                 run_classical(corpus, pools, systems_run, args, cache) if systems_run else ({}, {}, {}, {}))
             outputs.update(classical)
         with timer.stage("neural scorers (CLIP family)", 4, total):
-            neural_out, pair_scorers, specificity, neural_prov = run_neural(corpus, pools, neural_run, args,
-                                                                            cache)
+            neural_out, pair_scorers, specificity, neural_prov = neural_stage(corpus, pools, neural_run, args,
+                                                                              cache)
             outputs.update(neural_out)
         if not outputs and not too_small:
             raise PipelineError("nothing to evaluate: --systems none and --metrics none")
         with timer.stage("evaluation and significance", 5, total):
             systems_json, evals, reference = ({}, {}, {}) if not outputs else evaluate_systems(
-                outputs, pools["test"], permutations=args.permutations, seed=args.seed)
+                outputs, pools["test"], permutations=args.permutations, seed=args.seed, cache=cache)
         with timer.stage("human correlation", 6, total):
             kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
             scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}

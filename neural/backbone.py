@@ -39,6 +39,7 @@ from neural.checkpoints import (
     read_state_dict,
     state_dict_sha256,
 )
+from neural.names import TINY_MODEL_NAMES, is_tiny_model  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +73,7 @@ PACS_CHECKPOINTS = {
 }
 
 
-#: The names of the small CLIP trained here (:mod:`neural.tiny_clip`) for ``--clip-model`` / ``clip_model``.
-TINY_MODEL_NAMES = ("tiny", "tiny-clip")
-
-
-def is_tiny_model(name: str | None, *, default: bool = False) -> bool:
-    """Whether ``name`` selects the tiny CLIP trained here (one of :data:`TINY_MODEL_NAMES`);
-    ``default`` is the answer for ``None`` (the command lines' default backbone is the tiny CLIP)."""
-    if name is None:
-        return default
-    return str(name).strip().lower() in TINY_MODEL_NAMES
+# TINY_MODEL_NAMES / is_tiny_model live in the torch-free neural.names (re-exported here).
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:

@@ -18,7 +18,8 @@ What is checked:
    how many images were skipped; without the flag the job stops with a clear message;
 6. ``report.html`` is self-contained and renders in headless Chromium (when installed);
 7. ``--help`` names every option and states each default;
-plus the ``results.json`` schema of issue 9 section 2.
+plus the ``results.json`` schema of issue 9 section 2, and a warm re-run that takes the neural stage from
+its cache without importing torch.
 """
 from __future__ import annotations
 
@@ -278,6 +279,57 @@ def test_same_seed_gives_identical_results_json(clean_run, second_run):
     assert all(isinstance(x, (int, float)) for t in sel for x in t.values())
 
 
+# ---------------------------------------------------------------------------------------------- warm re-run
+#: Runs the main job like ``python -m`` and reports on stderr whether torch was imported.
+_TORCH_PROBE = ("import runpy, sys\n"
+                "sys.argv = ['flickr8k_kcca', *sys.argv[1:]]\n"
+                "try:\n"
+                "    runpy.run_module('experiments.flickr8k_kcca', run_name='__main__', alter_sys=True)\n"
+                "    rc = 0\n"
+                "except SystemExit as exc:\n"
+                "    rc = exc.code\n"
+                "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
+                "sys.exit(rc)\n")
+
+
+def run_probed(args, *, cache: Path, out: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-c", _TORCH_PROBE, *args, "--cache-dir", str(cache), "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(cache), capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"main job exited with {proc.returncode}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def test_warm_rerun_reads_the_neural_stage_without_torch(clean_run, tmp_path):
+    """A warm re-run takes the neural stage from its one cache entry: no torch import, no backbone, the
+    same results.json; without the cached human-judgment scores the deferred pair scorers rebuild the
+    scorers from their own caches and give the same numbers again."""
+    out1, cache1, ref, _ = clean_run
+    cache = tmp_path / "cache"
+    shutil.copytree(cache1, cache)
+    assert len(entries(cache, "neural_stage")) == 1
+    want = without_volatile(ref, out=out1, cache=cache1)
+
+    out = tmp_path / "warm"
+    proc = run_probed(SMALL + SEED, cache=cache, out=out)
+    assert "torch imported: False" in proc.stderr, proc.stderr[-3000:]
+    got = without_volatile(load_results(out), out=out, cache=cache)
+    assert got == want, f"warm run differs from the cold run at {first_difference(got, want)}"
+    assert "cached stage" in load_results(out)["provenance"]["neural_timings_s"]
+
+    shutil.rmtree(cache / "human_scores")
+    out = tmp_path / "rescored"
+    proc = run_probed(SMALL + SEED, cache=cache, out=out)
+    assert "torch imported: True" in proc.stderr
+    assert "human-judgment score is not cached; building the scorers" in (out / "run.log").read_text()
+    got = without_volatile(load_results(out), out=out, cache=cache)
+    assert got == want, f"re-scored run differs from the cold run at {first_difference(got, want)}"
+
+    out = tmp_path / "other-seed"                        # another key: the stage is computed again
+    run_job(SMALL + ["--seed", "1"], cache=cache, out=out)
+    assert len(entries(cache, "neural_stage")) == 2
+
+
 # ---------------------------------------------------------------------------------------------- 1. kill
 def test_killed_during_feature_extraction_resumes_with_same_numbers(clean_run, tmp_path):
     _, _, ref, _ = clean_run
@@ -347,11 +399,11 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(clean_run, tmp_path):
     _, cache1, ref, _ = clean_run
     cache, out = tmp_path / "cache", tmp_path / "out"
     shutil.copytree(cache1, cache)
-    # Entries a warm re-run must read: the CLIP-S test-pool affinity (truncated: no longer a zip file)
+    # Entries a warm re-run must read: the neural stage's results (truncated: no longer a zip file)
     # and the image Gram matrices of the classical systems (bytes of the matrix flipped: only the
     # checksums can tell).
     targets = {}
-    affinity = entries(cache, "neural_affinity")
+    affinity = entries(cache, "neural_stage")
     grams = entries(cache, "image_gram")
     assert affinity and grams, f"cache layout changed: {sorted(p.name for p in cache.iterdir())}"
     _truncate(affinity[0])
@@ -368,7 +420,7 @@ def test_corrupted_cache_entry_is_detected_and_rebuilt(clean_run, tmp_path):
     assert "corrupt" in log, "a corrupted cache entry was read without a warning in run.log"
     assert warned, log[-3000:]
     assert warned <= set(targets), f"warnings about entries that were not corrupted: {warned - set(targets)}"
-    assert affinity[0] in warned, "the truncated CLIP-S affinity entry was not detected"
+    assert affinity[0] in warned, "the truncated neural-stage entry was not detected"
     assert warned & set(grams), "no corrupted image Gram entry was detected"
     for p in warned:
         assert p.is_file() and entry_is_valid(p), f"{p} was not rebuilt"

@@ -223,6 +223,56 @@ def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path
         assert before[namespace] != after[namespace], namespace
 
 
+def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
+    """The key of the whole neural stage (a warm re-run reads its results without building a backbone)
+    is stable across loads and changes with an image file, each option that reaches the scorers and the
+    code; with --pacs-positives the stage is not cached as a whole."""
+    import os
+    import warnings
+
+    from corpora.flickr8k import load_flickr8k
+
+    root = tmp_path / "f8"
+    train, _, _ = make_flickr8k(root, missing_train=0)
+
+    def key(names=("CLIP-S", "BRIDGE"), **kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            corpus = load_flickr8k(root)
+        args = _args(skip_missing_images=False, **kw)
+        pools, _ = pipeline.build_pools(corpus, args)
+        return pipeline.neural_stage_key(corpus, pools, list(names), args)
+
+    base = key()
+    assert key() == base
+    variants = {"seed": key(seed=1), "quick": key(quick=False), "steps": key(clip_steps=7),
+                "model": key(clip_model="ViT-B-32", clip_pretrained="openai"), "device": key(device="cuda"),
+                "names": key(names=("CLIP-S",))}
+    for what, k in variants.items():
+        assert k != base, what
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"x" * 10)
+    k1 = key(clip_model="ViT-B-32", clip_pretrained=str(weights))
+    weights.write_bytes(b"y" * 11)
+    assert key(clip_model="ViT-B-32", clip_pretrained=str(weights)) != k1      # another weights file
+    assert key(pacs_positives="tuples.jsonl") is None
+
+    target = root / "Flicker8k_Dataset" / train[0]                            # new pixels in training
+    Image.fromarray(np.full((24, 32, 3), 7, np.uint8)).save(target)
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    changed = key()
+    assert changed != base and changed["images"] != base["images"]
+
+    code = tmp_path / "code"                                                   # the code digest
+    (code / "pkg").mkdir(parents=True)
+    (code / "pkg" / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(pipeline, "__file__", str(code / "experiments" / "pipeline.py"))
+    d1 = pipeline._source_digest(("pkg",))
+    (code / "pkg" / "a.py").write_text("x = 2\n")
+    assert pipeline._source_digest(("pkg",)) != d1
+
+
 def test_cached_human_scores_of_image_based_scorers_follow_the_image_files(tmp_path):
     """Human-judgment scores of an image-based scorer are cached under the rows' image signatures too:
     a replaced image file is re-scored, while a text-only scorer's entry stays valid."""
