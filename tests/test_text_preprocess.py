@@ -61,6 +61,32 @@ def test_shared_memo_follows_the_preprocessor_state(nltk_data_dir):
     assert len(preprocess._FINISH_MEMO) <= 4
 
 
+def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
+    """The WordNet reader without NLTK's OMW sense map gives NLTK's answers: the lemmatiser's lemmas,
+    synsets, hypernym paths and Lin similarities (with Brown IC)."""
+    from nltk.corpus import wordnet as ref
+    from nltk.corpus import wordnet_ic
+    from nltk.stem import WordNetLemmatizer
+
+    from kernels.text.preprocess import _lemmatizer, english_wordnet
+
+    wn = english_wordnet()
+    assert wn.map30 is None and wn.get_version() == ref.get_version()
+    forms = [("dogs", "n"), ("churches", "n"), ("abaci", "n"), ("geese", "n"), ("leaves", "n"), ("leaves", "v"),
+             ("running", "v"), ("ran", "v"), ("was", "v"), ("better", "a"), ("best", "r"), ("hardrock", "n"),
+             ("t-shirts", "n"), ("skiing", "v"), ("wading", "v")]
+    lem, nltk_lem = _lemmatizer(), WordNetLemmatizer()
+    assert [lem(w, p) for w, p in forms] == [nltk_lem.lemmatize(w, p) for w, p in forms]
+    ic = wordnet_ic.ic("ic-brown.dat")
+    for w in ("dog", "man", "beach", "ball", "snow", "bike"):
+        ours, theirs = wn.synsets(w, pos="n"), ref.synsets(w, pos="n")
+        assert [s.name() for s in ours] == [s.name() for s in theirs]
+        assert [[a.name() for a in p] for p in ours[0].hypernym_paths()] == \
+            [[a.name() for a in p] for p in theirs[0].hypernym_paths()]
+        assert ours[0].lin_similarity(wn.synset("cat.n.01"), ic) == \
+            theirs[0].lin_similarity(ref.synset("cat.n.01"), ic)
+
+
 def test_nltk_lemmatiser_and_tagger_when_no_corpus_lemmas(nltk_data_dir):
     pre = Preprocessor()
     out = pre.transform([cap("Two dogs are running through the fields.")], tags=True)[0]

@@ -116,12 +116,43 @@ def _tagger():
 
 
 @lru_cache(maxsize=1)
-def _lemmatizer():
-    nltk_resource("corpora/wordnet", "wordnet")
-    from nltk.stem import WordNetLemmatizer
+def english_wordnet():
+    """NLTK's WordNet reader for English, as ``nltk.corpus.wordnet`` but without the multilingual (OMW)
+    sense map.
 
-    lem = WordNetLemmatizer()
-    return lru_cache(maxsize=200_000)(lambda w, p: lem.lemmatize(w, p))
+    NLTK ≥ 3.8 maps WordNet 3.0 synset offsets onto the loaded WordNet's at load, for Open Multilingual
+    WordNet data, and builds that map even when the loaded WordNet *is* 3.0 (``map_wn`` compares the
+    version number with the corpus name): about 4 s of the 7 s a load takes here.  The toolkit uses only
+    English lookups (``synsets``, ``_morphy``, hypernyms), which never read the map, so this reader skips
+    it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers are identical
+    (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available on it.
+    """
+    import warnings
+
+    nltk_resource("corpora/wordnet", "wordnet")
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
+
+    with warnings.catch_warnings():  # "The multilingual functions are not available …" (no OMW reader)
+        warnings.simplefilter("ignore")
+        return EnglishWordNet(nltk.data.find("corpora/wordnet"), None)
+
+
+@lru_cache(maxsize=1)
+def _lemmatizer():
+    """NLTK's ``WordNetLemmatizer.lemmatize`` (the shortest of WordNet's ``_morphy`` lemmas, else the word)
+    on :func:`english_wordnet`, memoised."""
+    wn = english_wordnet()
+
+    def lemmatize(w: str, p: str) -> str:
+        lemmas = wn._morphy(w, p)
+        return min(lemmas, key=len) if lemmas else w
+
+    return lru_cache(maxsize=200_000)(lemmatize)
 
 
 def _clean(tok: str) -> str:

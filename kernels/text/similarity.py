@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernels.text.preprocess import (
-    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, is_noun_tag, is_verb_tag, nltk_resource,
+    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, english_wordnet, is_noun_tag, is_verb_tag, nltk_resource,
 )
 
 #: thresholds below which kernel entries are zeroed (Sec. 3.5)
@@ -325,9 +325,7 @@ def wordnet_information_content(processed):
 
     Returns ``(freq, total, ic)``: synset -> frequency, the root total, and ``ic(synset) = -log p``.
     """
-    nltk_resource("corpora/wordnet", "wordnet")
-    from nltk.corpus import wordnet as wn
-
+    wn = english_wordnet()
     counts = Counter(w for p in processed for w, t in zip(p.tokens, p.tags) if is_noun_tag(t))
     freq: Counter = Counter()
     cache: dict = {}
@@ -350,9 +348,7 @@ def wordnet_information_content(processed):
 
 def lin_kernel(processed, min_count: int = MIN_COUNT):
     """kappa_Lin (Eqs. 22-23) over the noun vocabulary; returns (covered words, kernel, sigma_Lin)."""
-    nltk_resource("corpora/wordnet", "wordnet")
-    from nltk.corpus import wordnet as wn
-
+    wn = english_wordnet()
     nouns, _, _, _ = pos_vocabularies(processed, min_count)
     freq, total, ic = wordnet_information_content(processed)
     cache: dict = {}
