@@ -502,6 +502,8 @@ def _jsonable(obj):
         return int(obj)
     if isinstance(obj, np.floating):
         return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
     return obj
 
 
