@@ -1,8 +1,9 @@
 """Time the main job cold (empty cache) and warm (cached) on the built-in teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured 2026-11-21, idle: 112–119 s cold, ≈ 16 s warm; on slower days of the same machine 144.7 s cold,
-18.2 s warm and 164 s cold, 22 s warm; README "Runtime").
+(measured idle: 112–119 s cold on the machine's faster days, 144–164 s on slower ones; warm 16–22 s
+until 2026-11-22, ≈ 10 s since the neural stage and the significance tables are cached as a whole —
+9.7 s on a slow day; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
