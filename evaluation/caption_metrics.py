@@ -396,7 +396,7 @@ def meteor_available() -> tuple[bool, str]:
         import nltk
         from nltk.corpus import wordnet
 
-        nltk.data.find("corpora/wordnet")
+        nltk.data.find("corpora/wordnet/")  # the trailing "/" also finds wordnet.zip
         wordnet.synsets("dog")
     except LookupError:
         return False, ("NLTK WordNet data not found: set NLTK_DATA (or ITR_SHARED) to a folder with "

@@ -136,8 +136,9 @@ def significance_table(results: Mapping, reference: str, *, permutations: int, s
                        cache: DiskCache | None = None) -> dict[str, dict]:
     """``{system: {"markers", "p_values"}}`` of :func:`evaluation.compare` against ``reference`` (its
     default metrics), cached under a digest of every system's per-query values, the reference, the test
-    settings and the code of :mod:`evaluation.significance` (the randomisation tests are the evaluation
-    stage's only slow part)."""
+    settings, the code of :mod:`evaluation.significance` and the versions of numpy (the reassignments'
+    random draws), scipy and statsmodels (McNemar) — the randomisation tests are the evaluation stage's
+    only slow part."""
     from evaluation import compare
     from evaluation.significance import _default_metrics
 
@@ -157,7 +158,8 @@ def significance_table(results: Mapping, reference: str, *, permutations: int, s
             h.update(f"{name}\0{m}\0{a.dtype}\0{a.shape}\0".encode())
             h.update(a.tobytes())
     key = {"what": "significance", "reference": reference, "permutations": int(permutations),
-           "seed": int(seed), "data": h.hexdigest(), "code": _source_digest(("evaluation/significance.py",))}
+           "seed": int(seed), "data": h.hexdigest(), "code": _source_digest(("evaluation/significance.py",)),
+           "libraries": _library_versions(("numpy", "scipy", "statsmodels"))}
     hit = cache.load("significance", key)
     if hit is not None:
         return json.loads(str(hit["table"]))
@@ -455,6 +457,9 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
             for t, last in last_use.items():
                 if last <= i and t not in needed:
                     text_kernels.pop(("text", t), None)
+    from kernels.text.preprocess import clear_preprocess_memo
+
+    clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
     return outputs, runs, image_kernels, text_kernels
 
 
@@ -854,7 +859,8 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     signatures of every image the stage reads: training, dev and test-pool images), the test pool, the
     scorers asked for, the options that reach them (``--seed``, ``--quick``, ``--clip-model``,
     ``--clip-pretrained`` — a weights file by path, size and modification time —, ``--clip-steps``,
-    ``--device``, ``--skip-missing-images``' training images), the versions of the libraries that compute
+    ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
+    ``--skip-missing-images``' training images), the versions of the libraries that compute
     them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
     ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
     """
@@ -882,8 +888,10 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         "names": list(names), "seed": int(args.seed), "quick": bool(args.quick),
         "clip_model": args.clip_model, "clip_pretrained": args.clip_pretrained, "weights_file": weights_file,
         "clip_steps": getattr(args, "clip_steps", None), "device": args.device,
-        # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver stands in
-        "nvidia_driver": Path("/proc/driver/nvidia/version").exists() if args.device == "auto" else None,
+        # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
+        # visible-devices setting stand in (the provenance then names the device actually used)
+        "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]
+        if args.device == "auto" else None,
     }
 
 

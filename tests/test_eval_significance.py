@@ -192,6 +192,9 @@ def test_main_job_significance_table_is_cached_by_data(tmp_path, monkeypatch):
     assert len(calls) == 4
     pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=None)
     assert len(calls) == 5
+    monkeypatch.setattr(pipeline, "_library_versions", lambda names: {n: "other" for n in names})
+    pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=cache)  # another statsmodels
+    assert len(calls) == 6
 
 
 def test_ranking_agreement_table7():

@@ -248,6 +248,13 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
     variants = {"seed": key(seed=1), "quick": key(quick=False), "steps": key(clip_steps=7),
                 "model": key(clip_model="ViT-B-32", clip_pretrained="openai"), "device": key(device="cuda"),
                 "names": key(names=("CLIP-S",))}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    auto = key(device="auto")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")                             # GPUs hidden from torch
+    variants["visible devices"] = key(device="auto")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert key(device="auto") == auto
+    variants["auto"] = auto
     for what, k in variants.items():
         assert k != base, what
     weights = tmp_path / "w.safetensors"

@@ -59,6 +59,8 @@ def test_shared_memo_follows_the_preprocessor_state(nltk_data_dir):
     again = Preprocessor().fit(train)                    # same state: the same (shared) result objects
     assert again.transform(q)[0] is fitted.transform(q)[0]
     assert len(preprocess._FINISH_MEMO) <= 4
+    preprocess.clear_preprocess_memo()
+    assert not preprocess._FINISH_MEMO and again.transform(q)[0] == fitted.transform(q)[0]
 
 
 def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
@@ -85,6 +87,33 @@ def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
             [[a.name() for a in p] for p in theirs[0].hypernym_paths()]
         assert ours[0].lin_similarity(wn.synset("cat.n.01"), ic) == \
             theirs[0].lin_similarity(ref.synset("cat.n.01"), ic)
+
+
+def test_wordnet_left_zipped_by_the_downloader_is_found(nltk_data_dir, tmp_path):
+    """``python -m nltk.downloader wordnet`` leaves ``corpora/wordnet.zip``: the resource check, the reader
+    and the lemmatiser find WordNet inside it (in a fresh process, with only the zip on the data path)."""
+    import os
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    src = nltk_data_dir / "corpora" / "wordnet"
+    (tmp_path / "data" / "corpora").mkdir(parents=True)
+    with zipfile.ZipFile(tmp_path / "data" / "corpora" / "wordnet.zip", "w", zipfile.ZIP_DEFLATED,
+                         compresslevel=1) as z:
+        for f in sorted(src.rglob("*")):
+            if f.is_file():
+                z.write(f, "wordnet/" + f.relative_to(src).as_posix())
+    (tmp_path / "no-shared").mkdir()
+    code = ("from kernels.text.preprocess import _lemmatizer, english_wordnet\n"
+            "from evaluation.caption_metrics import meteor_available\n"
+            "print(english_wordnet().synsets('dog')[0].name(), _lemmatizer()('geese', 'n'), meteor_available()[0])")
+    env = {**os.environ, "NLTK_DATA": str(tmp_path / "data"), "ITR_SHARED": str(tmp_path / "no-shared")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["dog.n.01", "goose", "True"]
 
 
 def test_nltk_lemmatiser_and_tagger_when_no_corpus_lemmas(nltk_data_dir):
