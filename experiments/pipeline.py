@@ -946,7 +946,15 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     def resolve() -> Mapping[str, Callable]:
         if "pair" not in resolved:
             log.info("neural scorers: a human-judgment score is not cached; building the scorers")
-            resolved["pair"] = run_neural(corpus, pools, names, args, cache)[1]
+            live = run_neural(corpus, pools, names, args, cache)[1]
+            changed = sorted(k for k, f in live.items()
+                             if k in meta["pair"] and _jsonable(getattr(f, "identity", None)) != meta["pair"][k])
+            if changed:  # retrained with other weights (their caches were deleted; other threads or device)
+                log.warning("neural scorers %s were rebuilt with other weights than the cached neural stage "
+                            "used; their new human-judgment scores do not belong to the report's retrieval "
+                            "numbers: delete %s (or run with --no-cache) for a consistent report",
+                            ", ".join(changed), cache.path("neural_stage", key))
+            resolved["pair"] = live
         return resolved["pair"]
 
     pair: dict[str, Callable] = {}

@@ -280,6 +280,46 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
     assert pipeline._source_digest(("pkg",)) != d1
 
 
+def test_deferred_pair_scorers_rebuild_and_warn_when_the_weights_changed(tmp_path, monkeypatch, caplog):
+    """A warm neural stage hands out deferred pair scorers with the cached identities; called, they run
+    the stage once and answer as the live scorers, warning when the rebuilt scorers' identity differs
+    from the cached one (retrained with other weights)."""
+    from corpora.cache import DiskCache
+    from evaluation import ScoreMatrices
+
+    calls = []
+
+    def fake_run_neural(corpus, pools, names, args, cache):
+        calls.append(1)
+
+        def pair(ids, cands, refs, _k=len(calls)):
+            return np.full(len(ids), float(_k))
+
+        pair.identity = {"weights": "w1" if len(calls) < 3 else "w2"}
+        out = {"CLIP-S": pipeline.SystemOutput("CLIP-S", "neural", ScoreMatrices.from_affinity(np.eye(2)),
+                                               {"backbone": "b"})}
+        return out, {"CLIP-S": pair}, {"CLIP-S": {"SR_pos": 0.5, "SR_neg": 0.25}}, {"backbone": {"x": 1}}
+
+    monkeypatch.setattr(pipeline, "run_neural", fake_run_neural)
+    monkeypatch.setattr(pipeline, "neural_stage_key", lambda *a: {"k": 1})
+    cache, args = DiskCache(tmp_path / "c"), _args()
+    cold = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)
+    warm = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)
+    assert len(calls) == 1                                            # the warm stage ran nothing
+    assert np.array_equal(warm[0]["CLIP-S"].test.annotation, cold[0]["CLIP-S"].test.annotation)
+    assert warm[0]["CLIP-S"].config == {"backbone": "b"} and warm[2] == cold[2]
+    deferred = warm[1]["CLIP-S"]
+    assert deferred.identity == {"weights": "w1"}
+    with caplog.at_level("WARNING", logger="experiments.flickr8k_kcca"):
+        assert list(deferred(["a", "b"], ["x", "y"], None)) == [2.0, 2.0]   # built once, then answers
+        assert list(deferred(["a"], ["x"], None)) == [2.0] and len(calls) == 2
+    assert "rebuilt with other weights" not in caplog.text              # same identity: no warning
+    again = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)[1]["CLIP-S"]
+    with caplog.at_level("WARNING", logger="experiments.flickr8k_kcca"):
+        again(["a"], ["x"], None)                                      # third build: weights "w2"
+    assert "CLIP-S were rebuilt with other weights" in caplog.text
+
+
 def test_cached_human_scores_of_image_based_scorers_follow_the_image_files(tmp_path):
     """Human-judgment scores of an image-based scorer are cached under the rows' image signatures too:
     a replaced image file is re-scored, while a text-only scorer's entry stays valid."""
