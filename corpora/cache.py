@@ -94,7 +94,9 @@ def _write_npz(f, arrays: Mapping[str, np.ndarray]) -> None:
                 np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
 
 
-def _digest(arrays: Mapping[str, np.ndarray]) -> str:
+def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 (hex) of named arrays: names in sorted order, each with its dtype, shape and bytes (the
+    integrity digest of every entry; also a key part for results derived from arrays)."""
     h = hashlib.sha256()
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
@@ -103,6 +105,9 @@ def _digest(arrays: Mapping[str, np.ndarray]) -> str:
         h.update(repr(a.shape).encode())
         h.update(a.tobytes())
     return h.hexdigest()
+
+
+_digest = array_digest  # the name the entries' integrity checks (and their tests) use
 
 
 class CacheCorruptError(RuntimeError):

@@ -10,6 +10,7 @@ Each stage is timed (``results["timings_s"]``) and every expensive artefact is c
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.base import Corpus, RankingPool
-from corpora.cache import DiskCache
+from corpora.base import Corpus, RankingPool, _fingerprint
+from corpora.cache import DiskCache, array_digest
 from evaluation import ScoreMatrices, evaluate_pool
 
 log = logging.getLogger("experiments.flickr8k_kcca")
@@ -144,21 +145,13 @@ def significance_table(results: Mapping, reference: str, *, permutations: int, s
 
     def compute() -> dict[str, dict]:
         table = compare(results, reference=reference, n_permutations=permutations, seed=seed)
-        return {s: {"markers": dict(table.get(s, {}).get("markers", {})),
-                    "p_values": dict(table.get(s, {}).get("p_values", {}))} for s in results}
+        return {s: {"markers": table[s]["markers"], "p_values": table[s]["p_values"]} for s in results}
 
     if cache is None or not cache.enabled:
         return compute()
-    import json
-
-    h = hashlib.sha256()
-    for name, r in results.items():
-        for m in _default_metrics(r):
-            a = np.ascontiguousarray(r.per_query(m))
-            h.update(f"{name}\0{m}\0{a.dtype}\0{a.shape}\0".encode())
-            h.update(a.tobytes())
+    data = array_digest({f"{name}\0{m}": r.per_query(m) for name, r in results.items() for m in _default_metrics(r)})
     key = {"what": "significance", "reference": reference, "permutations": int(permutations),
-           "seed": int(seed), "data": h.hexdigest(), "code": _source_digest(("evaluation/significance.py",)),
+           "seed": int(seed), "data": data, "code": _source_digest(("evaluation/significance.py",)),
            "libraries": _library_versions(("numpy", "scipy", "statsmodels"))}
     hit = cache.load("significance", key)
     if hit is not None:
@@ -212,15 +205,8 @@ def _metrics(res) -> dict:
 
 
 def provenance(args, corpus: Corpus, extra: Mapping | None = None) -> dict:
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in ("numpy", "scipy", "scikit-learn", "opencv-python-headless", "nltk", "torch", "open_clip_torch",
-                "statsmodels", "matplotlib", "image-text-ranking"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
+    versions = _library_versions(("numpy", "scipy", "scikit-learn", "opencv-python-headless", "nltk", "torch",
+                                  "open_clip_torch", "statsmodels", "matplotlib", "image-text-ranking"))
     prov = {
         "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]) if sys.argv else "",
         "python": platform.python_version(),
@@ -837,6 +823,7 @@ def _source_digest(paths: Sequence[str] = NEURAL_STAGE_SOURCES) -> str:
 
 def _library_versions(names: Sequence[str] = ("torch", "torchvision", "open_clip_torch", "numpy", "pillow",
                                              "nltk", "opencv-python-headless", "opencv-python")) -> dict:
+    """``{distribution: installed version or None}`` (read from the package metadata, nothing imported)."""
     import importlib.metadata as md
 
     out = {}
@@ -846,10 +833,6 @@ def _library_versions(names: Sequence[str] = ("torch", "torchvision", "open_clip
         except md.PackageNotFoundError:
             out[n] = None
     return out
-
-
-def _digest_list(items: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:16]
 
 
 def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args) -> dict | None:
@@ -882,9 +865,9 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         "libraries": _library_versions(), "python": platform.python_version(),
         "corpus": corpus.name, "fingerprint": corpus.fingerprint,
         "images": corpus.images_fingerprint(ids), "n_images": len(ids),
-        "train_ids": None if train_ids is None else _digest_list(train_ids),
-        "pool": {"split": pool.split, "image_ids": _digest_list(pool.image_ids),
-                 "caption_ids": _digest_list(pool.caption_ids)},
+        "train_ids": None if train_ids is None else _fingerprint(train_ids),
+        "pool": {"split": pool.split, "image_ids": _fingerprint(pool.image_ids),
+                 "caption_ids": _fingerprint(pool.caption_ids)},
         "names": list(names), "seed": int(args.seed), "quick": bool(args.quick),
         "clip_model": args.clip_model, "clip_pretrained": args.clip_pretrained, "weights_file": weights_file,
         "clip_steps": getattr(args, "clip_steps", None), "device": args.device,
@@ -901,7 +884,9 @@ class _DeferredPairScorer:
     per-scorer caches — if a score is actually asked for."""
 
     def __init__(self, name: str, identity, resolve: Callable[[], Mapping[str, Callable]]):
-        self.name, self.identity, self._resolve = name, identity, resolve
+        self.name, self._resolve = name, resolve
+        if identity is not None:  # without one (as the live scorer) its scores are never cached
+            self.identity = identity
 
     def __call__(self, image_ids, candidates, references):
         return self._resolve()[self.name](image_ids, candidates, references)
@@ -929,14 +914,10 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
         meta = {"outputs": {k: {"family": v.family, "config": _jsonable(v.config)} for k, v in outputs.items()},
                 "pair": {k: _jsonable(getattr(f, "identity", None)) for k, f in pair.items()},
                 "specificity": _jsonable(specificity), "provenance": _jsonable(prov)}
-        import json
-
         arrays = {f"S::{k}": np.asarray(v.test.annotation, dtype=np.float32) for k, v in outputs.items()}
         arrays["meta"] = np.array(json.dumps(meta))
         cache.store("neural_stage", key, arrays)
         return outputs, pair, specificity, prov
-
-    import json
 
     meta = json.loads(str(hit["meta"]))
     outputs = {k: SystemOutput(name=k, family=v["family"], test=ScoreMatrices.from_affinity(hit[f"S::{k}"]),
@@ -957,11 +938,7 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
             resolved["pair"] = live
         return resolved["pair"]
 
-    pair: dict[str, Callable] = {}
-    for k, ident in meta["pair"].items():
-        pair[k] = _DeferredPairScorer(k, ident, resolve)
-        if ident is None:
-            del pair[k].identity  # no identity: never cached, always scored (as the live scorer)
+    pair = {k: _DeferredPairScorer(k, ident, resolve) for k, ident in meta["pair"].items()}
     specificity = meta["specificity"]
     for k, v in specificity.items():
         log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])

@@ -134,10 +134,10 @@ def english_wordnet():
 
     NLTK ≥ 3.8 maps WordNet 3.0 synset offsets onto the loaded WordNet's at load, for Open Multilingual
     WordNet data, and builds that map even when the loaded WordNet *is* 3.0 (``map_wn`` compares the
-    version number with the corpus name): a load takes about 4 s here, 1.4–2.5 s without the map.  The toolkit uses only
-    English lookups (``synsets``, ``_morphy``, hypernyms), which never read the map, so this reader skips
-    it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers are identical
-    (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available on it.
+    version number with the corpus name): a load takes about 4 s here, 1.4–2.5 s without the map.  The
+    toolkit uses only English lookups (``synsets``, ``_morphy``, hypernyms), which never read the map, so
+    this reader skips it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers
+    are identical (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available.
     """
     import warnings
 

@@ -39,7 +39,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernels.text.preprocess import (
-    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, english_wordnet, is_noun_tag, is_verb_tag, nltk_resource,
+    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, english_wordnet, is_noun_tag, is_verb_tag,
+    nltk_resource,
 )
 
 #: thresholds below which kernel entries are zeroed (Sec. 3.5)
