@@ -390,14 +390,12 @@ def cider_d(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
 def meteor_available() -> tuple[bool, str]:
     """Whether NLTK's METEOR can run offline (needs the WordNet corpus); with a reason if not."""
     try:
+        from corpora.nltk_resources import english_wordnet, find_resource
         from corpora.paths import ensure_nltk_data_path
 
         ensure_nltk_data_path()
-        import nltk
-        from nltk.corpus import wordnet
-
-        nltk.data.find("corpora/wordnet/")  # the trailing "/" also finds wordnet.zip
-        wordnet.synsets("dog")
+        find_resource("corpora/wordnet")  # also finds wordnet.zip; never downloads
+        english_wordnet().synsets("dog")
     except LookupError:
         return False, ("NLTK WordNet data not found: set NLTK_DATA (or ITR_SHARED) to a folder with "
                        "corpora/wordnet, or run `python -m nltk.downloader wordnet` once while online")
@@ -428,12 +426,13 @@ class _Synset:
 
 class _MemoWordNet:
     """Memoised stand-in for ``nltk.corpus.wordnet`` exposing exactly what NLTK's METEOR reads
-    (``synsets(word)[k].lemmas()[m].name()``) – same answers, looked up once per word."""
+    (``synsets(word)[k].lemmas()[m].name()``) – same answers, looked up once per word, on the toolkit's
+    English WordNet reader (:func:`corpora.nltk_resources.english_wordnet`: no multilingual sense map)."""
 
     def __init__(self):
-        from nltk.corpus import wordnet
+        from corpora.nltk_resources import english_wordnet
 
-        self._wn = wordnet
+        self._wn = english_wordnet()
         self._memo: dict[str, list] = {}
 
     def synsets(self, word: str) -> list:

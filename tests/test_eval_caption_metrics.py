@@ -203,14 +203,22 @@ def test_hodosh_pre_processing(nltk_data_dir):
 
 
 def test_meteor_nltk_variant_equals_nltk(nltk_data_dir):
+    """Same scores as NLTK's ``meteor_score`` with ``nltk.corpus.wordnet``, WordNet synonym matches included
+    (kid ~ child, couch ~ sofa, automobile ~ car), although the toolkit reads WordNet without the OMW map."""
     from nltk.translate.meteor_score import meteor_score
 
-    c = ["a dog is running on the grass", "two men play"]
-    r = [["the dog runs on grass", "a brown dog"], ["a man plays guitar"]]
+    class NoWordNet:
+        def synsets(self, word):
+            return []
+
+    c = ["a dog is running on the grass", "two men play", "a kid sits on the couch near an automobile"]
+    r = [["the dog runs on grass", "a brown dog"], ["a man plays guitar"], ["a child sits on a sofa by the car"]]
     got = meteor_nltk(c, r)
     want = [meteor_score([ptb_tokenize(x) for x in rs], ptb_tokenize(cc)) for cc, rs in zip(c, r)]
     np.testing.assert_allclose(got, want)
     assert 0 < got[0] <= 1
+    no_synonyms = meteor_score([ptb_tokenize(r[2][0])], ptb_tokenize(c[2]), wordnet=NoWordNet())
+    assert got[2] > no_synonyms + 0.1  # the synonym stage is exercised
 
 
 def test_cohen_kappa_vs_sklearn():

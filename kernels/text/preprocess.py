@@ -28,8 +28,9 @@ Pipeline, applied to every caption (training captions and queries alike)::
   plus tokens without any letter or digit.  Note the list contains ``be``/``have``/``do`` and the
   clitic ``s`` (from ``'s``).
 
-Missing NLTK resources: :func:`nltk_resource` tries ``nltk.download`` only when the network is
-reachable, otherwise it raises :class:`MissingResourceError` naming the resource and how to install it.
+Missing NLTK resources: :func:`corpora.nltk_resources.nltk_resource` (re-exported here) tries
+``nltk.download`` only when the network is reachable, otherwise it raises :class:`MissingResourceError`
+naming the resource and how to install it.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from corpora.base import Caption
+from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource
 
 #: Raw-text tokeniser: words (with inner hyphens / apostrophes), clitics ("'s", "n't"), punctuation.
 TOKEN_RE = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|'[A-Za-z]+|[^\sA-Za-z0-9]")
@@ -63,53 +65,6 @@ COMPOUND_TABLE: dict[str, str] = {
 _WN_POS = {"N": "n", "V": "v", "J": "a", "R": "r"}
 
 
-class MissingResourceError(LookupError):
-    """An NLTK resource is missing and cannot be downloaded (offline)."""
-
-
-def _find_resource(path: str):
-    """``nltk.data.find(path)``, also finding a folder resource left zipped (``corpora/wordnet.zip``, as
-    ``nltk.downloader`` leaves WordNet): NLTK looks inside the zip only for a path ending in ``/``."""
-    import nltk
-
-    try:
-        return nltk.data.find(path)
-    except LookupError:
-        if path.endswith("/"):
-            raise
-        return nltk.data.find(path + "/")
-
-
-def nltk_resource(path: str, package: str):
-    """Make sure NLTK resource ``path`` (e.g. ``"corpora/stopwords"``) is available; returns NLTK's
-    path pointer to it (a folder, or the folder inside its zip file).
-
-    Looks in ``$NLTK_DATA`` and the shared ``nltk_data`` folder (:func:`corpora.paths.ensure_nltk_data_path`);
-    if absent, downloads ``package`` only when the network is reachable, else raises
-    :class:`MissingResourceError` naming what is missing and how to get it.
-    """
-    import nltk
-
-    from corpora.paths import ensure_nltk_data_path, network_problem
-
-    ensure_nltk_data_path()
-    try:
-        return _find_resource(path)
-    except LookupError:
-        pass
-    if network_problem("raw.githubusercontent.com", 443, timeout=2.0) is None:
-        nltk.download(package, quiet=True)
-        try:
-            return _find_resource(path)
-        except LookupError:
-            pass
-    raise MissingResourceError(
-        f"NLTK resource {path!r} not found (searched {list(nltk.data.path)}). Install it with "
-        f"`python -m nltk.downloader -d <dir> {package}` on a machine with network access and point "
-        f"NLTK_DATA (or ITR_SHARED/nltk_data) at <dir>."
-    )
-
-
 @lru_cache(maxsize=1)
 def english_stopwords() -> frozenset[str]:
     """NLTK's English stop-word list (179 words in NLTK 3.x)."""
@@ -125,32 +80,6 @@ def _tagger():
     import nltk
 
     return nltk.pos_tag_sents
-
-
-@lru_cache(maxsize=1)
-def english_wordnet():
-    """NLTK's WordNet reader for English, as ``nltk.corpus.wordnet`` but without the multilingual (OMW)
-    sense map.
-
-    NLTK ≥ 3.8 maps WordNet 3.0 synset offsets onto the loaded WordNet's at load, for Open Multilingual
-    WordNet data, and builds that map even when the loaded WordNet *is* 3.0 (``map_wn`` compares the
-    version number with the corpus name): a load takes about 4 s here, 1.4–2.5 s without the map.  The
-    toolkit uses only English lookups (``synsets``, ``_morphy``, hypernyms), which never read the map, so
-    this reader skips it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers
-    are identical (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available.
-    """
-    import warnings
-
-    root = nltk_resource("corpora/wordnet", "wordnet")
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
-
-    class EnglishWordNet(WordNetCorpusReader):
-        def map_wn(self, version="wordnet"):
-            return None
-
-    with warnings.catch_warnings():  # "The multilingual functions are not available …" (no OMW reader)
-        warnings.simplefilter("ignore")
-        return EnglishWordNet(root, None)
 
 
 @lru_cache(maxsize=1)

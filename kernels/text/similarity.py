@@ -38,10 +38,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from kernels.text.preprocess import (
-    TOKEN_RE, MissingResourceError, _WN_POS, _is_word, _lemmatizer, english_wordnet, is_noun_tag, is_verb_tag,
-    nltk_resource,
-)
+from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource
+from kernels.text.preprocess import TOKEN_RE, _WN_POS, _is_word, _lemmatizer, is_noun_tag, is_verb_tag
 
 #: thresholds below which kernel entries are zeroed (Sec. 3.5)
 KAPPA_D_MIN = 0.01

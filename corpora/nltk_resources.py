@@ -1,0 +1,86 @@
+"""NLTK resources, found offline: the data files the text side and METEOR read (stop words, tagger,
+WordNet, the Brown corpus).
+
+:func:`nltk_resource` looks in ``$NLTK_DATA`` and the shared ``nltk_data`` folder
+(:func:`corpora.paths.ensure_nltk_data_path`), downloads only when the network is reachable, and otherwise
+raises :class:`MissingResourceError` naming what is missing and how to get it.  :func:`english_wordnet` is
+the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarities, METEOR).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+__all__ = ["MissingResourceError", "find_resource", "nltk_resource", "english_wordnet"]
+
+
+class MissingResourceError(LookupError):
+    """An NLTK resource is missing and cannot be downloaded (offline)."""
+
+
+def find_resource(path: str):
+    """``nltk.data.find(path)``, also finding a folder resource left zipped (``corpora/wordnet.zip``, as
+    ``nltk.downloader`` leaves WordNet): NLTK looks inside the zip only for a path ending in ``/``."""
+    import nltk
+
+    try:
+        return nltk.data.find(path)
+    except LookupError:
+        if path.endswith("/"):
+            raise
+        return nltk.data.find(path + "/")
+
+
+def nltk_resource(path: str, package: str):
+    """Make sure NLTK resource ``path`` (e.g. ``"corpora/stopwords"``) is available; returns NLTK's
+    path pointer to it (a folder, or the folder inside its zip file).
+
+    Looks in ``$NLTK_DATA`` and the shared ``nltk_data`` folder (:func:`corpora.paths.ensure_nltk_data_path`);
+    if absent, downloads ``package`` only when the network is reachable, else raises
+    :class:`MissingResourceError` naming what is missing and how to get it.
+    """
+    import nltk
+
+    from corpora.paths import ensure_nltk_data_path, network_problem
+
+    ensure_nltk_data_path()
+    try:
+        return find_resource(path)
+    except LookupError:
+        pass
+    if network_problem("raw.githubusercontent.com", 443, timeout=2.0) is None:
+        nltk.download(package, quiet=True)
+        try:
+            return find_resource(path)
+        except LookupError:
+            pass
+    raise MissingResourceError(
+        f"NLTK resource {path!r} not found (searched {list(nltk.data.path)}). Install it with "
+        f"`python -m nltk.downloader -d <dir> {package}` on a machine with network access and point "
+        f"NLTK_DATA (or ITR_SHARED/nltk_data) at <dir>."
+    )
+
+
+@lru_cache(maxsize=1)
+def english_wordnet():
+    """NLTK's WordNet reader for English, as ``nltk.corpus.wordnet`` but without the multilingual (OMW)
+    sense map.
+
+    NLTK ≥ 3.8 maps WordNet 3.0 synset offsets onto the loaded WordNet's at load, for Open Multilingual
+    WordNet data, and builds that map even when the loaded WordNet *is* 3.0 (``map_wn`` compares the
+    version number with the corpus name): a load takes about 4 s here, 1.4–2.5 s without the map.  The
+    toolkit uses only English lookups (``synsets``, ``_morphy``, hypernyms), which never read the map, so
+    this reader skips it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers
+    are identical (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available.
+    """
+    import warnings
+
+    root = nltk_resource("corpora/wordnet", "wordnet")
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
+
+    with warnings.catch_warnings():  # "The multilingual functions are not available …" (no OMW reader)
+        warnings.simplefilter("ignore")
+        return EnglishWordNet(root, None)
