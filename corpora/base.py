@@ -244,7 +244,8 @@ class Corpus:
         }
         self.fingerprint = _fingerprint(
             [self.name]
-            + [c.id + "\t" + c.text + "\t" + (c.lemma or "") for c in self._caption_index.values()]
+            + [c.id + "\t" + c.text + "\t" + (c.lemma or "") + ("\t" + " ".join(c.pos) if c.pos else "")
+               for c in self._caption_index.values()]
             + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
             + list(self._fingerprint_extra())
         )

@@ -72,13 +72,15 @@ METRIC_NAMES = (*_BASE_METRICS, METEOR_NAME, *_HODOSH_METRICS)
 def split_metric_list(value: str, known=METRIC_NAMES) -> list[str]:
     """``--metrics`` value → metric names.  Commas separate names, but two names contain one
     (``"Hodosh BLEU (unigram, pre)"``): consecutive pieces are joined back whenever together they form a
-    known name (longest match first).  Unknown pieces are kept, so that :func:`metric_table` names them."""
+    known name (longest match first).  Case does not matter (``bleu-4`` is ``BLEU-4``); unknown pieces are
+    kept, so that :func:`metric_table` names them."""
     parts = [t.strip() for t in value.split(",")]
+    by_lower = {k.lower(): k for k in known}
     out, i = [], 0
     while i < len(parts):
         for j in range(len(parts), i, -1):
-            name = ", ".join(parts[i:j])
-            if name in known:
+            name = by_lower.get(", ".join(parts[i:j]).lower())
+            if name is not None:
                 out.append(name)
                 i = j
                 break
@@ -263,14 +265,17 @@ def format_pool_statistics(st: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.caption_metrics_vs_humans",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="Flickr8k folder (with Flickr8k_text/)")
+    p.add_argument("--data", required=True,
+                   help="Flickr8k folder: the standard layout (Flickr8k_text/, or its text files in the folder "
+                        "itself) or the Kaggle captions.txt layout; the metrics are compared with its "
+                        "ExpertAnnotations.txt and CrowdFlowerAnnotations.txt")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--no-meteor", action="store_true", help="skip the METEOR (NLTK variant)")
     p.add_argument("--no-hodosh", action="store_true", help="skip Hodosh's unigram BLEU / ROUGE")
     p.add_argument("--kappa", action="store_true",
                    help="also print Cohen's κ of binarised metrics vs binarised expert scores (table mode)")
     p.add_argument("--metrics", default=None,
-                   help="comma-separated subset of metrics to compute (default: all available): "
+                   help="comma-separated subset of metrics to compute, any case (default: all available): "
                         + "; ".join(METRIC_NAMES))
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--no-progress", action="store_true",

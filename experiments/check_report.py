@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"warning: {exc}; skipped the rendering check", file=sys.stderr)
         return 3
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"error: {args.html}: rendering failed: {exc}", file=sys.stderr)
+        return 1
     print(f"rendered in headless Chromium: {png} ({png.stat().st_size // 1024} KiB)")
     return 0
 

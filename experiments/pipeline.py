@@ -82,19 +82,32 @@ class Timer:
 
 
 # ---------------------------------------------------------------------------------------------- stages
+def check_data_options(args) -> None:
+    """Reject ``--teaching-size`` values that cannot work (below 60, or given with ``--data``)."""
+    if args.data is None:
+        n = teaching_size(args)
+        if n < 60:
+            raise PipelineError(f"--teaching-size must be at least 60 (got {n})")
+    elif getattr(args, "teaching_size", None) is not None:
+        raise PipelineError("--teaching-size sets the size of the built-in teaching set; it does not apply "
+                            "with --data (drop one of the two)")
+
+
+def teaching_size(args) -> int:
+    """The number of teaching-set images: ``--teaching-size``, else 600 with ``--quick``, else 2000."""
+    ts = getattr(args, "teaching_size", None)
+    return ts if ts is not None else (600 if args.quick else 2000)
+
+
 def load_corpus(args) -> Corpus:
+    check_data_options(args)
     if args.data is None:
         from corpora.teaching import make_teaching_set
 
-        n = args.teaching_size if args.teaching_size is not None else (600 if args.quick else 2000)
-        if n < 60:
-            raise PipelineError(f"--teaching-size must be at least 60 (got {n})")
+        n = teaching_size(args)
         n_train = int(round(n * 0.7))
         n_dev = int(round(n * 0.15))
         return make_teaching_set(n_images=n, n_train=n_train, n_dev=n_dev, seed=args.seed)
-    if getattr(args, "teaching_size", None) is not None:
-        raise PipelineError("--teaching-size sets the size of the built-in teaching set; it does not apply "
-                            "with --data (drop one of the two)")
     from corpora.base import CorpusError
     from corpora.flickr8k import load_flickr8k
 
@@ -347,10 +360,11 @@ def requested_methods(args) -> tuple[list[str], list[str]]:
 
 
 def check_neural_options(args) -> None:
-    """Reject ``--clip-model`` / ``--clip-pretrained`` values that cannot work, before the corpus is
-    loaded: weights for the tiny CLIP, an unknown open_clip architecture, a weights file that does not
-    exist, a pretrained tag that is unknown or neither cached nor downloadable (downloads off, host
-    unreachable), a CUDA device on a machine without one."""
+    """Reject ``--clip-model`` / ``--clip-pretrained`` / ``--pacs-positives`` values that cannot work,
+    before the corpus is loaded: weights for the tiny CLIP, an unknown open_clip architecture, a weights
+    file that does not exist, an untrusted TorchScript archive, a pretrained tag that is unknown or neither
+    cached nor downloadable (downloads off, host unreachable), a CUDA device on a machine without one, a
+    PAC-S tuples file that is unreadable, malformed or names missing images."""
     if args.device not in (None, "auto", "cpu"):  # "auto" and "cpu" always resolve: no torch import needed
         from neural.backbone import resolve_device
 
@@ -358,6 +372,13 @@ def check_neural_options(args) -> None:
             resolve_device(args.device)
         except RuntimeError as exc:
             raise PipelineError(f"--device: {exc}") from exc
+    if getattr(args, "pacs_positives", None):
+        from neural.positives import check_positives_file
+
+        try:
+            check_positives_file(args.pacs_positives)
+        except (ValueError, FileNotFoundError) as exc:
+            raise PipelineError(f"--pacs-positives: {exc}") from exc
     if uses_tiny_clip(args):
         if args.clip_pretrained:
             raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
@@ -376,6 +397,10 @@ def check_neural_options(args) -> None:
     pretrained = args.clip_pretrained or "openai"   # backbone_for's default tag
     p = Path(pretrained).expanduser()
     if p.is_file():
+        from neural.checkpoints import is_torchscript_archive, torchscript_refused, torchscript_trusted
+
+        if is_torchscript_archive(p) and not torchscript_trusted():
+            raise PipelineError(f"--clip-pretrained {torchscript_refused(p)}")
         return
     if looks_like_weights_file(pretrained):
         raise PipelineError(f"--clip-pretrained {p}: weights file not found")
@@ -663,12 +688,13 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
 
 def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
                 cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, Callable], dict, dict]:
-    from neural.base import affinity_for_pool
-    from neural.clipscore import CLIPScore
-
     names = list(names)
     if not names:
         return {}, {}, {}, {}
+    from corpora.base import MissingImagesError
+    from neural.base import affinity_for_pool
+    from neural.clipscore import CLIPScore
+
     timings: dict[str, float] = {}
     t = time.perf_counter()
     bb = load_neural_backbone(corpus, args, cache)
@@ -687,7 +713,11 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         t = time.perf_counter()
         pacs_bb = bb
         if getattr(args, "pacs_positives", None):
-            train, val = _split_tuples(load_tuples(args.pacs_positives), seed=args.seed)
+            try:
+                tuples = load_tuples(args.pacs_positives)
+            except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
+                raise PipelineError(f"--pacs-positives: {exc}") from exc
+            train, val = _split_tuples(tuples, seed=args.seed)
             pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
         elif hasattr(corpus, "rerender") and hasattr(corpus, "paraphrase"):
             n_img = 300 if args.quick else 700
@@ -1009,10 +1039,24 @@ def run(args) -> dict[str, Path]:
     if out_dir.exists() and not out_dir.is_dir():
         raise PipelineError(f"--out {out_dir}: exists and is not a folder")
     # options are checked before anything is loaded, trained or written
+    check_data_options(args)
     systems, neural = requested_methods(args)
+    if not systems and not neural:
+        raise PipelineError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
+                            "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
     if neural:
         check_neural_options(args)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    for what, folder in (("--cache-dir", cache.root if cache.enabled else None), ("--out", out_dir)):
+        if folder is None:
+            continue
+        if folder.exists() and not folder.is_dir():
+            raise PipelineError(f"{what} {folder}: exists and is not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PipelineError(f"{what} {folder}: cannot create the folder "
+                                f"({exc.strerror or exc.__class__.__name__}: {exc.filename or folder})") from exc
     earlier_report = (out_dir / "results.json").exists()
     handler = setup_logging(out_dir)
     timer = Timer()

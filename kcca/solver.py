@@ -254,7 +254,8 @@ def incomplete_cholesky(
     column is pulled from ``source`` and ``G[:, j] = (K[:, i] − G[:, :j] G[i, :j]^T) / \\sqrt{d_i}``;
     ``d ← d − G[:, j]²``.  Stops when the residual trace ``Σ d`` falls to ``eta · trace(K)``, when the
     largest residual is numerically zero, or at ``max_rank`` columns.  Costs ``O(N r²)`` time, ``N r``
-    memory and ``r`` kernel columns.
+    memory and ``r`` kernel columns.  A residual that goes negative (the kernel is not PSD) is set to zero,
+    with a ``RuntimeWarning`` when it is below ``−1e-6 · trace(K)`` (well above float32 rounding).
 
     Returns
     -------
@@ -277,7 +278,13 @@ def incomplete_cholesky(
     # The loop is BLAS-2 (one GEMV per pivot): extra BLAS threads only add wake-up overhead, which is
     # catastrophic on a loaded machine, so it runs single-threaded.
     with _single_blas_thread():
-        _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
+        most_negative = _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
+    if most_negative < -1e-6 * total:
+        # an indefinite kernel (e.g. Hodosh Eq. 27's max of two similarities): the exact solver drops its
+        # negative eigenvalues; here the negative residuals are set to zero, so G G^T stays PSD
+        warnings.warn(f"kernel matrix is not positive semidefinite (incomplete Cholesky residual diagonal "
+                      f"{most_negative:.3g} vs trace {total:.3g}); negative residuals are set to zero",
+                      RuntimeWarning, stacklevel=3)
     r = len(pivots)
     return np.asfortranarray(G[:, :r]), np.asarray(pivots, dtype=np.int64)
 
@@ -303,7 +310,10 @@ def _single_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> None:
+def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:
+    """The pivot loop of :func:`incomplete_cholesky`; returns the most negative residual diagonal met
+    (0 for a PSD kernel up to rounding), before it is set to zero."""
+    most_negative = 0.0
     for j in range(r_max):
         if total <= 0 or d.sum() <= eta * total:
             break
@@ -322,8 +332,10 @@ def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> None:
         d -= g * g
         d[pivots] = 0.0
         d[i] = 0.0
+        most_negative = min(most_negative, float(d.min()))
         np.maximum(d, 0.0, out=d)
         pivots.append(i)
+    return most_negative
 
 
 # ------------------------------------------------------------------------------ spectral views

@@ -84,7 +84,8 @@ def _build_registry() -> dict[str, SystemConfig]:
     add("TRI5^Histo", model="kcca", text="TRI5", image_kind="histogram", paper_name="TRI5^Histo")
     for s in ("Lin", "D_ext", "D_ic", "D_ext+ic", "A", "A,D_ic", "A,D_ext", "A,D_ext+ic"):
         add(f"TRI5_{s}", model="kcca", text=f"TRI5_{s}", paper_name=f"TRI5_{{{s}}}")
-        add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{s}}}^√idf")
+        if s != "A,D_ext+ic":   # its √idf version is TRI5SEM, registered under that name only
+            add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{s}}}^√idf")
     add("TRI5SEM", model="kcca", text="TRI5SEM", paper_name="TRI5SEM")
     return reg
 
@@ -527,7 +528,8 @@ def run_system(
                 score = dev_score(res)
                 grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(search_kappas),
                              "best_dev": res.summary()["best_dev"]})
-                if best is None or score > best[0]:
+                # ties → smaller p, then smaller d (as choose_power_and_diag), whatever the grids' order
+                if best is None or (score, -p, -d) > (best[0], -best[1], -best[2]):
                     best = (score, p, d)
         if single:
             best = (float("nan"), ps[0], ds[0])

@@ -101,7 +101,8 @@ def torchscript_trusted(trust: bool | None = None) -> bool:
     return os.environ.get(TRUST_TORCHSCRIPT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def _torchscript_refused(p: Path) -> str:
+def torchscript_refused(p: Path) -> str:
+    """The message that refuses an untrusted TorchScript archive ``p`` (names the file and the two ways out)."""
     return (
         f"{p}: refused — this is a TorchScript archive (e.g. an OpenAI release .pt). Loading one runs the "
         "TorchScript deserialiser on code stored in the file, which PyTorch does not consider safe for "
@@ -188,7 +189,7 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
         return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
     if is_torchscript_archive(p):
         if not torchscript_trusted(trust_torchscript):
-            raise UnsafeCheckpointError(_torchscript_refused(p))
+            raise UnsafeCheckpointError(torchscript_refused(p))
         try:
             import warnings
 

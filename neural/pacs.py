@@ -41,7 +41,6 @@ computed once and every step is a few small matrix products (identical maths, mu
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -172,15 +171,10 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
 
     from corpora.base import file_signature
     from corpora.images import read_image  # the datasets layer's safe image reader
+    from neural.positives import tuple_entries
 
     p = Path(path)
-    try:
-        entries = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{p}: cannot read positive tuples ({exc})") from exc
-    if not isinstance(entries, list):
-        raise ValueError(f"{p}: expected a JSON list of tuples")
-    root = Path(image_root) if image_root else p.parent
+    entries, root = tuple_entries(p, image_root)
     out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
     signatures: dict[str, str] = {}   # image path (as written in the file) -> file_signature
 
@@ -189,15 +183,11 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
         signatures[str(rel)] = file_signature(root / rel)
         return img
 
-    for k, e in enumerate(entries):
-        try:
-            out["images"].append(read(e["image"]))
-            out["texts"].append(str(e["caption"]))
-            out["gen_images"].append(read(e["generated_image"]))
-            out["gen_texts"].append(str(e["generated_caption"]))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"{p}: entry {k} lacks image / caption / generated_image / generated_caption "
-                             f"({exc})") from exc
+    for e in entries:
+        out["images"].append(read(e["image"]))
+        out["texts"].append(e["caption"])
+        out["gen_images"].append(read(e["generated_image"]))
+        out["gen_texts"].append(e["generated_caption"])
     from neural.checkpoints import file_sha256
 
     digest = hashlib.sha256("\n".join(f"{k}\t{v}" for k, v in sorted(signatures.items()))

@@ -224,6 +224,8 @@ def test_metric_list_keeps_names_that_contain_commas():
         "Hodosh BLEU (unigram, pre)", "BLEU-1", "Hodosh ROUGE (unigram)"]
     assert split_metric_list(",".join(METRIC_NAMES)) == list(METRIC_NAMES)
     assert split_metric_list("BLEU-4,nonsense") == ["BLEU-4", "nonsense"]     # left for the error message
+    assert split_metric_list("bleu-4, cider-d,hodosh bleu (UNIGRAM, pre)") == [
+        "BLEU-4", "CIDEr-D", "Hodosh BLEU (unigram, pre)"]                     # any case
 
 
 def test_experiment_metrics_excluded_by_option_named_in_error(capsys, tmp_path):

@@ -58,7 +58,8 @@ def test_api_shapes_and_on_demand_extraction(tmp_cache):
     assert {f: h.shape for f, h in H.items()} == {f: (3, 21 * 8) for f in SMALL}
     hk = make_kernel(tmp_cache, kind="histogram", features=("color", "sift"), power=3).fit(corpus, tr)
     assert {f: h.shape for f, h in hk.histograms(te).items()} == {"color": (3, 8), "sift": (3, 8)}
-    assert np.array_equal(hk.codebooks_["color"], ik.codebooks_["color"])  # shared cache entry
+    # not ik's cache entry (other features fitted with it), but the same sample: colour is drawn first
+    assert np.array_equal(hk.codebooks_["color"], ik.codebooks_["color"])
     with pytest.raises(RuntimeError, match="not fitted"):
         make_kernel(None).gram(tr)
     with pytest.raises(ValueError, match="kind"):
@@ -277,3 +278,19 @@ def test_one_rebuilt_codebook_equals_the_one_fitted_with_the_others(tmp_path):
         again = make_kernel(cache, samples_per_image=few).fit(corpus, tr).codebooks_
         for f in first:
             np.testing.assert_array_equal(again[f], first[f], err_msg=f"{f} after rebuilding {lost}")
+
+
+def test_codebook_cache_is_keyed_by_the_features_fitted_together(tmp_path):
+    """Each image's descriptors are sampled feature after feature from one generator, so a feature's
+    codebook depends on the features fitted with it: a kernel must not be served the codebook another
+    feature set left in a shared cache."""
+    corpus = synthetic_corpus()
+    tr = corpus.split("train")
+    alone = make_kernel(None, features=("texture",)).fit(corpus, tr).codebooks_["texture"]
+    together = make_kernel(None).fit(corpus, tr).codebooks_["texture"]
+    assert not np.array_equal(alone, together)   # the premise: different samples
+    cache = DiskCache(tmp_path / "c")
+    make_kernel(cache, features=("texture",)).fit(corpus, tr)
+    np.testing.assert_array_equal(make_kernel(cache).fit(corpus, tr).codebooks_["texture"], together)
+    np.testing.assert_array_equal(make_kernel(cache, features=("texture",)).fit(corpus, tr).codebooks_["texture"],
+                                  alone)

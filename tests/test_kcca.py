@@ -1,6 +1,8 @@
 """KCCA solvers (kcca/solver.py): Hodosh et al. 2013 Eq. 3–4, Hardoon et al. 2004."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -234,6 +236,17 @@ def test_clear_errors():
     with pytest.warns(RuntimeWarning, match="positive semidefinite"):
         m_ind = KCCA().fit(np.diag([1.0, -1.0, 2.0, 1.0]), np.eye(4))
     assert np.all(np.isfinite(m_ind.correlations_))
+    # positive diagonal, negative eigenvalues: the exact solver drops them, the low-rank solver's incomplete
+    # Cholesky meets negative residuals and zeroes them; both warn, neither for the PSD kernel
+    z = np.linspace(0.0, 1.0, 40)[:, None]
+    K_psd = rbf_kernel(z, z, 2.0)
+    for solver in ("exact", "lowrank"):
+        with pytest.warns(RuntimeWarning, match="not positive semidefinite"):
+            m_ind = KCCA(solver=solver).fit(rbf_kernel(z, z, 5.0), K_psd - 0.3 * np.eye(40))
+        assert np.all(np.isfinite(m_ind.correlations_))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            KCCA(solver=solver).fit(rbf_kernel(z, z, 5.0), K_psd)
     with pytest.raises(RuntimeError, match="not fitted"):
         KCCA().transform_x(K)
     x = np.arange(6.0)[:, None]

@@ -240,3 +240,58 @@ def test_data_checksums_follow_a_linked_text_folder(flickr8k_dir, tmp_path):
     assert "Flickr8k_text/Flickr8k.token.txt" in sums and "Flickr8k_text/CrowdFlowerAnnotations.txt" in sums
     assert list(sums) == sorted(sums)
     assert not any(k.startswith("loop/loop") for k in sums)
+
+
+def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys):
+    """Data options, an empty request, PAC-S tuple files, an untrusted TorchScript archive and folders that
+    cannot be created: one ``error:`` line and exit 2 before the corpus is made or ``--out`` is written."""
+    import zipfile
+
+    from experiments.flickr8k_kcca import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    (tmp_path / "img.jpg").write_bytes(b"")
+    tuples = {
+        "absent": tmp_path / "absent.json",
+        "not_a_list": tmp_path / "dict.json",
+        "missing_field": tmp_path / "field.json",
+        "missing_image": tmp_path / "image.json",
+    }
+    tuples["not_a_list"].write_text('{"image": "img.jpg"}')
+    tuples["missing_field"].write_text('[{"image": "img.jpg", "caption": "a dog"}]')
+    tuples["missing_image"].write_text('[{"image": "img.jpg", "caption": "a dog", '
+                                       '"generated_image": "gen/0.jpg", "generated_caption": "a puppy"}]')
+    script = tmp_path / "ViT-B-32.pt"
+    with zipfile.ZipFile(script, "w") as z:   # the members that make a file a TorchScript archive
+        z.writestr("ViT-B-32/code/__torch__/model.py", "def forward(self): ...")
+        z.writestr("ViT-B-32/constants.pkl", b"")
+    pacs = ["--systems", "none", "--metrics", "PAC-S", "--pacs-positives"]
+    out = tmp_path / "out"
+    cases = [
+        (["--teaching-size", "30"], "error: --teaching-size must be at least 60 (got 30)"),
+        (["--data", str(tmp_path), "--teaching-size", "100"], "it does not apply with --data"),
+        (["--systems", "none", "--metrics", "none"], "error: --systems none and --metrics none: nothing to run"),
+        (pacs + [str(tuples["absent"])], f"error: --pacs-positives: {tuples['absent']}: cannot read positive tuples"),
+        (pacs + [str(tuples["not_a_list"])], f"{tuples['not_a_list']}: expected a JSON list of tuples"),
+        (pacs + [str(tuples["missing_field"])],
+         f"{tuples['missing_field']}: entry 0 lacks image / caption / generated_image / generated_caption"),
+        (pacs + [str(tuples["missing_image"])],
+         f"{tuples['missing_image']}: entry 0: generated_image {tmp_path / 'gen' / '0.jpg'} not found"),
+        (["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32", "--clip-pretrained", str(script)],
+         f"error: --clip-pretrained {script}: refused — this is a TorchScript archive"),
+    ]
+    for argv, needle in cases:
+        assert main(argv + ["--no-progress", "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err, (argv, err)
+        assert "Traceback" not in err and "corpus …" not in err
+        assert not out.exists() and not (tmp_path / "cache").exists()
+    ok = ["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress"]
+    assert main(ok + ["--cache-dir", str(tmp_path / "cache"), "--out", str(afile / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --out {afile / 'sub'}: cannot create the folder (Not a directory" in err, err
+    assert main(ok + ["--cache-dir", str(afile), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --cache-dir {afile}: exists and is not a folder" in err, err
+    assert "corpus …" not in err and not out.exists()

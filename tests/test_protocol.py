@@ -233,3 +233,18 @@ def test_corpus_with_images_pickles(tmp_path):
     c = make_corpus(image_dir=tmp_path, present=["img00.jpg"])
     c2 = pickle.loads(pickle.dumps(c))
     assert c2.load_image("img00.jpg").shape == (6, 8, 3)
+
+
+def test_fingerprint_covers_the_captions_pos_tags():
+    """The alignment and Lin similarities read ``Caption.pos``: corpora that differ only in their tags get
+    different fingerprints (and so different cache keys); captions without tags hash as before."""
+    from corpora.base import Caption, Corpus
+
+    def corpus(pos):
+        caps = {"a.jpg": [Caption(id="a.jpg#0", image_id="a.jpg", index=0, text="A dog runs .", lemma="A dog run .",
+                                  pos=pos)]}
+        return Corpus(name="c", image_ids=["a.jpg"], captions=caps, splits={"train": ["a.jpg"]})
+
+    tagged, retagged, untagged = corpus(("DT", "NN", "VBZ", ".")), corpus(("DT", "VB", "NNS", ".")), corpus(None)
+    assert len({tagged.fingerprint, retagged.fingerprint, untagged.fingerprint}) == 3
+    assert corpus(("DT", "NN", "VBZ", ".")).fingerprint == tagged.fingerprint

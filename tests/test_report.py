@@ -140,3 +140,20 @@ def test_external_references_flags_everything_but_data_uris_and_anchors(tmp_path
     page.write_text("<html><body><img src='x.png'></body></html>", encoding="utf-8")
     assert check_main([str(page)]) == 1
     assert check_main([str(tmp_path / "absent.html")]) == 1
+
+
+def test_check_report_names_a_failing_browser_without_traceback(tmp_path, monkeypatch, capsys):
+    """A Chromium that exits with an error gives one ``error:`` line and exit status 1."""
+    import os
+    import stat
+
+    fake = tmp_path / "bin" / "chromium"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'cannot open display' >&2\nexit 7\n", encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    page = tmp_path / "r.html"
+    page.write_text("<html><body><p>ok</p></body></html>", encoding="utf-8")
+    assert check_main([str(page)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {page}: rendering failed: Chromium failed (exit 7)" in err and "cannot open display" in err
