@@ -358,3 +358,17 @@ def test_cached_human_scores_of_image_based_scorers_follow_the_image_files(tmp_p
     assert len(calls) == 2                                   # text-only: cached entry still valid
     pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=True)
     assert len(calls) == 3                                   # image-based: the new pixels are scored
+
+
+def test_no_neural_scorers_import_no_torch():
+    """``--metrics none``: the neural stage returns at once, without importing torch (a fresh process)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys\nfrom argparse import Namespace\nfrom experiments.pipeline import run_neural\n"
+            "print(run_neural(None, {}, [], Namespace(), None), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["({},", "{},", "{},", "{})", "False"]
