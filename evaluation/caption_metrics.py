@@ -541,7 +541,8 @@ def _hodosh_tokens(text: str, pre: bool) -> tuple[str, ...]:
 
 def hodosh_preprocess(text: str) -> list[str]:
     """Hodosh et al. (2013) "pre" preprocessing: tokenise (:func:`ptb_tokenize`, which lowercases), split
-    hyphenated words, Porter-stem, drop NLTK English stop words."""
+    hyphenated words, drop NLTK English stop words, Porter-stem the rest (stop words are matched before
+    stemming)."""
     return list(_hodosh_tokens(text, True))
 
 

@@ -772,13 +772,8 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         S = affinity_for_pool(sc, corpus, pool, cache=cache)
         outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
                                      config={"backbone": sc.backbone.name, "weights_id": sc.backbone.weights_id})
-    if bridge is not None:
-        key = {"what": "bridge-affinity", "scorer": bridge.cache_identity(), "corpus": corpus.name,
-               "fingerprint": corpus.fingerprint, "split": pool.split, "image_ids": list(pool.image_ids),
-               "caption_ids": list(pool.caption_ids),
-               "template_source": getattr(bridge, "template_source", None)}
-        S = cache.get_or_compute("neural_affinity", key, lambda: {"S": np.asarray(
-            bridge.affinity(corpus, pool), dtype=np.float32)})["S"]
+    if bridge is not None:   # templates from the source chosen at fit time (BRIDGE.affinity)
+        S = affinity_for_pool(bridge, corpus, pool, cache=cache)
         outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
                                          config={"backbone": bb.name, "weights_id": bb.weights_id,
                                                  "template_source": getattr(bridge, "template_source", None)})

@@ -648,9 +648,29 @@ def _offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "") not in ("", "0") or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
 
 
+def _url_sha256(url: str) -> str:
+    """The SHA-256 (or its prefix) that open_clip expects of the file at a pretrained tag's ``url``, as
+    ``open_clip.pretrained.download_pretrained_from_url`` reads it: the folder name of an OpenAI URL, the
+    file-name suffix of an mlfoundations release; ``""`` when the URL names none."""
+    if "openaipublic" in url:
+        return url.rstrip("/").split("/")[-2]
+    if "mlfoundations" in url:
+        return os.path.splitext(os.path.basename(url))[0].split("-")[-1]
+    return ""
+
+
+def _tag_file_verified(tag_cfg: dict, path: Path, sha256: str) -> bool:
+    """Whether ``path`` is the file of the tag's URL with the checksum that URL names (so it may be a
+    TorchScript archive from the tag's official source, e.g. OpenAI's release ``.pt``)."""
+    url = tag_cfg.get("url", "")
+    expected = _url_sha256(url) if url else ""
+    return bool(expected) and path.name == os.path.basename(url) and sha256.startswith(expected)
+
+
 def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
     """The local file of an open_clip pretrained tag if it is already on disk, else ``None``
-    (never touches the network)."""
+    (never touches the network).  A file at the tag URL's cache path whose SHA-256 differs from the one
+    the URL names is ignored with a warning (open_clip would download it again)."""
     if tag_cfg.get("file"):
         return tag_cfg["file"] if os.path.isfile(tag_cfg["file"]) else None
     hf = tag_cfg.get("hf_hub", "")
@@ -672,7 +692,11 @@ def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
     if url:
         p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
         if os.path.isfile(p):
-            return p
+            expected = _url_sha256(url)
+            if not expected or file_sha256(p).startswith(expected):
+                return p
+            warnings.warn(f"{p}: its SHA-256 does not match the one its download URL names ({expected[:16]}…); "
+                          "ignored (delete it; open_clip downloads it again on a networked machine)", stacklevel=3)
     return None
 
 
@@ -770,8 +794,8 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     trust_torchscript : bool, optional
         Whether a weights *file* that is a TorchScript archive (an OpenAI release ``.pt``) may be loaded
         with :func:`torch.jit.load`.  Default: from ``$ITR_TRUST_TORCHSCRIPT`` (no unless set); see
-        :mod:`neural.checkpoints`.  The file of a pretrained *tag* is trusted: open_clip downloaded it from
-        the tag's official source.
+        :mod:`neural.checkpoints`.  The file of a pretrained *tag* is trusted when its SHA-256 is the one
+        the tag's official URL names (open_clip checks the same when it downloads it).
 
     Raises
     ------
@@ -821,8 +845,11 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     state_dict = fmt = None
     weights_id = ""
     if file_path is not None:
-        state_dict, fmt = read_state_dict(file_path, trust_torchscript=True if tag_cfg else trust_torchscript)
-        weights_id = file_sha256(file_path)[:16]
+        sha = file_sha256(file_path)
+        # a tag's TorchScript file is trusted when it carries the checksum its official URL names
+        trusted = True if tag_cfg and _tag_file_verified(tag_cfg, file_path, sha) else trust_torchscript
+        state_dict, fmt = read_state_dict(file_path, trust_torchscript=trusted)
+        weights_id = sha[:16]
     if quick_gelu is None:
         if tag_cfg:
             quick_gelu = bool(tag_cfg.get("quick_gelu", False))

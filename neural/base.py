@@ -145,9 +145,13 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
 
     When the scorer exposes a ``backbone`` (every CLIP-family scorer does), image features come from
     :meth:`~neural.backbone.Backbone.encode_corpus_images` (disk-cached per model / weights / image
-    id) and are passed to ``score_matrix`` as an embedding matrix; otherwise raw images are loaded.  When
-    the scorer also has ``cache_identity()`` and a cache is given, the whole matrix is cached too
-    (namespace ``"neural_affinity"``).  Extra keyword arguments go to ``score_matrix``.
+    id) and are passed to ``score_matrix`` as an embedding matrix; otherwise raw images are loaded.  A
+    scorer that builds its inputs from the corpus itself (class attribute ``pool_affinity_from_corpus``:
+    BRIDGE, whose templates come from the source chosen at fit time) is asked for
+    ``scorer.affinity(corpus, pool)`` instead.  When the scorer also has ``cache_identity()`` and a cache
+    is given, the whole matrix is cached too (namespace ``"neural_affinity"``, keyed by the scorer, the
+    pool's ids, the corpus fingerprint and the pool images' signatures).  Extra keyword arguments go to
+    ``score_matrix``.
     """
     from corpora.cache import NO_CACHE
 
@@ -156,11 +160,14 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
     backbone = getattr(scorer, "backbone", None)
 
     def compute() -> dict[str, np.ndarray]:
-        if backbone is not None and hasattr(backbone, "encode_corpus_images"):
-            imgs = backbone.encode_corpus_images(corpus, pool.image_ids, cache=cache)
+        if getattr(scorer, "pool_affinity_from_corpus", False) and not kwargs:
+            S = np.asarray(scorer.affinity(corpus, pool), dtype=np.float32)
         else:
-            imgs = [corpus.load_image(i) for i in pool.image_ids]
-        S = np.asarray(scorer.score_matrix(imgs, captions, **kwargs), dtype=np.float32)
+            if backbone is not None and hasattr(backbone, "encode_corpus_images"):
+                imgs = backbone.encode_corpus_images(corpus, pool.image_ids, cache=cache)
+            else:
+                imgs = [corpus.load_image(i) for i in pool.image_ids]
+            S = np.asarray(scorer.score_matrix(imgs, captions, **kwargs), dtype=np.float32)
         if S.shape != (pool.n_images, pool.n_captions):
             raise ValueError(f"{getattr(scorer, 'name', scorer)}: score_matrix returned {S.shape}, "
                              f"expected {(pool.n_images, pool.n_captions)}")

@@ -284,9 +284,13 @@ class BRIDGE:
 
     Scikit-learn style: ``BRIDGE(backbone, config).fit(corpus)`` trains ψ (and the L3 MLP) on the
     training split; ``score`` / ``score_matrix`` evaluate captions.  The backbone is stored as ``clip``
-    (not ``backbone``), so :func:`neural.base.affinity_for_pool` hands ``score_matrix`` raw images (the
-    grid features are needed).
+    (not ``backbone``): ψ needs raw images (the grid features).  :func:`neural.base.affinity_for_pool`
+    calls :meth:`affinity` (``pool_affinity_from_corpus``), whose templates come from the source chosen in
+    :meth:`fit`.
     """
+
+    #: :func:`neural.base.affinity_for_pool` asks :meth:`affinity` (templates from the corpus)
+    pool_affinity_from_corpus = True
 
     def __init__(self, backbone, config: BridgeConfig | None = None, name: str = "BRIDGE"):
         self.clip = backbone
@@ -333,7 +337,8 @@ class BRIDGE:
 
     def cache_identity(self) -> dict:
         return {"scorer": "BRIDGE", "config": asdict(self.config), "backbone": self.clip.cache_identity(),
-                "psi": getattr(self, "_psi_id", "untrained")}
+                "psi": getattr(self, "_psi_id", "untrained"),
+                "template_source": getattr(self, "template_source", None)}
 
     @property
     def _temperature(self) -> float:

@@ -3,8 +3,8 @@
 Formats (detected from the file, not from its name):
 
 ``"safetensors"``
-    A ``.safetensors`` file (open_clip's ``open_clip_model.safetensors``, or what
-    :func:`save_state_dict` writes).  Read with :func:`safetensors.torch.load_file` — no code runs.
+    A safetensors file (open_clip's ``open_clip_model.safetensors``, or what :func:`save_state_dict`
+    writes), recognised by its header (:func:`is_safetensors_file`) whatever its name.  Read with :func:`safetensors.torch.load_file` — no code runs.
 ``"torchscript"``
     An OpenAI release ``.pt`` (``ViT-B-32.pt`` …) is a TorchScript archive, read with
     :func:`torch.jit.load` **only when trusted**: a TorchScript archive carries code that the loader
@@ -12,8 +12,8 @@ Formats (detected from the file, not from its name):
     under ``torch.load(..., weights_only=True)`` (CVE-2025-32434).  A file given by path is trusted only
     with ``trust_torchscript=True`` or ``$ITR_TRUST_TORCHSCRIPT=1`` (:data:`TRUST_TORCHSCRIPT_ENV`);
     otherwise it is refused with :class:`UnsafeCheckpointError`, which says how to convert it once to
-    ``.safetensors``.  (:func:`neural.backbone.load_backbone` trusts the file of a pretrained *tag*, which
-    open_clip itself downloaded from the tag's official source.)  The extra entries ``input_resolution``,
+    ``.safetensors``.  (:func:`neural.backbone.load_backbone` trusts the file of a pretrained *tag* when its
+    SHA-256 is the one the tag's official URL names.)  The extra entries ``input_resolution``,
     ``context_length`` and ``vocab_size`` that OpenAI's archives keep in their state dict are dropped.
 ``"state_dict"``
     A plain ``torch.save``'d state dict (OpenAI key names == open_clip key names for the standard CLIP
@@ -63,8 +63,16 @@ class UnsafeCheckpointError(WeightsError):
     """The file needs unpickling of arbitrary Python objects, which this toolkit refuses to do."""
 
 
+_SHA256_MEMO: dict[tuple, str] = {}
+
+
 def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file's bytes (streamed)."""
+    """Hex SHA-256 of a file's bytes (streamed); remembered per path, size and modification time, so a
+    weights file checked and then loaded is read once."""
+    st = os.stat(path)
+    memo_key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    if memo_key in _SHA256_MEMO:
+        return _SHA256_MEMO[memo_key]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:
@@ -72,7 +80,10 @@ def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
             if not b:
                 break
             h.update(b)
-    return h.hexdigest()
+    if len(_SHA256_MEMO) > 256:
+        _SHA256_MEMO.clear()
+    _SHA256_MEMO[memo_key] = h.hexdigest()
+    return _SHA256_MEMO[memo_key]
 
 
 def state_dict_sha256(state_dict: Mapping[str, torch.Tensor]) -> str:
@@ -111,6 +122,32 @@ def torchscript_refused(p: Path) -> str:
         f"{TRUST_TORCHSCRIPT_ENV}=1 (or pass trust_torchscript=True), or convert it once to .safetensors in "
         "a separate session — torch.jit.load(path).state_dict() written with safetensors.torch.save_file — "
         "and pass that file instead (see docs/neural.md, 'Backbones').")
+
+
+def is_safetensors_file(path: str | Path) -> bool:
+    """True for a safetensors file, whatever its name: an 8-byte little-endian header length ``n``
+    (at most the rest of the file) followed by a JSON object of ``n`` bytes starting with ``{``."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 2 <= n <= size - 8 and head[8:9] == b"{"
+
+
+def _unpickler_reason(msg: str) -> str:
+    """The line of a ``torch.load(weights_only=True)`` error that says what was refused (e.g.
+    ``Unsupported global: GLOBAL x.Y``), without torch's advice to load with ``weights_only=False``."""
+    lines = [ln.strip() for ln in msg.splitlines() if ln.strip()]
+    for ln in lines:
+        if "WeightsUnpickler error:" in ln:
+            return ln.split("WeightsUnpickler error:", 1)[1].strip().split(". Please use")[0]
+    return "" if not lines or "weights_only" in lines[0] else lines[0]
 
 
 def is_torchscript_archive(path: str | Path) -> bool:
@@ -179,7 +216,7 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
     p = Path(path).expanduser()
     if not p.is_file():
         raise MissingWeightsError(f"weights file not found: {p}")
-    if p.suffix == ".safetensors":
+    if p.suffix == ".safetensors" or is_safetensors_file(p):
         from safetensors.torch import load_file
 
         try:
@@ -215,7 +252,7 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
                 "(weights_only loading) or .safetensors files. If you trust the file and its source, "
                 "convert its state dict once to .safetensors in a separate, sandboxed session and pass "
                 "that file instead (see docs/neural.md, 'Backbones'). "
-                f"(torch said: {msg.splitlines()[0] if msg else exc!r})"
+                f"(torch said: {_unpickler_reason(msg) or repr(exc)})"
             ) from exc
         raise WeightsError(f"{p}: not a readable PyTorch weights file ({exc})") from exc
     if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):

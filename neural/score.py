@@ -99,9 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _backbone(args, cache):
-    from neural.backbone import is_tiny_model, load_backbone
+    from neural.backbone import is_tiny_model, load_backbone, resolve_device
     from neural.checkpoints import WeightsError
 
+    try:  # --device cuda without CUDA: refused before any training or loading
+        resolve_device(args.device)
+    except RuntimeError as exc:
+        raise SystemExit(f"error: --device: {exc}") from None
     if is_tiny_model(args.clip_model):
         if args.clip_pretrained is not None:
             raise SystemExit(f"error: --clip-pretrained {args.clip_pretrained} does not apply to --clip-model "

@@ -164,12 +164,12 @@ def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
     for n, i in enumerate(ids):
         units_all.append(longest[i])
         negs = []
-        for _ in longest[i]:
+        for _ in range(len(longest[i]) if per_step else 1):
             j = int(rng.integers(len(ids) - 1)) if len(ids) > 1 else 0
             j = j + 1 if j >= n and len(ids) > 1 else j
             other = longest[ids[j]]
             negs.append(other[int(rng.integers(len(other)))])
-        negs_all.append(negs)
+        negs_all.append(negs if per_step else negs * len(longest[i]))
     return units_all, negs_all
 
 

@@ -20,7 +20,8 @@ Two caption analyses used by the scorers of ``neural/``:
 
   Rule 2 is the special case of rule 3 for PPs; both are applied.  Loose tokens that are only
   punctuation join the previous unit; other loose tokens without a noun or verb (``"and"``) join the
-  next one.
+  next one, and so does an existential "there" (``"There is a dog …"`` is one unit, not ``"There"`` +
+  ``"is a dog …"``).
 
 Units are *character spans* of the original text, so ``cumulative_captions`` returns exact prefixes
 ``c_1 ⊂ c_2 ⊂ …`` of the caption (no re-tokenisation artefacts).
@@ -276,6 +277,13 @@ def _segment_sentence(tokens: Sequence[Token], sent: Sequence[int], merge_initia
     if (merge_initial_the and len(out) > 1 and out[0][0] == "NP"
             and tokens[out[0][1][0]].text.lower() in _INITIAL_DETERMINERS):
         out[0:2] = [(out[1][0], out[0][1] + out[1][1])]
+    # an existential "there" (EX) adds no visual detail: it stays with the segment it introduces
+    k = 0
+    while k < len(out) - 1:
+        if all(tokens[i].tag == "EX" for i in out[k][1]):
+            out[k:k + 2] = [(out[k + 1][0], out[k][1] + out[k + 1][1])]
+        else:
+            k += 1
     return [idx for _, idx in out]
 
 

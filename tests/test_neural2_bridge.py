@@ -109,6 +109,17 @@ def test_training_lowers_loss_and_score_matrix_feeds_evaluator(backbone, small_t
     assert S.shape == (pool.n_images, pool.n_captions) and S.dtype == np.float32
     assert np.all(S >= 0) and np.all(S <= 2.5)
     evaluate_pool(S, pool)
+    # affinity_for_pool asks BRIDGE for its own pool affinity (describe() templates, as chosen at fit time),
+    # cached under the scorer, the pool and the pool images' signatures
+    from neural.base import affinity_for_pool
+
+    np.testing.assert_array_equal(affinity_for_pool(br, ts, pool, cache=tmp_cache), S)
+    assert br.cache_identity()["template_source"] == "describe"
+    entries = sorted((tmp_cache.root / "neural_affinity").rglob("*.npz"))
+    assert len(entries) == 1
+    with np.load(entries[0]) as z:
+        assert '"images"' in str(z["__key__"])
+    np.testing.assert_array_equal(affinity_for_pool(br, ts, pool, cache=tmp_cache), S)   # read back
     # Eq. 4 by hand for one pair: ½ [CLIP-S + 2.5 max(cos(t*, t), 0)]
     from neural.base import with_prompt
 

@@ -95,6 +95,11 @@ def test_specificity_data_teaching_and_generic(small_teaching_set):
     for k, ns in enumerate(negs2):  # negatives are units of OTHER images' captions
         others = {x for j, u in enumerate(units2) if j != k for x in u}
         assert len(ns) == len(units2[k]) and all(n in others for n in ns)
+    # per_step=False (training): one negative per image, repeated for every step, on either kind of corpus
+    for corpus in (ts, Plain(ts)):
+        u3, n3 = specificity_data(corpus, ids, seed=1, per_step=False)
+        assert [len(n) for n in n3] == [len(u) for u in u3] and all(len(set(n)) == 1 for n in n3)
+    assert any(len(set(n)) > 1 for n in negs2)   # per step, they differ
 
 
 def test_fine_tuning_and_score_matrix(backbone, small_teaching_set, tmp_cache):

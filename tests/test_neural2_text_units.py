@@ -58,6 +58,11 @@ def test_detail_units_given_tags():
     text, tags = TWO
     assert [u.text for u in detail_units(text, tags)] == [
         "A brown dog", "and a white cat sit on a sofa.", "The image shows a sunny room with large windows."]
+    # an existential "there" is no detail of its own: it stays with what it introduces
+    text = "There is a red circle on the left and there is a dog on the grass."
+    tags = ("EX", "VBZ", "DT", "JJ", "NN", "IN", "DT", "NN", "CC", "EX", "VBZ", "DT", "NN", "IN", "DT", "NN", ".")
+    assert [u.text for u in detail_units(text, tags)] == [
+        "There is a red circle on the left", "and there is a dog on the grass."]
 
 
 def test_units_cover_text_and_cumulative_prefixes():

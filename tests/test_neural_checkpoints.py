@@ -384,3 +384,50 @@ def test_hugging_face_text_tower_config_is_read_with_the_hub_off_when_downloads_
     with pytest.raises(MissingDependencyError, match="could not be downloaded"):
         nb.create_architecture(arch, allow_download=True)
     assert seen[1] == (None, None, before)                     # downloads allowed: nothing switched off
+
+
+def test_a_tags_torchscript_file_is_trusted_only_with_the_checksum_its_url_names(tiny, probe, tmp_path,
+                                                                                    monkeypatch):
+    """A pretrained tag's file found in the cache is loaded as TorchScript only when its SHA-256 is the
+    one the tag's OpenAI URL names (as open_clip checks on download); another file at that path is
+    ignored with a warning, so it is never deserialised."""
+    import open_clip
+
+    from neural.checkpoints import file_sha256
+
+    monkeypatch.delenv("ITR_TRUST_TORCHSCRIPT", raising=False)
+    cache = tmp_path / "clip"
+    cache.mkdir()
+    p = cache / "ViT-tiny.pt"
+    torch.jit.script(tiny.model).save(str(p))
+    real = open_clip.get_pretrained_cfg
+
+    def tag_cfg(sha):
+        url = f"https://openaipublic.azureedge.net/clip/models/{sha}/ViT-tiny.pt"
+        return lambda model, tag: ({"url": url, "quick_gelu": True} if tag == "test-tag" else real(model, tag))
+
+    monkeypatch.setattr(open_clip, "get_pretrained_cfg", tag_cfg(file_sha256(p)))
+    bb = load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
+                       show_progress=False)
+    assert all(torch.equal(x, y) for x, y in zip(_outputs(tiny, probe), _outputs(bb, probe)))
+    monkeypatch.setattr(open_clip, "get_pretrained_cfg", tag_cfg("0" * 64))
+    with pytest.warns(UserWarning, match="SHA-256 does not match"):
+        with pytest.raises(MissingWeightsError, match="not in the local cache"):
+            load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
+                          show_progress=False)
+
+
+def test_safetensors_is_recognised_by_its_header_and_torch_advice_is_not_quoted(tiny, tmp_path):
+    from neural.checkpoints import is_safetensors_file
+
+    p = save_state_dict(tiny.model, tmp_path / "w.safetensors", "safetensors")
+    renamed = tmp_path / "w.pt"
+    renamed.write_bytes(p.read_bytes())
+    assert is_safetensors_file(renamed) and read_state_dict(renamed)[1] == "safetensors"
+    q = save_state_dict(tiny.model, tmp_path / "sd.pt", "state_dict")
+    assert not is_safetensors_file(q) and read_state_dict(q)[1] == "state_dict"
+    evil = tmp_path / "evil.pt"
+    torch.save({"x": Payload(tmp_path / "marker")}, evil)
+    with pytest.raises(UnsafeCheckpointError) as e:
+        read_state_dict(evil)
+    assert "Unsupported global" in str(e.value) and "weights_only` set to `False`" not in str(e.value)
