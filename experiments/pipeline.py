@@ -1039,6 +1039,8 @@ def run(args) -> dict[str, Path]:
     if not systems and not neural:
         raise PipelineError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                             "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+    if getattr(args, "pacs_positives", None) and not {"PAC-S", "RefPAC-S"} & set(neural):
+        raise PipelineError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
     if neural:
         check_neural_options(args)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)

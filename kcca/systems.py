@@ -108,11 +108,11 @@ def canonical_name(name: str) -> str:
     s = name.strip().replace(" ", "")
     s = s.replace("√", "sqrt").replace("\\sqrt", "sqrt").replace("sqrt(idf)", "sqrtidf")
     s = s.replace("{", "").replace("}", "")
-    s = re.sub(r"D_?BNC", "D_ext", s)
-    s = s.replace("D_ext+D_ic", "D_ext+ic").replace("D_ext,ic", "D_ext+ic")
+    s = re.sub(r"D_?BNC", "D_ext", s, flags=re.IGNORECASE)
+    s = re.sub(r"D_ext(\+D_|,)ic", "D_ext+ic", s, flags=re.IGNORECASE)
     s = re.sub(r"\^histo\b", "^Histo", s, flags=re.IGNORECASE)
-    s = s.replace("NN5_F1_idf", "NN5_F1^idf")
-    if s == "TRI5_A,D_ext+ic^sqrtidf":
+    s = re.sub(r"NN5_F1_idf", "NN5_F1^idf", s, flags=re.IGNORECASE)
+    if s.lower() == "tri5_a,d_ext+ic^sqrtidf":   # registered under its paper name only
         s = "TRI5SEM"
     if s in SYSTEMS:
         return s

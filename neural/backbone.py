@@ -660,11 +660,12 @@ def _url_sha256(url: str) -> str:
 
 
 def _tag_file_verified(tag_cfg: dict, path: Path, sha256: str) -> bool:
-    """Whether ``path`` is the file of the tag's URL with the checksum that URL names (so it may be a
-    TorchScript archive from the tag's official source, e.g. OpenAI's release ``.pt``)."""
+    """Whether ``path`` is the file of the tag's OpenAI release URL with the full SHA-256 that URL names
+    (so it may be loaded as a TorchScript archive from the tag's official source).  Only OpenAI's URLs
+    carry a full 64-digit checksum, and only OpenAI's releases are TorchScript archives."""
     url = tag_cfg.get("url", "")
-    expected = _url_sha256(url) if url else ""
-    return bool(expected) and path.name == os.path.basename(url) and sha256.startswith(expected)
+    expected = _url_sha256(url) if "openaipublic" in url else ""
+    return len(expected) == 64 and path.name == os.path.basename(url) and sha256 == expected
 
 
 def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
@@ -845,7 +846,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     state_dict = fmt = None
     weights_id = ""
     if file_path is not None:
-        sha = file_sha256(file_path)
+        sha = file_sha256(file_path)   # hashed now, right before loading (not at the up-front check)
         # a tag's TorchScript file is trusted when it carries the checksum its official URL names
         trusted = True if tag_cfg and _tag_file_verified(tag_cfg, file_path, sha) else trust_torchscript
         state_dict, fmt = read_state_dict(file_path, trust_torchscript=trusted)

@@ -301,6 +301,7 @@ class BRIDGE:
         self.bank_texts: list[str] = []
         self._bank_emb: np.ndarray | None = None
         self.bank_tags: list = []
+        self.captions_file: dict[str, str] | None = None   # fit()'s template captions, if any
         self.log: list = []
         self._init_modules()
 
@@ -336,9 +337,15 @@ class BRIDGE:
         return nn.ModuleDict({"psi": self.psi, "mlp": self.mlp})
 
     def cache_identity(self) -> dict:
+        import hashlib
+        import json
+
+        cf = getattr(self, "captions_file", None)
         return {"scorer": "BRIDGE", "config": asdict(self.config), "backbone": self.clip.cache_identity(),
                 "psi": getattr(self, "_psi_id", "untrained"),
-                "template_source": getattr(self, "template_source", None)}
+                "template_source": getattr(self, "template_source", None),
+                "captions_file": None if cf is None else hashlib.sha256(
+                    json.dumps(sorted(cf.items())).encode("utf-8")).hexdigest()}
 
     @property
     def _temperature(self) -> float:
@@ -462,6 +469,8 @@ class BRIDGE:
         if source == "captions_file":
             self.corpus_templates(corpus, ids, captions_file, source)  # says which ids the file lacks
         self.template_source = source
+        # the fit's template captions serve affinity() / corpus_pseudo_embeddings() by default
+        self.captions_file = dict(captions_file) if captions_file is not None else None
         key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
                "images": corpus.images_fingerprint(ids), "template_source": source,
@@ -616,6 +625,8 @@ class BRIDGE:
         (in memory, for the current mapping module) so that retrieval and the human-correlation tables
         compute each image's ``(v, t*)`` once."""
         src = template_source or getattr(self, "template_source", "auto")
+        if captions_file is None and src in ("captions_file", "auto"):
+            captions_file = getattr(self, "captions_file", None)   # the file given to fit()
         memo_key = (getattr(corpus, "name", None), getattr(corpus, "fingerprint", None), src,
                     None if captions_file is None else id(captions_file), getattr(self, "_psi_id", None))
         memo = self.__dict__.setdefault("_corpus_pseudo", {})

@@ -63,16 +63,9 @@ class UnsafeCheckpointError(WeightsError):
     """The file needs unpickling of arbitrary Python objects, which this toolkit refuses to do."""
 
 
-_SHA256_MEMO: dict[tuple, str] = {}
-
-
 def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file's bytes (streamed); remembered per path, size and modification time, so a
-    weights file checked and then loaded is read once."""
-    st = os.stat(path)
-    memo_key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
-    if memo_key in _SHA256_MEMO:
-        return _SHA256_MEMO[memo_key]
+    """Hex SHA-256 of a file's bytes (streamed; never remembered: a trust decision needs the bytes on disk
+    now)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:
@@ -80,10 +73,7 @@ def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
             if not b:
                 break
             h.update(b)
-    if len(_SHA256_MEMO) > 256:
-        _SHA256_MEMO.clear()
-    _SHA256_MEMO[memo_key] = h.hexdigest()
-    return _SHA256_MEMO[memo_key]
+    return h.hexdigest()
 
 
 def state_dict_sha256(state_dict: Mapping[str, torch.Tensor]) -> str:

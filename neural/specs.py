@@ -240,7 +240,10 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
     key = {"what": "specs", "backbone": backbone.cache_identity(), "corpus": corpus.name,
            "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
-           "images": corpus.images_fingerprint(ids), "stretch": long_bb.stretch}
+           "images": corpus.images_fingerprint(ids), "stretch": long_bb.stretch,
+           # how detail units and negatives are made (specificity_data, neural.text_units): 2 = one
+           # negative per image on every corpus, an existential "there" joined to its unit
+           "training_data": 2}
     model = long_bb.model
 
     def run() -> dict[str, np.ndarray]:

@@ -294,3 +294,9 @@ def test_codebook_cache_is_keyed_by_the_features_fitted_together(tmp_path):
     np.testing.assert_array_equal(make_kernel(cache).fit(corpus, tr).codebooks_["texture"], together)
     np.testing.assert_array_equal(make_kernel(cache, features=("texture",)).fit(corpus, tr).codebooks_["texture"],
                                   alone)
+    # the features drawn before it: how many rows they take changes the generator's state too
+    fewer_colour = {"color": 16, "sift": 64}
+    fresh = make_kernel(None, samples_per_image=fewer_colour).fit(corpus, tr).codebooks_["texture"]
+    assert not np.array_equal(fresh, together)
+    np.testing.assert_array_equal(
+        make_kernel(cache, samples_per_image=fewer_colour).fit(corpus, tr).codebooks_["texture"], fresh)

@@ -20,6 +20,11 @@ def test_registry_has_the_paper_systems_and_aliases():
     assert canonical_name("TRI5_{D_BNC}") == "TRI5_D_ext"
     assert canonical_name("NN5_F1^{idf}") == "NN5_F1^idf"
     assert canonical_name("tri5^histo") == "TRI5^Histo"
+    # TRI5SEM's long name, in any case and spelling, is TRI5SEM (registered once, under that name)
+    for long in ("TRI5_A,D_ext+ic^sqrtidf", "tri5_a,d_ext+ic^sqrtidf", "TRI5_{A,D_{BNC}+D_{ic}}^{√idf}",
+                 "tri5_a,d_bnc,ic^sqrtidf"):
+        assert canonical_name(long) == "TRI5SEM", long
+    assert set(SYSTEMS) == set(PAPER_TABLE_ORDER) and len(SYSTEMS) == 30
     sem = get_system("TRI5SEM")
     assert sem.model == "kcca" and sem.image_kind == "pyramid" and sem.text == "TRI5SEM"
     assert get_system("BoW5^Histo").image_kind == "histogram"
@@ -80,6 +85,19 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_power_and_diag_ties_go_to_the_smaller_values_whatever_the_grid_order(small_teaching_set, tmp_cache,
+                                                                              monkeypatch):
+    """Hodosh's (p, d) is chosen on dev; on a tie the smaller p, then the smaller d wins (as
+    kcca.selection.choose_power_and_diag), even when the candidate grids are given in descending order."""
+    import kcca.systems as systems
+
+    monkeypatch.setattr(systems, "dev_score", lambda res: 1.0)   # every pair ties
+    run = run_system("BoW1", small_teaching_set, cache=None, powers=(3, 2), diag_factors=(5.0, 1.0),
+                     pd_kappas=(1.0,), kappas=(1.0,), ns=(10, 20))
+    assert [(g["p"], g["d"]) for g in run.grid] == [(3, 5.0), (3, 1.0), (2, 5.0), (2, 1.0)]
+    assert (run.config["image_power"], run.config["text_diag"]) == (2, 1.0)
+
+
 def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set, tmp_cache):
     """A second run_system with the same settings and cache loads the selection from disk (no KCCA fit),
     returns the same matrices / config, and its lazily refitted models equal the original ones."""

@@ -242,13 +242,14 @@ def test_data_checksums_follow_a_linked_text_folder(flickr8k_dir, tmp_path):
     assert not any(k.startswith("loop/loop") for k in sums)
 
 
-def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys):
+def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
     """Data options, an empty request, PAC-S tuple files, an untrusted TorchScript archive and folders that
     cannot be created: one ``error:`` line and exit 2 before the corpus is made or ``--out`` is written."""
     import zipfile
 
     from experiments.flickr8k_kcca import main
 
+    monkeypatch.delenv("ITR_TRUST_TORCHSCRIPT", raising=False)
     afile = tmp_path / "afile"
     afile.write_text("not a folder")
     (tmp_path / "img.jpg").write_bytes(b"")
@@ -278,6 +279,8 @@ def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys):
          f"{tuples['missing_field']}: entry 0 lacks image / caption / generated_image / generated_caption"),
         (pacs + [str(tuples["missing_image"])],
          f"{tuples['missing_image']}: entry 0: generated_image {tmp_path / 'gen' / '0.jpg'} not found"),
+        (["--systems", "none", "--metrics", "CLIP-S", "--pacs-positives", str(tuples["missing_image"])],
+         "error: --pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request"),
         (["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32", "--clip-pretrained", str(script)],
          f"error: --clip-pretrained {script}: refused — this is a TorchScript archive"),
     ]

@@ -154,6 +154,16 @@ def test_captions_file_missing_an_image_names_it_before_training(backbone, small
     br.fit(ts, captions_file=cf, show_progress=False, image_ids=ids[:8])   # the ids the file covers
     assert br.template_source == "captions_file" and len(br.bank_texts) == sum(
         len(ts.captions_of(i)) for i in ids[:8])
+    # over a pool, the fit's captions file supplies the templates (affinity_for_pool → BRIDGE.affinity)
+    from corpora.protocol import hodosh_pool
+    from neural.base import affinity_for_pool
+
+    pool = hodosh_pool(ts, "test")
+    cf_pool = {i: ts.captions_of(i)[0].text for i in pool.image_ids}
+    br.fit(ts, captions_file={**cf, **cf_pool}, show_progress=False, image_ids=ids[:8])
+    S = affinity_for_pool(br, ts, pool)
+    np.testing.assert_array_equal(S, br.affinity(ts, pool, captions_file={**cf, **cf_pool}))
+    assert br.cache_identity()["captions_file"] is not None
 
 
 def test_soft_info_nce_spreads_the_target_over_every_positive():

@@ -415,6 +415,19 @@ def test_a_tags_torchscript_file_is_trusted_only_with_the_checksum_its_url_names
         with pytest.raises(MissingWeightsError, match="not in the local cache"):
             load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
                           show_progress=False)
+    # a tag whose file comes without an OpenAI checksum (a local "file" entry, an 8-digit mlfoundations
+    # suffix) is found but, being TorchScript, refused
+    for cfg in ({"file": str(p), "quick_gelu": True},
+                {"url": "https://github.com/mlfoundations/open_clip/releases/download/v0.2/ViT-tiny-"
+                        f"{file_sha256(p)[:8]}.pt", "quick_gelu": True}):
+        if "url" in cfg:
+            q = cache / cfg["url"].rsplit("/", 1)[1]
+            q.write_bytes(p.read_bytes())
+        monkeypatch.setattr(open_clip, "get_pretrained_cfg",
+                            lambda model, tag, _c=cfg: _c if tag == "test-tag" else real(model, tag))
+        with pytest.raises(UnsafeCheckpointError, match="TorchScript archive"):
+            load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
+                          show_progress=False)
 
 
 def test_safetensors_is_recognised_by_its_header_and_torch_advice_is_not_quoted(tiny, tmp_path):
