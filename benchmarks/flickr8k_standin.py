@@ -31,7 +31,6 @@ default main job on the stand-in, see docs/tutorial.md ("Run on the real Flickr8
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -42,6 +41,8 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import emit  # noqa: E402
 
 SHORT_SIDES = (333, 375, 500)
 
@@ -151,11 +152,7 @@ def main(argv=None) -> None:
     source = (args.source or shared_flickr8k_dir()).expanduser()
     res = build(args.out.expanduser(), source, limit=args.limit, copy_text=args.copy_text,
                 quality=args.quality, show_progress=not args.no_progress)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        for k, v in res.items():
-            print(f"{k:>13}: {v}")
+    emit(res, args.json)
 
 
 if __name__ == "__main__":

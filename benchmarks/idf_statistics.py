@@ -155,7 +155,7 @@ def text_only_retrieval(corpus, image_ids, kernels=RETRIEVAL_KERNELS, progress: 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=None,
                     help="a Flickr8k folder (standard text bundle); default: the built-in teaching set")
@@ -171,6 +171,8 @@ def main(argv=None) -> int:
     if args.data:
         from corpora.flickr8k import load_flickr8k
 
+        if not Path(args.data).is_dir():
+            raise SystemExit(f"error: --data {args.data}: no such folder")
         corpus = load_flickr8k(args.data, with_images=False)
         split = args.split or "dev+test"
     else:

@@ -18,7 +18,7 @@ Measures, on synthetic PSD kernels with a planted shared latent variable (RBF ke
   peak RSS is its own), including out-of-sample projection of 1,000 held-out items.
 
 ``python benchmarks/kcca.py --json`` prints one JSON object; ``--quick`` uses N = 1500 and 5,000
-low-rank items (well under a minute).
+low-rank items (about a minute, half of it cca-zoo's fit).
 """
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -36,6 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._common import emit, peak_rss_mb  # noqa: E402
+
 from kcca.selection import PAPER_KAPPAS, fit_models, sweep_dev  # noqa: E402
 from kcca.solver import KCCA, KernelSource, log_spaced_ns  # noqa: E402
 from kcca.synthetic import make_two_view, toy_pool  # noqa: E402
@@ -43,8 +44,6 @@ from kcca.synthetic import make_two_view, toy_pool  # noqa: E402
 TOP = 10  # canonical correlations compared with the other libraries
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _centre(K):
@@ -161,7 +160,9 @@ def _fit_library(lib: str, Kx, Ky, X, Y, gamma_x: float, kappa: float, ours_trai
         ours_lin = KCCA(reg=kappa).fit(Xc @ Xc.T, Yc @ Yc.T)
         theirs = np.abs(np.ravel(lin.cancorrs))[:TOP]  # both ordered by the regularised ρ
         k = min(TOP, theirs.size, ours_lin.train_correlations_.size)
-        notes.append("pyrcca: timed in kernel mode (gaussian kernel of the same bandwidth); its kernel "
+        notes.append("pyrcca: timed in kernel mode, which builds and normalises its own gaussian kernels "
+                     "inside train() (included in its time) with one bandwidth for both views (the X view's; "
+                     "ours has one per view), so its time is for a neighbouring problem; its kernel "
                      "regulariser is K²+reg·I (ridge on α) ≠ Eq. 3's K²+κK, so correlations are compared "
                      "on linear CCA in the primal, where X^TX+reg·I equals our linear-kernel κ")
         return fit_s, {"pyrcca(linear primal)": float(np.abs(theirs[:k] - ours_lin.train_correlations_[:k]).max())}
@@ -186,10 +187,12 @@ def _library_child(lib: str, data_path: str) -> dict:
     return res
 
 
-def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes: list[str],
-                 timeout_s: float = 600.0) -> dict:
-    """Fit pyrcca / cca-zoo / mvlearn, each in its own subprocess with a wall-clock limit, on exactly our
-    training kernels (RBF, centred as the library expects); compare the top-10 training correlations."""
+def bench_others(Kx, Ky, data, gammas: tuple[float, float], kappa: float, ours_train_corr: np.ndarray,
+                 notes: list[str], timeout_s: float = 600.0) -> dict:
+    """Fit pyrcca / cca-zoo / mvlearn, each in its own subprocess with a wall-clock limit; cca-zoo and
+    mvlearn on exactly our training kernels (RBF, centred as the library expects), pyrcca on the data
+    (it builds its own kernels, with one bandwidth for both views: ``gammas[0]``); compare the top-10
+    training correlations."""
     import tempfile
 
     out = {"pyrcca_fit_s": None, "cca_zoo_fit_s": None, "mvlearn_fit_s": None}
@@ -197,7 +200,7 @@ def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes:
     X, Y = data
     with tempfile.TemporaryDirectory(prefix="kcca_bench_") as tmp:
         path = os.path.join(tmp, "problem.npz")
-        np.savez(path, Kx=Kx, Ky=Ky, X=X, Y=Y, gamma_x=data_gamma[0], kappa=kappa, ours=ours_train_corr)
+        np.savez(path, Kx=Kx, Ky=Ky, X=X, Y=Y, gamma_x=gammas[0], kappa=kappa, ours=ours_train_corr)
         for lib, label in LIBRARIES.items():
             cmd = [sys.executable, str(Path(__file__).resolve()), "--_library_child", lib, path]
             try:
@@ -218,22 +221,17 @@ def bench_others(Kx, Ky, data, kappa: float, ours_train_corr: np.ndarray, notes:
     return out
 
 
-data_gamma = [1.0, 1.0]
-
-
 def bench_others_small(n: int, timeout_s: float, notes: list[str]) -> dict:
     """The library comparison on a smaller problem of the same kind, where every library finishes:
     their fit times, ours (exact, float64, same κ = 0.1) and the ratio ours / theirs."""
     d = make_two_view(n, seed=0, n_gamma=n)
-    saved = list(data_gamma)
-    data_gamma[:] = [d.gamma_x, d.gamma_y]
     Kx, Ky = d.kx(d.X, d.X), d.ky(d.Y, d.Y)
     t = time.perf_counter()
     ours = KCCA(reg=0.1).fit(Kx, Ky)
     ours_s = time.perf_counter() - t
     sub: list[str] = []
-    res = bench_others(Kx, Ky, (d.X, d.Y), 0.1, ours.train_correlations_, sub, timeout_s=timeout_s)
-    data_gamma[:] = saved
+    res = bench_others(Kx, Ky, (d.X, d.Y), (d.gamma_x, d.gamma_y), 0.1, ours.train_correlations_, sub,
+                       timeout_s=timeout_s)
     notes.extend(f"[N={n}] {m}" for m in sub if "not importable" in m or "did not finish" in m
                  or "failed" in m or "crashed" in m)
     out = {"n_train": n, "ours_fit_s": round(ours_s, 3)}
@@ -275,13 +273,12 @@ VARIANTS = {
 
 def bench_exact(n_train: int, n_dev: int, seed: int = 0, variants=("float64",), lowrank_rank=None) -> dict:
     d = make_two_view(n_train + n_dev, seed=seed, n_gamma=n_train)
-    data_gamma[:] = [d.gamma_x, d.gamma_y]
     tr, dv = slice(0, n_train), slice(n_train, n_train + n_dev)
     Kx = d.kx(d.X[tr], d.X[tr])
     Ky = d.ky(d.Y[tr], d.Y[tr])
     Kx_dev, Ky_dev = d.kx(d.X[dv], d.X[tr]), d.ky(d.Y[dv], d.Y[tr])
     pool = toy_pool(n_dev)
-    out = {"Kx": Kx, "Ky": Ky, "data": (d.X[tr], d.Y[tr]), "runs": {}}
+    out = {"Kx": Kx, "Ky": Ky, "data": (d.X[tr], d.Y[tr]), "gammas": (d.gamma_x, d.gamma_y), "runs": {}}
     for v in variants:
         out["runs"][v] = _sweep(Kx, Ky, Kx_dev, Ky_dev, pool, **VARIANTS[v])
     if lowrank_rank:
@@ -306,7 +303,7 @@ def bench_lowrank(n_items: int, max_rank: int, eta: float, n_new: int = 1000, se
     gold_rank = (S >= np.diag(S)[:, None]).sum(1)
     return {"lowrank_s": total, "lowrank_fit_s": fit_s, "rank_x": m.rank_x_, "rank_y": m.rank_y_,
             "n_items": n_items, "heldout_R@10_annotation": float(100 * np.mean(gold_rank <= 10)),
-            "peak_rss_mb": _peak_rss_mb()}
+            "peak_rss_mb": peak_rss_mb()}
 
 
 def main(argv=None) -> dict:
@@ -352,8 +349,8 @@ def main(argv=None) -> dict:
                   "max_abs_corr_diff": None}
         notes.append("--skip-others: pyrcca / cca-zoo / mvlearn not run")
     else:
-        others = bench_others(ex["Kx"], ex["Ky"], ex["data"], 0.1, main_run["model"].train_correlations_,
-                              notes, timeout_s=args.others_timeout)
+        others = bench_others(ex["Kx"], ex["Ky"], ex["data"], ex["gammas"], 0.1,
+                              main_run["model"].train_correlations_, notes, timeout_s=args.others_timeout)
         if args.others_small_n and args.others_small_n < n:
             others["small"] = bench_others_small(args.others_small_n, args.others_timeout, notes)
             if others["max_abs_corr_diff"] is None and others["small"]["max_abs_corr_diff"] is not None:
@@ -390,7 +387,9 @@ def main(argv=None) -> dict:
                 r["model"].correlations_[:TOP] - main_run["model"].correlations_[:TOP]).max())
     result["best_dev_R@10"] = {v: r["best_dev_R@10"] for v, r in ex["runs"].items()}
     del ex
-    if not args.skip_lowrank:
+    if args.skip_lowrank:
+        notes.append("--skip-lowrank: the low-rank run was not made (lowrank_30000_* are null)")
+    else:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--_lowrank_child", str(lr_items),
                "--max-rank", str(args.max_rank), "--eta", str(args.eta)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -407,11 +406,7 @@ def main(argv=None) -> dict:
     result["notes"] = notes
     result["machine"] = {"cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
                          "python": platform.python_version(), "numpy": np.__version__}
-    if args.json:
-        print(json.dumps(result, indent=None))
-    else:
-        for k, v in result.items():
-            print(f"{k:28s} {v}")
+    emit(result, args.json)
     return result
 
 

@@ -10,13 +10,17 @@ batch, preprocessing and tokenisation excluded, fp32 CPU unless CUDA is present.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def measure(arch: str, n_images: int, n_texts: int, threads: int | None) -> dict:
@@ -31,7 +35,8 @@ def measure(arch: str, n_images: int, n_texts: int, threads: int | None) -> dict
         model, pre, tok = create_architecture(arch)
     teacher = backbone_from_model(model, pre, tok, name=f"{arch}/random", arch=arch, show_progress=False)
     t0 = time.perf_counter()
-    student_model = MultiplexedCLIP(teacher.model.float().cpu()).eval()
+    # a CPU copy: .float().cpu() on the teacher itself would move it off its device in place
+    student_model = MultiplexedCLIP(copy.deepcopy(teacher.model).float().cpu()).eval()
     build_s = time.perf_counter() - t0
     student = backbone_from_model(student_model, pre, tok, name=f"L-CLIP({arch})", arch="lclip-multiplexed",
                                   device=teacher.device, show_progress=False)

@@ -17,25 +17,23 @@ the honest figure when other jobs share the machine, see ``load_average_1min``),
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._common import emit, peak_rss_mb  # noqa: E402
+
 from corpora.teaching import make_teaching_set  # noqa: E402
 
 
-def _peak_rss_mb() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r / 1024.0 if sys.platform != "darwin" else r / 2**20
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="400 images instead of 2000")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--seed", type=int, default=0, help="teaching-set seed (default 0: the default set)")
@@ -86,13 +84,9 @@ def main(argv=None) -> dict:
         "relevant_fraction_test": round(float(Rt.mean()), 4),
         "relevant_per_test_caption": round(float(Rt.sum(0).mean()), 2),
         "twins": len(ts.twins), "expert_judgments": len(ts.expert), "crowd_judgments": len(ts.crowd),
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:>26}: {v}")
+    emit(out, args.json)
     return out
 
 

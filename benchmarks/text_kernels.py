@@ -19,13 +19,13 @@ and the five nearest words of a few probes under kappa_A (paper Fig. 3).
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import emit, peak_rss_mb  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -50,6 +50,9 @@ def main(argv=None) -> int:
 
     ensure_nltk_data_path()
     data = Path(args.data) if args.data else shared_flickr8k_dir()
+    if not data.is_dir():
+        raise SystemExit(f"error: {data}: no Flickr8k folder (pass --data PATH, or set ITR_SHARED to the folder "
+                         "holding data/flickr8k)")
     corpus = load_flickr8k(data, with_images=False)
     train = list(corpus.split("train"))
     queries = list(hodosh_pool(corpus, "test").captions)
@@ -117,12 +120,8 @@ def main(argv=None) -> int:
         out["nearest_A"] = probes
         for w, nb in probes.items():
             log(f"  kappa_A nearest to {w!r}: {nb}")
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k}: {v}")
+    out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    emit(out, args.json)
     return 0
 
 
