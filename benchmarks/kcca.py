@@ -36,25 +36,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-
 from kcca.selection import PAPER_KAPPAS, fit_models, sweep_dev  # noqa: E402
-from kcca.solver import KCCA, KernelSource, log_spaced_ns  # noqa: E402
+from kcca.solver import KCCA, KernelSource, center_gram, log_spaced_ns, paired_correlations  # noqa: E402
 from kcca.synthetic import make_two_view, toy_pool  # noqa: E402
 
 TOP = 10  # canonical correlations compared with the other libraries
-
-
-
-
-def _centre(K):
-    col = K.mean(0)
-    return K - col[None, :] - col[:, None] + col.mean()
-
-
-def _corr_cols(P, Q):
-    P = P - P.mean(0)
-    Q = Q - Q.mean(0)
-    return (P * Q).sum(0) / np.sqrt((P * P).sum(0) * (Q * Q).sum(0))
 
 
 def _mvlearn_sklearn_tags_shim(notes: list[str]) -> None:
@@ -109,7 +95,7 @@ def _fit_library(lib: str, Kx, Ky, X, Y, gamma_x: float, kappa: float, ours_trai
     n = Kx.shape[0]
     if lib == "cca_zoo":
         # constraint (1-c) cov(K) + c K = (1-c)/(n-1) (K² + κ K) with c = κ / (κ + n - 1)
-        Kxc, Kyc = _centre(Kx), _centre(Ky)
+        Kxc, Kyc = center_gram(Kx)[0], center_gram(Ky)[0]
         c = kappa / (kappa + n - 1)
         try:  # cca-zoo ≥ 3: cca_zoo.nonparametric.KCCA(n_components, shrinkage=...)
             from cca_zoo.nonparametric import KCCA as ZooKCCA
@@ -127,7 +113,7 @@ def _fit_library(lib: str, Kx, Ky, X, Y, gamma_x: float, kappa: float, ours_trai
         Zx, Zy = zoo.transform([Kxc, Kyc])
         notes.append("cca-zoo: KCCA(kernel='precomputed', shrinkage c=κ/(κ+n−1)) on our centred kernels — its "
                      "constraint (1−c)K²/(n−1)+cK is proportional to Eq. 3's K²+κK")
-        return fit_s, {"cca_zoo": float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
+        return fit_s, {"cca_zoo": float(np.abs(np.abs(paired_correlations(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
     if lib == "mvlearn":
         # diag_mode 'A' is (1-r)K² + rK = (1-r)(K² + κK) with r = κ/(1+κ)
         from mvlearn.embed import KMCCA
@@ -141,7 +127,7 @@ def _fit_library(lib: str, Kx, Ky, X, Y, gamma_x: float, kappa: float, ours_trai
         Zx, Zy = mv.transform([Kx, Ky])
         notes.append("mvlearn: KMCCA(kernel='precomputed', regs=κ/(1+κ), diag_mode='A', sval_thresh=1e-12) — "
                      "(1−r)K²+rK ∝ K²+κK")
-        return fit_s, {"mvlearn": float(np.abs(np.abs(_corr_cols(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
+        return fit_s, {"mvlearn": float(np.abs(np.abs(paired_correlations(Zx, Zy))[:TOP] - ours_train_corr[:TOP]).max())}
     if lib == "pyrcca":
         # kernel mode builds its own kernels from data and regularises with K² + reg·I (a ridge on α, not
         # Eq. 3's κK), so it is timed on the same RBF kernel but its correlations are compared in the one

@@ -87,7 +87,7 @@ import scipy.linalg as sla
 
 __all__ = [
     "KCCA", "KernelSource", "KernelView", "decompose", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
-    "cosine_affinity", "log_spaced_ns",
+    "cosine_affinity", "log_spaced_ns", "paired_correlations",
 ]
 
 #: Columns of a dense Gram matrix processed per block when centring/projecting large row sets.
@@ -824,9 +824,14 @@ class KCCA:
         return v.U @ (w / np.sqrt(v.lam)[:, None])
 
 
-def _paired_corr(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+def paired_correlations(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Pearson correlation of column j of ``P`` with column j of ``Q``, for every j (0 where a column is
+    constant): the canonical correlations of paired projections."""
     Pc = P - P.mean(axis=0)
     Qc = Q - Q.mean(axis=0)
     num = np.einsum("ij,ij->j", Pc, Qc)
     den = np.sqrt(np.einsum("ij,ij->j", Pc, Pc) * np.einsum("ij,ij->j", Qc, Qc))
     return np.where(den > 0, num / np.maximum(den, 1e-300), 0.0)
+
+
+_paired_corr = paired_correlations
