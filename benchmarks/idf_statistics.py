@@ -172,7 +172,7 @@ def main(argv=None) -> int:
         from corpora.flickr8k import load_flickr8k
 
         if not Path(args.data).is_dir():
-            raise SystemExit(f"error: --data {args.data}: no such folder")
+            ap.error(f"--data {args.data}: no such folder")
         corpus = load_flickr8k(args.data, with_images=False)
         split = args.split or "dev+test"
     else:

@@ -66,6 +66,10 @@ def main(argv=None) -> None:
     ap.add_argument("--data", metavar="PATH", default=None,
                     help="a Flickr8k folder (passed to the main job as --data; default: the teaching set)")
     args = ap.parse_args(argv)
+    if args.data:   # the job runs in the repository root: resolve against the caller's folder
+        if not Path(args.data).is_dir():
+            ap.error(f"--data {args.data}: no such folder")
+        args.data = str(Path(args.data).resolve())
     extra = (["--quick"] if args.quick else []) + (["--data", args.data] if args.data else [])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -12,8 +12,10 @@ Prints (and with ``--json`` as one JSON object):
   captions; goal ≤ 1.2.  The backbone's in-memory table of encoded texts is cleared before each timed
   call, so every caption is encoded; ``scorer_text_memo_s`` is the same call served from that table.
   The scorer stops each batch at its last end-of-text token (exact for CLIP's causal text tower), so
-  this ratio can be below 1; ``overhead_ratio_text_eot`` compares it with a raw loop that does the same
-  (``neural.bridge.encode_text_to_eot``), which isolates the wrapper's own overhead;
+  this ratio can be below 1; ``overhead_ratio_text_eot`` compares it with a raw loop that also stops at
+  end-of-text (``neural.bridge.encode_text_to_eot``) but keeps the input order, while the scorer also
+  groups captions of similar length into batches (fewer padded positions), so it is not the wrapper's
+  overhead alone;
 * ``cached_rerun_encodes`` — images encoded when ``Backbone.encode_corpus_images`` is run a second
   time with the same disk cache; goal 0;
 * the raw and scorer timings (best of ``--repeats``) and the backbone's provenance.

@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     ensure_nltk_data_path()
     data = Path(args.data) if args.data else shared_flickr8k_dir()
     if not data.is_dir():
-        raise SystemExit(f"error: {data}: no Flickr8k folder (pass --data PATH, or set ITR_SHARED to the folder "
-                         "holding data/flickr8k)")
+        ap.error(f"{data}: no Flickr8k folder (pass --data PATH, or set ITR_SHARED to the folder holding "
+                 "data/flickr8k)")
     corpus = load_flickr8k(data, with_images=False)
     train = list(corpus.split("train"))
     queries = list(hodosh_pool(corpus, "test").captions)

@@ -38,6 +38,7 @@ from neural.checkpoints import (
     file_sha256,
     read_state_dict,
     state_dict_sha256,
+    torchscript_trusted,
 )
 from neural.names import TINY_MODEL_NAMES, is_tiny_model  # noqa: F401  (re-exported)
 
@@ -659,13 +660,14 @@ def _url_sha256(url: str) -> str:
     return ""
 
 
-def _tag_file_verified(tag_cfg: dict, path: Path, sha256: str) -> bool:
-    """Whether ``path`` is the file of the tag's OpenAI release URL with the full SHA-256 that URL names
-    (so it may be loaded as a TorchScript archive from the tag's official source).  Only OpenAI's URLs
+def _tag_torchscript_sha256(tag_cfg: dict, path: Path) -> str | None:
+    """The full SHA-256 that the tag's OpenAI release URL names when ``path`` is that URL's file, else
+    ``None``: a TorchScript archive with exactly these bytes comes from the tag's official source and may
+    be loaded (:func:`neural.checkpoints.read_state_dict` checks the bytes it loads).  Only OpenAI's URLs
     carry a full 64-digit checksum, and only OpenAI's releases are TorchScript archives."""
     url = tag_cfg.get("url", "")
     expected = _url_sha256(url) if "openaipublic" in url else ""
-    return len(expected) == 64 and path.name == os.path.basename(url) and sha256 == expected
+    return expected if len(expected) == 64 and path.name == os.path.basename(url) else None
 
 
 def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
@@ -846,11 +848,12 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     state_dict = fmt = None
     weights_id = ""
     if file_path is not None:
-        sha = file_sha256(file_path)   # hashed now, right before loading (not at the up-front check)
-        # a tag's TorchScript file is trusted when it carries the checksum its official URL names
-        trusted = True if tag_cfg and _tag_file_verified(tag_cfg, file_path, sha) else trust_torchscript
-        state_dict, fmt = read_state_dict(file_path, trust_torchscript=trusted)
-        weights_id = sha[:16]
+        # a tag's TorchScript file is trusted when the bytes loaded carry the checksum its official URL names
+        expected = _tag_torchscript_sha256(tag_cfg, file_path) if tag_cfg else None
+        state_dict, fmt = read_state_dict(file_path, trust_torchscript=trust_torchscript,
+                                          torchscript_sha256=expected)
+        weights_id = (expected if fmt == "torchscript" and expected and not torchscript_trusted(trust_torchscript)
+                      else file_sha256(file_path))[:16]
     if quick_gelu is None:
         if tag_cfg:
             quick_gelu = bool(tag_cfg.get("quick_gelu", False))

@@ -4,7 +4,8 @@ Formats (detected from the file, not from its name):
 
 ``"safetensors"``
     A safetensors file (open_clip's ``open_clip_model.safetensors``, or what :func:`save_state_dict`
-    writes), recognised by its header (:func:`is_safetensors_file`) whatever its name.  Read with :func:`safetensors.torch.load_file` — no code runs.
+    writes), recognised by its header (:func:`is_safetensors_file`) whatever its name.  Read with
+    :func:`safetensors.torch.load_file` — no code runs.
 ``"torchscript"``
     An OpenAI release ``.pt`` (``ViT-B-32.pt`` …) is a TorchScript archive, read with
     :func:`torch.jit.load` **only when trusted**: a TorchScript archive carries code that the loader
@@ -12,8 +13,9 @@ Formats (detected from the file, not from its name):
     under ``torch.load(..., weights_only=True)`` (CVE-2025-32434).  A file given by path is trusted only
     with ``trust_torchscript=True`` or ``$ITR_TRUST_TORCHSCRIPT=1`` (:data:`TRUST_TORCHSCRIPT_ENV`);
     otherwise it is refused with :class:`UnsafeCheckpointError`, which says how to convert it once to
-    ``.safetensors``.  (:func:`neural.backbone.load_backbone` trusts the file of a pretrained *tag* when its
-    SHA-256 is the one the tag's official URL names.)  The extra entries ``input_resolution``,
+    ``.safetensors``.  (:func:`neural.backbone.load_backbone` trusts the file of a pretrained *tag* when it is
+    the file of the tag's OpenAI URL and the bytes loaded have the full SHA-256 that URL names:
+    ``read_state_dict(..., torchscript_sha256=...)``.)  The extra entries ``input_resolution``,
     ``context_length`` and ``vocab_size`` that OpenAI's archives keep in their state dict are dropped.
 ``"state_dict"``
     A plain ``torch.save``'d state dict (OpenAI key names == open_clip key names for the standard CLIP
@@ -33,6 +35,7 @@ with an explanation and a conversion recipe.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import zipfile
 from collections.abc import Mapping
@@ -173,8 +176,8 @@ def _strip_module(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return sd
 
 
-def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
-                    ) -> tuple[dict[str, torch.Tensor], str]:
+def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
+                    torchscript_sha256: str | None = None) -> tuple[dict[str, torch.Tensor], str]:
     """Read a CLIP weights file into a CPU state dict without unpickling arbitrary objects.
 
     Parameters
@@ -185,6 +188,10 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
     trust_torchscript : bool, optional
         Whether a TorchScript archive may be loaded with :func:`torch.jit.load`.  Default: from
         ``$ITR_TRUST_TORCHSCRIPT`` (:func:`torchscript_trusted`), i.e. no unless set.
+    torchscript_sha256 : str, optional
+        A TorchScript archive is also trusted when its bytes have this SHA-256 (e.g. the checksum an
+        official download URL names): the file is read once, those bytes are hashed and, if they match,
+        loaded, so a file replaced between a check and the load is never trusted.
 
     Returns
     -------
@@ -215,14 +222,18 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None
             raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from exc
         return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
     if is_torchscript_archive(p):
+        source: str | io.BytesIO = str(p)
         if not torchscript_trusted(trust_torchscript):
-            raise UnsafeCheckpointError(torchscript_refused(p))
+            data = p.read_bytes() if torchscript_sha256 else b""
+            if not torchscript_sha256 or hashlib.sha256(data).hexdigest() != torchscript_sha256:
+                raise UnsafeCheckpointError(torchscript_refused(p))
+            source = io.BytesIO(data)   # exactly the bytes that were hashed
         try:
             import warnings
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
-                module = torch.jit.load(str(p), map_location="cpu")
+                module = torch.jit.load(source, map_location="cpu")
         except Exception as exc:
             raise WeightsError(f"{p}: looks like a TorchScript archive but torch.jit.load failed ({exc})") from exc
         sd = {k: v for k, v in module.state_dict().items() if k not in OPENAI_EXTRA_KEYS}

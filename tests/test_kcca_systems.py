@@ -84,7 +84,6 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
     assert quick.test_matrices.shape == (n_test, n_test)
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_power_and_diag_ties_go_to_the_smaller_values_whatever_the_grid_order(small_teaching_set, tmp_cache,
                                                                               monkeypatch):
     """Hodosh's (p, d) is chosen on dev; on a tie the smaller p, then the smaller d wins (as
@@ -98,6 +97,7 @@ def test_power_and_diag_ties_go_to_the_smaller_values_whatever_the_grid_order(sm
     assert (run.config["image_power"], run.config["text_diag"]) == (2, 1.0)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set, tmp_cache):
     """A second run_system with the same settings and cache loads the selection from disk (no KCCA fit),
     returns the same matrices / config, and its lazily refitted models equal the original ones."""

@@ -163,7 +163,10 @@ def test_captions_file_missing_an_image_names_it_before_training(backbone, small
     br.fit(ts, captions_file={**cf, **cf_pool}, show_progress=False, image_ids=ids[:8])
     S = affinity_for_pool(br, ts, pool)
     np.testing.assert_array_equal(S, br.affinity(ts, pool, captions_file={**cf, **cf_pool}))
-    assert br.cache_identity()["captions_file"] is not None
+    ident = br.cache_identity()
+    other_pool = {**cf_pool, pool.image_ids[0]: "a purple star at the top"}
+    br.fit(ts, captions_file={**cf, **other_pool}, show_progress=False, image_ids=ids[:8])
+    assert ident["captions_file"] is not None and br.cache_identity() != ident   # the pool's templates count
 
 
 def test_soft_info_nce_spreads_the_target_over_every_positive():

@@ -406,10 +406,31 @@ def test_a_tags_torchscript_file_is_trusted_only_with_the_checksum_its_url_names
         url = f"https://openaipublic.azureedge.net/clip/models/{sha}/ViT-tiny.pt"
         return lambda model, tag: ({"url": url, "quick_gelu": True} if tag == "test-tag" else real(model, tag))
 
-    monkeypatch.setattr(open_clip, "get_pretrained_cfg", tag_cfg(file_sha256(p)))
+    genuine = file_sha256(p)
+    monkeypatch.setattr(open_clip, "get_pretrained_cfg", tag_cfg(genuine))
     bb = load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
                        show_progress=False)
     assert all(torch.equal(x, y) for x, y in zip(_outputs(tiny, probe), _outputs(bb, probe)))
+    assert bb.weights_id == genuine[:16]
+    # the bytes loaded are the bytes checked: another archive is refused even when its name, size and
+    # modification time are the genuine file's (nothing remembers an earlier hash)
+    other = tmp_path / "other.pt"
+    tampered = bytearray(p.read_bytes())
+    tampered[len(tampered) // 2] ^= 0xFF      # same size, one byte of the weights changed
+    other.write_bytes(bytes(tampered))
+    with pytest.raises(UnsafeCheckpointError, match="TorchScript archive"):
+        read_state_dict(other, torchscript_sha256=genuine)
+    assert read_state_dict(p, torchscript_sha256=genuine)[1] == "torchscript"
+    st = p.stat()
+    p.write_bytes(other.read_bytes())
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="SHA-256 does not match"):
+        with pytest.raises(MissingWeightsError, match="not in the local cache"):
+            load_backbone("itr-tiny-clip", "test-tag", cache_dir=str(cache), allow_download=False, device="cpu",
+                          show_progress=False)
+    p.write_bytes(bytes(tampered[: len(tampered) // 2]) + bytes([tampered[len(tampered) // 2] ^ 0xFF])
+                  + bytes(tampered[len(tampered) // 2 + 1:]))
+    assert file_sha256(p) == genuine            # the genuine file back
     monkeypatch.setattr(open_clip, "get_pretrained_cfg", tag_cfg("0" * 64))
     with pytest.warns(UserWarning, match="SHA-256 does not match"):
         with pytest.raises(MissingWeightsError, match="not in the local cache"):

@@ -161,9 +161,9 @@ class ImageKernel:
         return {"descriptors": self.descriptor_params.key(), "keys": _KEY_VERSION}
 
     def _codebook_key(self, feature: str) -> dict:
-        # "features", "samples_per_image" of all of them: every feature's descriptors are sampled from one
-        # generator per image, in self.features order, so a feature's sample depends on the features
-        # fitted with it and on how many rows each of them draws
+        # "features" and "samples_of_features" (all their sample sizes): every feature's descriptors are
+        # sampled from one generator per image, in self.features order, so a feature's sample depends on
+        # the features fitted with it and on how many rows each of them draws
         return {**self._base_key(), "stage": "codebook", "feature": feature, "features": list(self.features),
                 "samples_of_features": {f: self.samples_per_image[f] for f in self.features},
                 "train_ids": list(self.train_ids_), "train_images": self.corpus_.images_fingerprint(self.train_ids_),
