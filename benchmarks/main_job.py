@@ -2,9 +2,10 @@
 teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured idle: 112–119 s cold on the machine's faster days, 144–164 s on slower ones; warm 16–22 s
-until 2026-11-22, ≈ 10 s since the neural stage and the significance tables are cached as a whole —
-9.7 s on a slow day; README "Runtime").
+(measured idle: 112–119 s cold on the machine's faster days, 137–164 s on slower ones — these without
+the C-kernel compile, which the cold run includes since 2026-11-22: 142.3 s that day; warm 16–22 s
+until 2026-11-22, ≈ 9–10 s since the neural stage and the significance tables are cached as a whole;
+README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
