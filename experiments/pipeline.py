@@ -571,9 +571,10 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
                 continue
             hc = human_correlation(use, _cached_row_scores(cache, corpus, name, fn, tag, use,
                                                            image_based=name in image_based))
-            row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 2)
-            row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 2)
-            row[f"{tag}_rho"] = round(100 * hc["spearman"], 2)
+            # 4 decimals: the report rounds once, to 1 (2-decimal values rounded again would go both ways)
+            row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 4)
+            row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 4)
+            row[f"{tag}_rho"] = round(100 * hc["spearman"], 4)
             row[f"n_{tag}"] = int(hc["n"])
         out[name] = row
     return out

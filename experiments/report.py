@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 TASKS = ("annotation", "search")
+_TASK_TITLES = {"annotation": "image annotation (an image ranks the captions)",
+                "search": "image search (a caption ranks the images)"}
 RETRIEVAL_KEYS = ("R@1", "R@5", "R@10", "median_rank")
 #: Column labels of result keys that are not already readable.
 KEY_LABELS = {"median_rank": "median rank", "mean_rank": "mean rank"}
@@ -110,8 +112,13 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FormatStrFormatter
+
     systems = sorted(outcomes, key=lambda s: (FAMILY_ORDER.get(families.get(s, ""), 9), s))
     styles = {"baseline": ":", "classical": "-", "neural": "--"}
+    palette = plt.get_cmap("tab20").colors          # one colour per system (up to 20), then repeats
+    colour = {s: palette[k % len(palette)] for k, s in enumerate(systems)}
     plots: dict[str, str] = {}
 
     for kind in ("recall", "rank_cdf"):
@@ -125,21 +132,21 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
                 kmax = min(100, n)
                 if kind == "recall":
                     ax.plot(np.arange(1, kmax + 1), recall_curve(ranks, kmax),
-                            styles.get(families.get(s, ""), "-"), label=s, lw=1.4)
+                            styles.get(families.get(s, ""), "-"), label=s, lw=1.4, color=colour[s])
                 else:
                     xs = np.sort(ranks)
                     ax.step(xs, np.arange(1, n + 1) / n * 100.0, where="post",
-                            ls=styles.get(families.get(s, ""), "-"), label=s, lw=1.4)
-            ax.set_title(f"image {task}")
+                            ls=styles.get(families.get(s, ""), "-"), label=s, lw=1.4, color=colour[s])
+            ax.set_title(_TASK_TITLES[task])
             ax.grid(alpha=0.3)
-            if kind == "recall":
-                ax.set_xlabel("k")
-                ax.set_xscale("log")
-            else:
-                ax.set_xlabel("rank of the original item")
-                ax.set_xscale("log")
+            ax.set_xlabel("k" if kind == "recall" else "rank of the original item")
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))   # 1, 10, 100 rather than 10⁰, 10¹, 10²
         axes[0].set_ylabel("R@k (%)" if kind == "recall" else "queries with rank ≤ x (%)")
-        axes[1].legend(fontsize=7, loc="lower right", ncol=2)
+        # one legend for both panels, beside them, so that it hides no curve
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=7.5, loc="center left", bbox_to_anchor=(1.0, 0.5),
+                   title="dotted: baseline, solid: classical, dashed: neural", title_fontsize=7.5)
         fig.suptitle("Recall@k, k = 1…100" if kind == "recall"
                      else "Cumulative distribution of the rank of the original item")
         plots[kind] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, kind)
@@ -147,7 +154,7 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
     have_rp = [s for s in systems if all(
         t in outcomes[s] and outcomes[s][t].r_precision is not None for t in TASKS)]
     if have_rp:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 + 0.32 * len(have_rp) + 1.2), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 + 0.32 * len(have_rp) + 1.2), sharey=True, sharex=True)
         colours = {"baseline": "#999999", "classical": "#3b6ea8", "neural": "#c0504d"}
         for ax, task in zip(axes, TASKS):
             means, errs = [], [[], []]
@@ -163,9 +170,11 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
                     capsize=2, alpha=0.9)
             ax.set_yticks(y, have_rp, fontsize=8)
             ax.set_xlabel("R-precision (%) with bootstrap 95% CI")
-            ax.set_title(f"image {task}")
+            ax.set_title(_TASK_TITLES[task])
             ax.grid(axis="x", alpha=0.3)
         axes[0].invert_yaxis()  # shared y axis: flip once so the order matches the tables
+        fams = [f for f in ("baseline", "classical", "neural") if any(families.get(s) == f for s in have_rp)]
+        axes[1].legend(handles=[Patch(color=colours[f], label=f) for f in fams], fontsize=8, loc="lower right")
         fig.suptitle("R-precision per system")
         plots["r_precision"] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, "r_precision")
     return plots
@@ -191,34 +200,53 @@ def _fmt(v, nd: int = 1) -> str:
         return "–"
     if isinstance(v, (int, np.integer)):
         return str(int(v))
-    if isinstance(v, float) and float(v).is_integer() and nd == 1 and abs(v) >= 100:
-        return str(int(v))
     return f"{v:.{nd}f}"
 
 
-def _cell(sysres: Mapping, task: str, key: str) -> str:
+#: Metrics where a lower value is better (every other table column: higher is better).
+LOWER_IS_BETTER = frozenset({"median_rank", "mean_rank"})
+
+
+def _cell(sysres: Mapping, task: str, key: str, ref: Mapping | None = None) -> str:
+    """A table cell: the value, its significance marker and ``↑`` when it is significantly *better* than
+    the reference system's ``ref`` (the tests are two-sided: a bare marker means worse)."""
     val = sysres.get(task, {}).get(key)
-    if key == "median_rank" and val is not None:
+    if key in LOWER_IS_BETTER and val is not None and not (isinstance(val, float) and np.isnan(val)):
         txt = f"{val:g}"
     else:
         txt = _fmt(val)
     mark = sysres.get("significance", {}).get(task, {}).get(key, "")
+    ref_val = (ref or {}).get(task, {}).get(key)
+    if mark and val is not None and ref_val is not None and val != ref_val:
+        better = val < ref_val if key in LOWER_IS_BETTER else val > ref_val
+        mark += "↑" if better else ""
     return txt + mark
 
 
 def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a system × (task, metric) table, systems ordered baseline → classical →
-    neural."""
+    neural; the significance reference of each task is named in the system column (``ref. ann.``)."""
     systems = results.get("systems", {})
+    refs = results.get("significance_reference", {})
     names = sorted(systems, key=lambda s: (FAMILY_ORDER.get(systems[s].get("family", ""), 9), s))
-    header = ["system", "family"] + [f"{t[:3]}. {KEY_LABELS.get(k, k)}" for t in TASKS for k in keys]
+    header = ["system", "family"] + [f"{t[:3]}. {KEY_LABELS.get(k, k)}{' ↓' if k in LOWER_IS_BETTER else ''}"
+                                     for t in TASKS for k in keys]
     rows = []
     for s in names:
         r = systems[s]
         if not all(k in r.get(t, {}) for t in TASKS for k in keys):
             continue
-        rows.append([s, r.get("family", "")] + [_cell(r, t, k) for t in TASKS for k in keys])
+        is_ref = [t[:3] + "." for t in TASKS if refs.get(t) == s]
+        label = s + (f" (ref. {' & '.join(is_ref)})" if is_ref else "")
+        ref = {t: systems.get(refs.get(t), {}).get(t, {}) for t in TASKS}
+        rows.append([label, r.get("family", "")] + [_cell(r, t, k, ref) for t in TASKS for k in keys])
     return header, rows
+
+
+def missing_systems(results: Mapping, keys: Sequence[str]) -> list[str]:
+    """Systems left out of a :func:`table_rows` table because a metric is missing for a task."""
+    systems = results.get("systems", {})
+    return sorted(s for s, r in systems.items() if not all(k in r.get(t, {}) for t in TASKS for k in keys))
 
 
 def human_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
@@ -257,26 +285,54 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[list[str]]] | None]]:
     ref = results.get("significance_reference", {})
     ref_txt = ", ".join(f"{t}: {s}" for t, s in ref.items()) or "–"
-    sig_note = (f"Significance against the best system ({ref_txt}): * p ≤ 0.1, ** p ≤ 0.05, "
-                "*** p ≤ 0.01 (McNemar for R@k / S@k, Fisher's paired randomisation test for median "
-                "rank and R-precision). Ties are broken pessimistically.")
+    test = results.get("corpus", {}).get("pools", {}).get("test", {})
+    n_q = next((v.get(t, {}).get("n_queries") for v in results.get("systems", {}).values() for t in TASKS
+                if v.get(t, {}).get("n_queries")), None)
+    pool_note = ((f"Test pool: {test.get('images')} images × {test.get('captions')} captions"
+                  + (f", {n_q} queries per task" if n_q else "") + ". ") if test.get("images") else "")
+    tasks_note = ("ann. = image annotation (each test image ranks the pool's captions); sea. = image search "
+                  "(each caption ranks the images); values in % except median ranks; higher is better except "
+                  "where the header has ↓. ")
+    sig_note = (f"Significance against a reference per task — the system with the highest R@10 (ties: R@1, "
+                f"then median rank), marked “ref.” ({ref_txt}): two-sided tests, so * p ≤ 0.1, "
+                "** p ≤ 0.05, *** p ≤ 0.01 mark a difference in either direction, ↑ when the value is "
+                "better than the reference's (McNemar for R@k / S@k, Fisher's paired randomisation test "
+                "for median rank and R-precision). Ties in scores are broken pessimistically.")
+    only_original = bool(test.get("images")) and test.get("relevant_pairs") == test.get("images")
+    relevance_note = (" Only each caption's own image is relevant in this corpus (no crowd judgments), so S@k "
+                      "equals R@k and annotation R-precision equals R@1." if only_original else "")
+
+    def left_out(keys):
+        gone = missing_systems(results, keys)
+        return f" Not shown (metrics missing): {', '.join(gone)}." if gone else ""
+
     secs = [
         ("Retrieval (Hodosh Table 3/11 style)",
-         "R@k: % of queries whose original item is in the top k; median rank of the original item. "
-         + sig_note, table_rows(results, RETRIEVAL_KEYS)),
+         pool_note + "R@k: % of queries whose original item is in the top k; median rank of the original "
+         "item. " + tasks_note + sig_note + left_out(RETRIEVAL_KEYS), table_rows(results, RETRIEVAL_KEYS)),
         ("Relevance-based metrics (Hodosh Table 4/5/12 style)",
-         "S@k: % of queries with at least one relevant item in the top k; R-precision averaged over "
-         "queries. " + sig_note, table_rows(results, RELEVANCE_KEYS)),
+         pool_note + "S@k: % of queries with at least one relevant item in the top k; R-precision averaged "
+         "over queries. " + tasks_note + sig_note + relevance_note + left_out(RELEVANCE_KEYS),
+         table_rows(results, RELEVANCE_KEYS)),
     ]
     if results.get("human_correlation"):
         secs.append(("Correlation with human judgments",
-                     "Kendall τ and Spearman ρ (×100) between each scorer and the human scores; "
-                     "Flickr8k-Expert and Flickr8k-CF protocols as in the CLIPScore / PAC-S papers.",
+                     "Kendall τ and Spearman ρ (×100, higher is better) between each scorer and the human "
+                     "scores of the corpus' judgments, with the Flickr8k-Expert and Flickr8k-CF protocols of "
+                     "the CLIPScore / PAC-S papers; the first column of each group is the figure those papers "
+                     "report (Expert: τ-c, CF: τ-b). Rows = judgments used (Expert: three expert scores per "
+                     "image–caption pair; a pair whose candidate is one of the image's own captions is left "
+                     "out). Ref- scorers also see the image's other captions as references. KCCA f(i,s): the "
+                     "KCCA affinity (Hodosh Eq. 4) of TRI5SEM and of the classical system with the highest "
+                     "test annotation R@10. A scorer shown with “–” had fewer than 3 judgments with its "
+                     "images on disk.",
                      human_rows(results)))
     if results.get("specificity"):
         secs.append(("Specificity rate (SPECS)",
-                     "SR_pos: share of steps where adding a correct detail unit raises the score; "
-                     "SR_neg: share where appending a wrong unit lowers it.", specificity_rows(results)))
+                     "A long description of each test image is built up one detail unit at a time (a phrase "
+                     "that adds a fact, e.g. “with stripes”, “left of a small blue square”). SR_pos: share of "
+                     "steps where adding a correct unit raises the score; SR_neg: share where appending a "
+                     "wrong unit lowers it (higher is better for both).", specificity_rows(results)))
     return secs
 
 
@@ -290,8 +346,8 @@ def _summary_lines(results: Mapping) -> list[str]:
         if not p.get("images"):
             lines.append(f"{split} pool: empty (none of its images is on disk)")
             continue
-        lines.append(f"{split} pool: {p.get('images')} images × {p.get('captions')} captions, "
-                     f"{p.get('relevant_pairs', '?')} relevant pairs")
+        lines.append(f"{split} pool: {_count(p.get('images'), 'image')} × {_count(p.get('captions'), 'caption')}, "
+                     f"{_count(p.get('relevant_pairs', '?'), 'relevant pair')}")
     if c.get("skipped_images"):
         by = c.get("skipped_images_by_split", {})
         detail = (" (" + ", ".join(f"{k} {v}" for k, v in by.items()) + ")") if by else ""
@@ -303,10 +359,23 @@ def _summary_lines(results: Mapping) -> list[str]:
         b = prov["backbone"]
         lines.append(f"Neural backbone: {b.get('backbone') or b.get('name')} (weights {b.get('weights_id')}, "
                      f"{b.get('device')}, {b.get('precision')})")
+    run = [f"seed {prov['seed']}"] if "seed" in prov else []
+    if prov.get("permutations"):
+        run.append(f"{prov['permutations']:,} permutations per randomisation test")
+    if prov.get("command"):
+        run.append(f"command `{prov['command']}`")
+    if run:
+        lines.append("Run: " + "; ".join(run) + " (versions and checksums: results.json, provenance)")
     t = results.get("timings_s", {})
     if t:
-        lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
+        lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items())
+                     + f"; total {sum(t.values()):.1f}")
     return lines
+
+
+def _count(n, noun: str) -> str:
+    """``"1 image"``, ``"300 images"``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def write_report(results: Mapping, out_dir: str | Path, *,
@@ -317,8 +386,12 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     for name in PLOT_NAMES:  # an earlier report's plots in the same folder are not this run's
         (out / "plots" / f"{name}.png").unlink(missing_ok=True)
+    for old in (out / "plots").glob("gallery-*.png") if (out / "plots").is_dir() else ():
+        old.unlink()
     paths = {"results": out / "results.json", "md": out / "report.md", "html": out / "report.html"}
-    _atomic_write(paths["results"], json.dumps(results, indent=2, sort_keys=False, default=_json_default))
+    # strict JSON: a NaN (e.g. a correlation with a constant scorer) is written as null
+    _atomic_write(paths["results"], json.dumps(_nan_to_none(results), indent=2, sort_keys=False,
+                                               default=_json_default, allow_nan=False))
 
     families = {s: v.get("family", "") for s, v in results.get("systems", {}).items()}
     plots = make_plots(outcomes, families, out / "plots", seed=seed) if outcomes else {}
@@ -331,9 +404,15 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     for name, text, tab in secs:
         md += [f"## {name}", "", text, "", _md_table(*tab), ""]
     if plots:
-        md += ["## Plots", ""] + [f"![{k}](plots/{k}.png)" for k in plots] + [""]
-    for g in gallery:
-        md += [f"## Gallery: {g.image_id}", "", f"Original caption: *{g.gold_caption}*", ""]
+        md += ["## Plots", ""]
+        for k in plots:
+            md += [f"![{k}](plots/{k}.png)", ""]
+    for n, g in enumerate(gallery):
+        thumb = out / "plots" / f"gallery-{n}.png"
+        thumb.parent.mkdir(parents=True, exist_ok=True)
+        thumb.write_bytes(base64.b64decode(_image_data_uri(g.image).split(",", 1)[1]))
+        md += [f"## Gallery: {g.image_id}", "", GALLERY_NOTE, "", f"![query image](plots/{thumb.name})", "",
+               f"Original caption: *{g.gold_caption}*", ""]
         for sysname, caps in g.columns.items():
             md += [f"**{sysname}** top-{len(caps)}:"] + [f"{i + 1}. {'✓ ' if rel else ''}{c}" for i, (c, rel) in
                                                enumerate(caps)] + [""]
@@ -355,17 +434,38 @@ def write_report(results: Mapping, out_dir: str | Path, *,
                     f"<img class='thumb' alt='query image' src='{_image_data_uri(g.image)}'>"
                     f"<div><p>Original caption: <em>{html.escape(g.gold_caption)}</em></p>")
         for sysname, caps in g.columns.items():
-            items = "".join(f"<li class='{'rel' if rel else ''}'>{html.escape(c)}</li>" for c, rel in caps)
+            items = "".join(f"<li class='{'rel' if rel else ''}'>{'✓ ' if rel else ''}{html.escape(c)}</li>"
+                            for c, rel in caps)
             body.append(f"<div class='col'><h3>{html.escape(sysname)}</h3><ol>{items}</ol></div>")
-        body.append("<p class='note'>Relevant captions are marked in green.</p></div></div>")
+        body.append(f"<p class='note'>{html.escape(GALLERY_NOTE)}</p></div></div>")
     page = _HTML_TEMPLATE.replace("{title}", html.escape(title)).replace("{body}", "\n".join(body))
     _atomic_write(paths["html"], page)
     return paths
 
 
+#: How the gallery is chosen (experiments.pipeline.make_gallery) and what its marks mean.
+GALLERY_NOTE = ("Image annotation for the first test image: the top-ranked test-pool captions of the classical "
+                "and the neural system with the highest annotation R-precision; ✓ (green) marks a caption "
+                "relevant to the image.")
+
+
+def _nan_to_none(o):
+    """``o`` with every NaN float replaced by ``None`` (JSON ``null``)."""
+    if isinstance(o, Mapping):
+        return {k: _nan_to_none(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_nan_to_none(v) for v in o]
+    if isinstance(o, (float, np.floating)) and np.isnan(o):
+        return None
+    return o
+
+
 def _md_inline(s: str) -> str:
+    """The two Markdown spans the summary uses: ``**bold**`` and ```code```."""
     parts = html.escape(s).split("**")
-    return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    s = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = s.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _json_default(o):

@@ -76,10 +76,27 @@ def test_tables_order_families_and_carry_significance_markers():
     r = _results()
     header, rows = table_rows(r, ("R@1", "R@5", "R@10", "median_rank"))
     assert header[:2] == ["system", "family"] and len(header) == 2 + 2 * 4
-    assert [row[0] for row in rows] == ["NN5_F1^idf", "TRI5", "CLIP-S"]  # baseline → classical → neural
-    assert rows[0][2] == "10.0**"
+    # baseline → classical → neural; the significance reference is named
+    assert [row[0] for row in rows] == ["NN5_F1^idf", "TRI5", "CLIP-S (ref. ann. & sea.)"]
+    assert rows[0][2] == "10.0**"                 # significantly different, and worse: no arrow
     assert rows[1][2] == "15.0" and rows[2][2] == "20.0"
     assert all(len(row) == len(header) for row in rows)
+    assert header[-1] == "sea. median rank ↓"
+    # two-sided tests: a value significantly *better* than the reference's gets ↑ (lower, for ranks)
+    import copy
+
+    r2 = copy.deepcopy(r)
+    r2["significance_reference"] = {"annotation": "NN5_F1^idf", "search": "CLIP-S"}
+    r2["systems"]["TRI5"]["significance"]["annotation"] = {"R@1": "*", "median_rank": "**"}
+    r2["systems"]["TRI5"]["annotation"]["median_rank"] = 3.0
+    r2["systems"]["NN5_F1^idf"]["annotation"]["median_rank"] = float("nan")
+    _, rows2 = table_rows(r2, ("R@1", "R@5", "R@10", "median_rank"))
+    tri5 = next(row for row in rows2 if row[0] == "TRI5")
+    assert tri5[2] == "15.0*↑" and tri5[5] == "3**"     # the reference's median rank is NaN: no direction
+    assert rows2[0][0] == "NN5_F1^idf (ref. ann.)" and rows2[0][5] == "–"
+    r2["systems"]["NN5_F1^idf"]["annotation"]["median_rank"] = 11.0
+    tri5 = next(row for row in table_rows(r2, ("median_rank",))[1] if row[0] == "TRI5")
+    assert tri5[2] == "3**↑"
     h, hr = human_rows(r)
     assert h[0] == "scorer" and "Expert τ-c" in h and "CF τ-b" in h
     assert hr[0][0] == "BLEU-4" and "30.1" in hr[0]
@@ -157,3 +174,31 @@ def test_check_report_names_a_failing_browser_without_traceback(tmp_path, monkey
     assert check_main([str(page)]) == 1
     err = capsys.readouterr().err
     assert f"error: {page}: rendering failed: Chromium failed (exit 7)" in err and "cannot open display" in err
+
+
+def test_report_says_what_the_numbers_are_and_writes_strict_json(tmp_path):
+    """Captions name the pool, the tasks and the reference rule; a corpus whose only relevant pairs are the
+    originals says S@k = R@k; the run line gives seed, permutations and command; the gallery image is in
+    report.md too; a NaN correlation is written as null; correlations are rounded once."""
+    r = _results()
+    r["corpus"]["pools"]["test"]["relevant_pairs"] = 10            # = images: originals only
+    r["provenance"].update(permutations=10000, command="flickr8k_kcca.py --seed 0")
+    r["human_correlation"]["BLEU-4"]["expert_rho"] = 20.6500        # 20.65 → 20.6 (one rounding, half-even)
+    r["human_correlation"]["CLIP-S"] = {"expert_tau_c": float("nan"), "n_expert": 100}
+    img = np.zeros((8, 8, 3), np.uint8)
+    g = GalleryItem(image=img, image_id="q.jpg", gold_caption="a dog", columns={"TRI5 (classical)": [("a dog", True)]})
+    paths = write_report(r, tmp_path, gallery=[g])
+    md = paths["md"].read_text(encoding="utf-8")
+    text = paths["results"].read_text(encoding="utf-8")
+    assert "NaN" not in text and json.loads(text)["human_correlation"]["CLIP-S"]["expert_tau_c"] is None
+    assert "Test pool: 10 images × 10 captions, 20 queries per task." in md
+    assert "ann. = image annotation" in md and "the system with the highest R@10" in md and "two-sided" in md
+    assert "so S@k equals R@k" in md
+    assert "Run: seed 0; 10,000 permutations per randomisation test; command `flickr8k_kcca.py --seed 0`" in md
+    assert "<code>flickr8k_kcca.py --seed 0</code>" in paths["html"].read_text(encoding="utf-8")
+    assert "![query image](plots/gallery-0.png)" in md and (tmp_path / "plots" / "gallery-0.png").is_file()
+    assert "; total 0.3" in md
+    bleu = next(ln for ln in md.splitlines() if ln.startswith("| BLEU-4"))
+    assert "| 38.0 |" not in bleu and "| 20.6 |" in bleu
+    write_report(r, tmp_path)                                        # no gallery: its old image is removed
+    assert not (tmp_path / "plots" / "gallery-0.png").exists()
