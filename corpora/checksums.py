@@ -71,6 +71,8 @@ class ChecksumReport:
         Requested image ids without a line in the checksum file.
     n_not_present : int
         Listed files absent from disk and skipped because ``only_present=True``.
+    n_requested : int
+        Image ids asked for (every listed file by default).
     """
 
     checksum_file: Path
@@ -80,11 +82,13 @@ class ChecksumReport:
     missing: list[tuple[str, Path]] = field(default_factory=list)
     not_listed: list[str] = field(default_factory=list)
     n_not_present: int = 0
+    n_requested: int = 0
 
     @property
     def all_ok(self) -> bool:
-        """No mismatch, no missing file, no unlisted requested id."""
-        return not (self.mismatched or self.missing or self.not_listed)
+        """No mismatch, no missing file, no unlisted requested id — and at least one file verified when any
+        was asked for (a wrong folder must not pass as "all files fine")."""
+        return not (self.mismatched or self.missing or self.not_listed) and (bool(self.ok) or not self.n_requested)
 
     def __bool__(self) -> bool:
         return self.all_ok
@@ -131,17 +135,23 @@ def verify_checksums(images_root: str | Path, checksum_file: str | Path,
         right mode when only some images are downloaded.  ``False``: they are reported as missing.
     """
     root = Path(images_root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"images_root={str(images_root)!r}: no such folder")
     ck = Path(checksum_file).expanduser()
     table = read_checksum_file(ck)
     report = ChecksumReport(checksum_file=ck, images_root=root)
     wanted = list(table) if image_ids is None else list(dict.fromkeys(image_ids))
+    report.n_requested = len(wanted)
+    from corpora.flickr8k import IMAGE_DIR_NAMES   # the image folder names of the known layouts
+
+    folders = [root] + [root / n for n in IMAGE_DIR_NAMES if (root / n).is_dir()]
     for im in wanted:
         entry = table.get(im)
         if entry is None:
             report.not_listed.append(im)
             continue
         expected, rel = entry
-        cands = [root / rel, root / im]
+        cands = [root / rel] + [f / im for f in folders]
         p = next((c for c in cands if c.is_file()), None)
         if p is None:
             if only_present:

@@ -94,6 +94,8 @@ IMAGE_DIR_NAMES = ("Flicker8k_Dataset", "Flickr8k_Dataset", "Images")
 TEXT_DIR_NAME = "Flickr8k_text"
 TOKEN_FILE = "Flickr8k.token.txt"
 LEMMA_FILE = "Flickr8k.lemma.token.txt"
+#: The name the bundle's readme.txt gives the lemma file (also accepted).
+LEMMA_FILE_README = "Flickr8k.lemma.txt"
 SPLIT_FILES = {"train": "Flickr_8k.trainImages.txt", "dev": "Flickr_8k.devImages.txt",
                "test": "Flickr_8k.testImages.txt"}
 EXPERT_FILE = "ExpertAnnotations.txt"
@@ -101,6 +103,10 @@ CROWD_FILE = "CrowdFlowerAnnotations.txt"
 CSV_FILE = "captions.txt"
 
 _IMAGE_EXT = re.compile(r".+\.(jpe?g|png|bmp|gif|tiff?|webp)$", re.IGNORECASE)
+#: A line inside a multi-line CSV caption that looks like a record of its own (``<image file>,…``).
+_SWALLOWED_RECORD = re.compile(r"[\r\n]\s*[^\s,]+\.(jpe?g|png|bmp|gif|tiff?|webp)(#\d+)?\s*,", re.IGNORECASE)
+#: A token-file caption number (``#0`` … ``#4``) left on an image id in captions.txt.
+_CAPTION_NUMBER = re.compile(r"#\d+$")
 _FRACTION_TOL = 0.01
 
 
@@ -111,8 +117,8 @@ def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
     Non-UTF-8 bytes raise :class:`CorpusError` naming the line of the first bad byte.
     """
     text = decode_utf8(path.read_bytes(), path)
-    for i, raw in enumerate(text.split("\n"), start=1):
-        line = raw.rstrip("\r")
+    # \r\n (Windows) and a bare \r (old Mac) end a line too: a caption never holds either
+    for i, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
         if line.strip():
             yield i, line
 
@@ -215,6 +221,13 @@ def _check_ids(image_id: str, cid: str, known_captions: Mapping[str, object] | N
         raise CorpusError(f"unknown caption id {cid!r} (not in the caption file)", path, ln)
 
 
+def _check_unique(seen: dict, im: str, cid: str, path: Path, ln: int) -> None:
+    """One judgment row per (image, caption) pair: a repeated row would count twice in the correlations."""
+    if (im, cid) in seen:
+        raise CorpusError(f"pair ({im}, {cid}) is judged again (first on line {seen[im, cid]})", path, ln)
+    seen[im, cid] = ln
+
+
 def parse_expert_file(path: str | Path, known_images=None, known_captions=None) -> list[ExpertJudgment]:
     """Parse ``ExpertAnnotations.txt``: ``image TAB caption-id TAB s1 TAB s2 TAB s3``, scores in 1..4.
 
@@ -223,9 +236,11 @@ def parse_expert_file(path: str | Path, known_images=None, known_captions=None) 
     """
     path = Path(path)
     out: list[ExpertJudgment] = []
+    seen: dict[tuple[str, str], int] = {}
     for ln, line in _read_lines(path):
         im, cid, *s = _split_row(line, 5, path, ln, "image, caption id, three expert scores")
         _check_ids(im, cid, known_captions, known_images, path, ln)
+        _check_unique(seen, im, cid, path, ln)
         try:
             scores = tuple(int(v) for v in s)
         except ValueError:
@@ -244,10 +259,12 @@ def parse_crowd_file(path: str | Path, known_images=None, known_captions=None) -
     """
     path = Path(path)
     out: list[CrowdJudgment] = []
+    seen: dict[tuple[str, str], int] = {}
     for ln, line in _read_lines(path):
         im, cid, frac_s, yes_s, no_s = _split_row(line, 5, path, ln, "image, caption id, fraction yes, "
                                                   "#yes, #no")
         _check_ids(im, cid, known_captions, known_images, path, ln)
+        _check_unique(seen, im, cid, path, ln)
         try:
             frac = float(frac_s)
             n_yes, n_no = int(yes_s), int(no_s)
@@ -268,9 +285,12 @@ def parse_crowd_file(path: str | Path, known_images=None, known_captions=None) -
 
 def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
     """Parse the Kaggle ``captions.txt`` CSV (header ``image,caption``; quoted fields may hold commas
-    and quotes).  Caption indices are assigned per image in file order (``#0``, ``#1``, …).
-
-    ``line`` is the physical line where the record ends (csv handles multi-line quoted fields).
+    and quotes).  Caption indices are assigned per image in file order (``#0``, ``#1``, …), so the file
+    must keep the token file's caption order within each image for the expert / crowd judgments (which
+    name ``#k``) to refer to the right captions.  An image id written with its caption number
+    (``1000268201_693b08cb0e.jpg#0``, the token file's form) is read without it.  A quoted caption may
+    span lines; one that holds lines looking like records of their own (an unclosed quote swallowing the
+    file) is a :class:`CorpusError` naming the line where it starts.
     """
     path = Path(path)
     text = decode_utf8(path.read_bytes(), path)
@@ -287,6 +307,7 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
     i_im, i_cap = cols.index("image"), cols.index("caption")
     counter: Counter[str] = Counter()
     out: list[CaptionRecord] = []
+    prev_line = reader.line_num
     while True:
         try:
             row = next(reader)
@@ -294,13 +315,19 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
             break
         except csv.Error as exc:
             raise CorpusError(f"CSV error: {exc}", path, reader.line_num) from None
-        ln = reader.line_num
+        start, ln = prev_line + 1, reader.line_num
+        prev_line = ln
         if not row or all(not c.strip() for c in row):
             continue
+        if ln > start and any(_SWALLOWED_RECORD.search(c) for c in row):
+            # a quoted caption may span lines, but not hold what looks like the next record: an unclosed
+            # quote has swallowed the lines that follow
+            raise CorpusError(f"a record spans lines {start}-{ln} and its caption holds lines that look like "
+                              "records ('<image>,<caption>'): an unclosed '\"' in its caption?", path, start)
         if len(row) != len(header):
             raise CorpusError(f"expected {len(header)} columns {header}, got {len(row)} (quote captions "
                               "that contain commas)", path, ln)
-        im, cap = row[i_im].strip(), " ".join(row[i_cap].split())
+        im, cap = _CAPTION_NUMBER.sub("", row[i_im].strip()), " ".join(row[i_cap].split())
         if not im:
             raise CorpusError("empty image id", path, ln)
         if not cap:
@@ -355,7 +382,8 @@ def find_layout(root: str | Path, *, text_dir: str | Path | None = None,
     else:
         idir = next((root / n for n in IMAGE_DIR_NAMES if (root / n).is_dir()), None)
     lay = Flickr8kLayout(
-        root=root, images_dir=idir, token_file=find(TOKEN_FILE), lemma_file=find(LEMMA_FILE),
+        root=root, images_dir=idir, token_file=find(TOKEN_FILE),
+        lemma_file=find(LEMMA_FILE) or find(LEMMA_FILE_README),
         split_files={s: p for s, n in SPLIT_FILES.items() if (p := find(n)) is not None},
         expert_file=find(EXPERT_FILE), crowd_file=find(CROWD_FILE),
     )
@@ -471,7 +499,11 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         _warn(notes, f"{caption_path.name}: image id {im!r} (lines {min(lines)}-{max(lines)}, "
                      f"{len(lines)} captions) names no image file and is in no split – a known quirk of "
                      "Flickr8k; excluded from the corpus (raw counts above include it)")
-    image_ids = tuple(im for im in by_image if im not in set(bogus))
+    bogus_set = set(bogus)
+    image_ids = tuple(im for im in by_image if im not in bogus_set)
+    if not image_ids:
+        raise CorpusError(f"no image ids that name an image file (e.g. {bogus[:3]}); expected ids such as "
+                          "'1000268201_693b08cb0e.jpg'", caption_path)
     captions: dict[str, tuple[Caption, ...]] = {}
 
     # ---- lemmas, mapped by caption id
@@ -520,7 +552,13 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
             notes.append(f"test pool: the {len(fixed['test'])} caption ids judged in {layout.crowd_file.name}")
         else:
             notes.append(f"{layout.crowd_file.name} loaded but no fixed test pool (no official split)")
-
+    elif official_splits:
+        _warn(notes, f"{CROWD_FILE} not found: the test pool is one seeded caption per test image (not "
+                     "Hodosh's 1,000 judged captions) and only original pairs are relevant, so S@k and "
+                     "R-precision are not the paper's")
+    if layout.lemma_file is None and layout.kind == "standard":
+        notes.append(f"{LEMMA_FILE} not found: the text kernels lemmatise the captions with NLTK's WordNet "
+                     "lemmatiser instead")
     # ---- images
     image_paths = loader = None
     if with_images:

@@ -191,6 +191,9 @@ def caption_pools(corpus: Corpus, split: str, *, n_pools: int | None = None, ski
         Pool ``k`` has ``image_ids`` in split order, ``caption_ids[j]`` = caption ``k mod n_j`` of image
         ``j``, ``gold_caption = gold_image = arange(N)`` and ``relevance`` from ``corpus.judge_relevance``.
         With ``n_pools`` equal to the number of captions per image every caption is a query exactly once.
+        On Flickr8k the crowd judgments cover one caption per test image (caption ``#2``, the fixed
+        pool's), so only that pool gets relevant pairs beyond the originals: S@k and R-precision are
+        comparable across these pools only on a corpus with exact relevance (the teaching set).
     """
     images, caps_of, skipped = train_items(corpus, split=split, skip_missing_images=skip_missing_images,
                                            require_images=require_images)

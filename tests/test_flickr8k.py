@@ -207,3 +207,62 @@ def test_checksum_corrupted_copy(flickr8k_dir, tmp_path):
     assert "1 mismatched" in s and f"MISMATCH {names[1]}" in s
     with pytest.raises(ValueError, match="MISMATCH"):
         rep.raise_for_errors()
+
+
+def test_checksums_refuse_a_wrong_folder_and_find_kaggle_images(flickr8k_dir, tmp_path):
+    """A mistyped root is an error, not "0 checked, all fine"; the Kaggle layout's Images/ is searched."""
+    ck = flickr8k_dir / "checksums" / "flickr8k_checksum.txt"
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        verify_checksums(tmp_path / "typo", ck)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rep = verify_checksums(empty, ck)
+    assert not rep.ok and not rep.all_ok            # nothing verified
+    kaggle = tmp_path / "kaggle" / "Images"
+    kaggle.mkdir(parents=True)
+    names = sorted(p.name for p in (flickr8k_dir / "Flicker8k_Dataset").glob("*.jpg"))[:2]
+    for n in names:
+        shutil.copy(flickr8k_dir / "Flicker8k_Dataset" / n, kaggle / n)
+    rep = verify_checksums(kaggle.parent, ck)
+    assert sorted(rep.ok) == names and rep.all_ok
+
+
+def test_judgment_files_refuse_a_repeated_pair(text_dir, tmp_path):
+    """A duplicated expert or crowd row would count twice in the correlations: an error naming both lines."""
+    for name, parse in (("ExpertAnnotations.txt", parse_expert_file), ("CrowdFlowerAnnotations.txt",
+                                                                        parse_crowd_file)):
+        lines = (text_dir / name).read_text(encoding="utf-8").splitlines()
+        bad = tmp_path / name
+        bad.write_text("\n".join(lines[:5] + [lines[2]]) + "\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r":6: pair .* is judged again \(first on line 3\)"):
+            parse(bad)
+
+
+def test_caption_files_line_ends_csv_ids_and_unclosed_quotes(tmp_path):
+    from corpora.base import CorpusError
+    from corpora.flickr8k import parse_captions_csv
+
+    tok = tmp_path / "Flickr8k.token.txt"
+    tok.write_bytes(b"a.jpg#0\tA dog .\rb.jpg#0\tA cat .\r")          # old-Mac line ends
+    assert [(r.caption_id, r.text) for r in parse_token_file(tok)] == [("a.jpg#0", "A dog ."),
+                                                                        ("b.jpg#0", "A cat .")]
+    csv_file = tmp_path / "captions.txt"
+    csv_file.write_text('image,caption\na.jpg#0,"A dog, running"\na.jpg#1,A dog\nb.jpg,A cat\n', encoding="utf-8")
+    assert [r.caption_id for r in parse_captions_csv(csv_file)] == ["a.jpg#0", "a.jpg#1", "b.jpg#0"]
+    csv_file.write_text('image,caption\na.jpg,"A dog\na.jpg,A dog\nb.jpg,A cat\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"captions.txt:2: a record spans lines 2-4"):
+        parse_captions_csv(csv_file)
+
+
+def test_missing_crowd_file_is_announced_and_the_readme_lemma_name_is_read(flickr8k_dir, tmp_path):
+    root = tmp_path / "f8k"
+    text = root / "Flickr8k_text"
+    text.mkdir(parents=True)
+    src = flickr8k_dir / "Flickr8k_text"
+    for name in ("Flickr8k.token.txt", "Flickr_8k.trainImages.txt", "Flickr_8k.devImages.txt",
+                 "Flickr_8k.testImages.txt"):
+        (text / name).symlink_to(src / name)
+    (text / "Flickr8k.lemma.txt").symlink_to(src / "Flickr8k.lemma.token.txt")   # readme.txt's name
+    with pytest.warns(UserWarning, match="CrowdFlowerAnnotations.txt not found: the test pool is one seeded"):
+        c = load_flickr8k(root, with_images=False)
+    assert c.captions_of(c.split("train")[0])[0].lemma is not None
