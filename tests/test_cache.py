@@ -43,3 +43,21 @@ def test_cache_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")], capture_output=True, text=True,
                          check=True, preexec_fn=lambda: os.umask(0o007))
     assert out.stdout.strip() == "0o660"
+
+
+def test_any_damage_to_an_entry_is_removed_and_recomputed(tmp_path, monkeypatch):
+    """A flipped bit in a zip's directory can make numpy raise NotImplementedError or RuntimeError
+    ("zip file version", "is encrypted"), not only BadZipFile: every such entry is recomputed."""
+    import corpora.cache as cache_mod
+
+    cache = DiskCache(tmp_path)
+    first = cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+    real_load = np.load
+    for exc in (NotImplementedError("zip file version 10.9"), RuntimeError("File 'a.npy' is encrypted")):
+        def broken(*args, _exc=exc, **kw):
+            raise _exc
+        monkeypatch.setattr(cache_mod.np, "load", broken)
+        assert cache.load("ns", {"k": 1}) is None and not cache.path("ns", {"k": 1}).exists()
+        monkeypatch.setattr(cache_mod.np, "load", real_load)
+        again = cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+        np.testing.assert_array_equal(again["a"], first["a"])
