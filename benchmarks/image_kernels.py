@@ -37,7 +37,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-
 from corpora.base import Corpus  # noqa: E402
 from kernels.image import ImageKernel  # noqa: E402
 from kernels.image.gram import (  # noqa: E402
@@ -104,8 +103,6 @@ def resample_words(words: list[dict], n: int, rng: np.random.Generator) -> list[
             new[f] = (np.where(take, wb, wa), shape)
         out.append(new)
     return out
-
-
 
 
 def main(argv=None) -> int:

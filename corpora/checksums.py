@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from corpora.base import CorpusError, decode_utf8
+from corpora.flickr8k import IMAGE_DIR_NAMES   # the image folders of the known layouts
 
 __all__ = ["ChecksumReport", "read_checksum_file", "md5_file", "verify_checksums"]
 
@@ -142,8 +143,6 @@ def verify_checksums(images_root: str | Path, checksum_file: str | Path,
     report = ChecksumReport(checksum_file=ck, images_root=root)
     wanted = list(table) if image_ids is None else list(dict.fromkeys(image_ids))
     report.n_requested = len(wanted)
-    from corpora.flickr8k import IMAGE_DIR_NAMES   # the image folder names of the known layouts
-
     folders = [root] + [root / n for n in IMAGE_DIR_NAMES if (root / n).is_dir()]
     for im in wanted:
         entry = table.get(im)

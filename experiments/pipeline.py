@@ -1032,8 +1032,6 @@ def run(args) -> dict[str, Path]:
         raise PipelineError("--seed must be ≥ 0")
     corpus_label = "teaching" if args.data is None else Path(args.data).resolve().name.lower() or "flickr8k"
     out_dir = Path(args.out) if args.out else default_out_dir(corpus_label)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PipelineError(f"--out {out_dir}: exists and is not a folder")
     # options are checked before anything is loaded, trained or written
     check_data_options(args)
     systems, neural = requested_methods(args)

@@ -65,23 +65,34 @@ class GalleryItem:
 
 
 # ---------------------------------------------------------------------------------------------- plots
-def _png_data_uri(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+def _fig_png(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
     import matplotlib.pyplot as plt
 
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
 
 
-def _image_data_uri(img: np.ndarray, max_side: int = 256) -> str:
+def _png_data_uri(fig) -> str:
+    return _png_uri(_fig_png(fig))
+
+
+def _thumbnail_png(img: np.ndarray, max_side: int = 256) -> bytes:
+    """PNG bytes of ``img`` shrunk to at most ``max_side`` pixels per side."""
     from PIL import Image
 
     pil = Image.fromarray(np.asarray(img, dtype=np.uint8))
     pil.thumbnail((max_side, max_side))
     buf = io.BytesIO()
     pil.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
+
+
+def _png_uri(png: bytes) -> str:
+    """A ``data:`` URI of PNG bytes (the HTML report embeds every image)."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def recall_curve(ranks: np.ndarray, kmax: int = 100) -> np.ndarray:
@@ -181,15 +192,11 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
 
 
 def _save(fig, out_dir: Path, name: str) -> str:
+    """Write the figure to ``out_dir/<name>.png``; returns its data URI."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.png"
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    path.write_bytes(buf.getvalue())
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    png = _fig_png(fig)
+    (out_dir / f"{name}.png").write_bytes(png)
+    return _png_uri(png)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -234,7 +241,7 @@ def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[l
     rows = []
     for s in names:
         r = systems[s]
-        if not all(k in r.get(t, {}) for t in TASKS for k in keys):
+        if not _has_metrics(r, keys):
             continue
         is_ref = [t[:3] + "." for t in TASKS if refs.get(t) == s]
         label = s + (f" (ref. {' & '.join(is_ref)})" if is_ref else "")
@@ -243,10 +250,13 @@ def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[l
     return header, rows
 
 
+def _has_metrics(sysres: Mapping, keys: Sequence[str]) -> bool:
+    return all(k in sysres.get(t, {}) for t in TASKS for k in keys)
+
+
 def missing_systems(results: Mapping, keys: Sequence[str]) -> list[str]:
     """Systems left out of a :func:`table_rows` table because a metric is missing for a task."""
-    systems = results.get("systems", {})
-    return sorted(s for s, r in systems.items() if not all(k in r.get(t, {}) for t in TASKS for k in keys))
+    return sorted(s for s, r in results.get("systems", {}).items() if not _has_metrics(r, keys))
 
 
 def human_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
@@ -407,10 +417,11 @@ def write_report(results: Mapping, out_dir: str | Path, *,
         md += ["## Plots", ""]
         for k in plots:
             md += [f"![{k}](plots/{k}.png)", ""]
+    thumbs = [_thumbnail_png(g.image) for g in gallery]   # encoded once: report.md's file and the HTML's URI
     for n, g in enumerate(gallery):
         thumb = out / "plots" / f"gallery-{n}.png"
         thumb.parent.mkdir(parents=True, exist_ok=True)
-        thumb.write_bytes(base64.b64decode(_image_data_uri(g.image).split(",", 1)[1]))
+        thumb.write_bytes(thumbs[n])
         md += [f"## Gallery: {g.image_id}", "", GALLERY_NOTE, "", f"![query image](plots/{thumb.name})", "",
                f"Original caption: *{g.gold_caption}*", ""]
         for sysname, caps in g.columns.items():
@@ -429,9 +440,9 @@ def write_report(results: Mapping, out_dir: str | Path, *,
         for k, uri in plots.items():
             body.append(f"<figure><img alt='{k}' src='{uri}'><figcaption>{labels.get(k, k)}"
                         "</figcaption></figure>")
-    for g in gallery:
+    for g, png in zip(gallery, thumbs):
         body.append(f"<h2>Gallery: {html.escape(g.image_id)}</h2><div class='gallery'>"
-                    f"<img class='thumb' alt='query image' src='{_image_data_uri(g.image)}'>"
+                    f"<img class='thumb' alt='query image' src='{_png_uri(png)}'>"
                     f"<div><p>Original caption: <em>{html.escape(g.gold_caption)}</em></p>")
         for sysname, caps in g.columns.items():
             items = "".join(f"<li class='{'rel' if rel else ''}'>{'✓ ' if rel else ''}{html.escape(c)}</li>"
@@ -455,6 +466,8 @@ def _nan_to_none(o):
         return {k: _nan_to_none(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_nan_to_none(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _nan_to_none(o.tolist())
     if isinstance(o, (float, np.floating)) and np.isnan(o):
         return None
     return o

@@ -709,7 +709,7 @@ class KCCA:
             nv = np.linalg.norm(dy * B, axis=0)
             self.train_correlations_ = np.minimum(rho / np.maximum(nu * nv, 1e-300), 1.0)
         else:
-            self.train_correlations_ = _paired_corr(self.train_projections_x_, self.train_projections_y_)
+            self.train_correlations_ = paired_correlations(self.train_projections_x_, self.train_projections_y_)
 
     @property
     def train_projections_x_(self) -> np.ndarray:
@@ -803,7 +803,7 @@ class KCCA:
         P, Q = self.transform(Kx_new, Ky_new, n)
         if P.shape[0] != Q.shape[0]:
             raise ValueError(f"score needs paired rows, got {P.shape[0]} and {Q.shape[0]}")
-        return float(np.mean(_paired_corr(P, Q)))
+        return float(np.mean(paired_correlations(P, Q)))
 
     # -------------------------------------------------------------------------- dual weights
     @property
@@ -832,6 +832,3 @@ def paired_correlations(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     num = np.einsum("ij,ij->j", Pc, Qc)
     den = np.sqrt(np.einsum("ij,ij->j", Pc, Pc) * np.einsum("ij,ij->j", Qc, Qc))
     return np.where(den > 0, num / np.maximum(den, 1e-300), 0.0)
-
-
-_paired_corr = paired_correlations

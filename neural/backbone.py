@@ -797,8 +797,9 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     trust_torchscript : bool, optional
         Whether a weights *file* that is a TorchScript archive (an OpenAI release ``.pt``) may be loaded
         with :func:`torch.jit.load`.  Default: from ``$ITR_TRUST_TORCHSCRIPT`` (no unless set); see
-        :mod:`neural.checkpoints`.  The file of a pretrained *tag* is trusted when its SHA-256 is the one
-        the tag's official URL names (open_clip checks the same when it downloads it).
+        :mod:`neural.checkpoints`.  The TorchScript file of a pretrained *tag* is trusted only when it is
+        the file of the tag's OpenAI URL and the bytes loaded have the full SHA-256 that URL names (open_clip
+        checks the same when it downloads it).
 
     Raises
     ------

@@ -38,6 +38,8 @@ No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -337,9 +339,6 @@ class BRIDGE:
         return nn.ModuleDict({"psi": self.psi, "mlp": self.mlp})
 
     def cache_identity(self) -> dict:
-        import hashlib
-        import json
-
         cf = getattr(self, "captions_file", None)
         return {"scorer": "BRIDGE", "config": asdict(self.config), "backbone": self.clip.cache_identity(),
                 "psi": getattr(self, "_psi_id", "untrained"),
