@@ -5,9 +5,12 @@ its *key*: a JSON-serialisable description of the data (corpus fingerprint, imag
 every parameter that influences the result.  Writes are atomic: the payload goes to a temporary file in
 the same directory, is flushed and fsync'ed, and only then renamed over the final name
 (``os.replace``), so a run killed mid-write leaves at most a stray ``*.tmp`` file and never a truncated
-entry under a valid name.  Each entry also stores a SHA-256 digest of its arrays; an entry whose digest
-does not match (bit rot, a hand-edited or truncated file) is reported, deleted and recomputed – never
-silently used.
+entry under a valid name.  Temporary names carry the writer's process id and a tag of its host; the first
+write into a namespace removes the temporaries there whose writer is gone (same host, process no longer
+running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`), so killed runs do not leave
+their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
+whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted and
+recomputed – never silently used.
 
 Usage
 -----
@@ -22,7 +25,10 @@ import io
 import json
 import logging
 import os
+import re
+import socket
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,6 +42,12 @@ log = logging.getLogger(__name__)
 CACHE_ENV = "ITR_CACHE_DIR"
 _DIGEST_FIELD = "__digest__"
 _KEY_FIELD = "__key__"
+#: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
+STALE_TMP_AGE_S = 24 * 3600
+#: This host, as it appears in temporary names (8 hex digits of a SHA-256 of the host name).
+_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+#: ``<entry stem>.<writer pid>-<host tag>.<mkstemp random part>.tmp``
+_TMP_NAME = re.compile(r"^[0-9a-f]{64}\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.[^.]*\.tmp$")
 
 
 def _current_umask() -> int:
@@ -48,6 +60,36 @@ def _current_umask() -> int:
 #: Mode of new cache files: what ``open()`` would give (0o666 minus the umask), not ``mkstemp``'s 0o600,
 #: so a cache folder shared by a class or a group stays readable by its other users.
 _FILE_MODE = 0o666 & ~_current_umask()
+
+
+def _pid_running(pid: int) -> bool:
+    """Whether a process with this id exists on this host (a recycled id counts as running)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
+def stale_temporary(path: Path, now: float | None = None) -> bool:
+    """Whether ``path`` (a ``*.tmp`` in a cache namespace) is a leftover of a write that will never finish.
+
+    Stale when its name says it was written on this host by a process that is no longer running, or when
+    it is older than :data:`STALE_TMP_AGE_S` (a writer on another host sharing the folder, or a name
+    without a writer, as written before writer ids were recorded).
+    """
+    m = _TMP_NAME.match(path.name)
+    if m and m["host"] == _HOST_TAG and not _pid_running(int(m["pid"])):
+        return True
+    try:
+        age = (time.time() if now is None else now) - path.stat().st_mtime
+    except OSError:
+        return False
+    return age > STALE_TMP_AGE_S
 
 
 def default_cache_dir() -> Path:
@@ -130,6 +172,7 @@ class DiskCache:
         self.enabled = enabled
         self.hits = 0
         self.misses = 0
+        self._swept: set[str] = set()
 
     def path(self, namespace: str, key: Any) -> Path:
         return self.root / namespace / f"{cache_key(key)}.npz"
@@ -172,23 +215,66 @@ class DiskCache:
         payload = dict(arrays)
         payload[_DIGEST_FIELD] = np.array(_digest(arrays))
         payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.stem + ".", suffix=".tmp")
-        try:
-            os.fchmod(fd, _FILE_MODE)
-            with os.fdopen(fd, "wb") as f:
-                buf = io.BytesIO()
-                _write_npz(buf, payload)
-                f.write(buf.getbuffer())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except BaseException:
+        buf = io.BytesIO()
+        _write_npz(buf, payload)
+        for attempt in (1, 2):
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f"{p.stem}.{os.getpid()}-{_HOST_TAG}.",
+                                       suffix=".tmp")
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+                os.fchmod(fd, _FILE_MODE)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(buf.getbuffer())
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, p)
+                break
+            except FileNotFoundError:
+                # the temporary was removed under us: a process in another PID namespace with this host name
+                # (a container) took it for a dead writer's (sweep_temporaries); write it once more
+                if attempt == 2 or not p.parent.is_dir():
+                    raise
+                log.warning("cache temporary %s vanished before its rename; writing it again", tmp)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        if namespace not in self._swept:
+            self._swept.add(namespace)
+            self.sweep_temporaries(namespace)
         return p
+
+    def sweep_temporaries(self, namespace: str | None = None) -> list[Path]:
+        """Remove the stale ``*.tmp`` files (:func:`stale_temporary`) of one namespace, or of every
+        namespace when ``namespace`` is ``None``; returns the removed paths.
+
+        Called once per namespace by the first :meth:`store` of this cache object, so a run resumed after
+        a kill cleans up after the killed one.  Writes in progress (a live process on this host, or a
+        recent file from another host) are left alone.
+        """
+        if not self.enabled:
+            return []
+        dirs = [self.root / namespace] if namespace is not None else (
+            [d for d in self.root.iterdir() if d.is_dir()] if self.root.is_dir() else [])
+        removed: list[Path] = []
+        now = time.time()
+        for d in dirs:
+            try:
+                candidates = [e for e in os.scandir(d) if e.name.endswith(".tmp") and e.is_file()]
+            except OSError:
+                continue
+            for e in candidates:
+                path = Path(e.path)
+                if stale_temporary(path, now):
+                    try:
+                        path.unlink()
+                    except OSError:
+                        continue
+                    removed.append(path)
+        if removed:
+            log.info("removed %d stale temporary file(s) left by killed writes under %s", len(removed), self.root)
+        return removed
 
     def get_or_compute(
         self, namespace: str, key: Any, compute: Callable[[], Mapping[str, np.ndarray]]

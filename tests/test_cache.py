@@ -61,3 +61,78 @@ def test_any_damage_to_an_entry_is_removed_and_recomputed(tmp_path, monkeypatch)
         monkeypatch.setattr(cache_mod.np, "load", real_load)
         again = cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
         np.testing.assert_array_equal(again["a"], first["a"])
+
+
+def test_a_killed_writers_temporary_is_swept_by_the_next_write(tmp_path):
+    """SIGKILL between the write and the rename leaves ``<stem>.<pid>-<host>.<rand>.tmp``; the next store
+    into that namespace removes it (its writer is gone), but never a live writer's or a recent foreign one."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from corpora.cache import STALE_TMP_AGE_S, _HOST_TAG
+
+    root = tmp_path / "c"
+    # a real writer process that dies (os._exit, no clean-up handlers) just before its rename
+    code = ("import numpy as np, os, sys; import corpora.cache as c; "
+            "c.os.replace = lambda *a: os._exit(9); "
+            "c.DiskCache(sys.argv[1]).store('ns', {'k': 'killed'}, {'a': np.arange(1000)})")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root)], stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 9, err
+    (dead,) = list((root / "ns").glob("*.tmp"))
+    assert f".{proc.pid}-{_HOST_TAG}." in dead.name
+    stem = "0" * 64
+    live = root / "ns" / f"{stem}.{os.getpid()}-{_HOST_TAG}.abc123.tmp"            # this process: running
+    foreign = root / "ns" / f"{stem}.{proc.pid}-00000000.abc123.tmp"               # another host, recent
+    foreign_old = root / "ns" / f"{stem}.{proc.pid}-00000000.def456.tmp"           # another host, 2 days
+    legacy = root / "ns" / f"{stem}.xyz789.tmp"                                    # no writer id, recent
+    legacy_old = root / "ns" / f"{stem}.uvw012.tmp"                                # no writer id, 2 days
+    other_ns = root / "other" / dead.name                                          # not swept by 'ns'
+    other_ns.parent.mkdir()
+    for p in (live, foreign, foreign_old, legacy, legacy_old, other_ns):
+        p.write_bytes(b"PK\x03\x04 partial")
+    old = time.time() - STALE_TMP_AGE_S - 3600
+    for p in (foreign_old, legacy_old):
+        os.utime(p, (old, old))
+
+    cache = DiskCache(root)
+    assert cache.load("ns", {"k": "killed"}) is None       # the partial write is never an entry
+    cache.store("ns", {"k": 1}, {"a": np.arange(3)})
+    left = {p.name for p in (root / "ns").glob("*.tmp")}
+    assert left == {live.name, foreign.name, legacy.name}
+    assert other_ns.exists()
+    # once per namespace per cache object: a later temporary of a dead writer waits for the next run
+    again = root / "ns" / dead.name
+    again.write_bytes(b"x")
+    cache.store("ns", {"k": 2}, {"a": np.arange(3)})
+    assert again.exists()
+    assert set(DiskCache(root).sweep_temporaries()) == {again, other_ns}   # every namespace
+    assert cache.load("ns", {"k": 1}) is not None and cache.load("ns", {"k": 2}) is not None
+
+
+def test_a_temporary_removed_before_its_rename_is_written_again(tmp_path, monkeypatch, caplog):
+    """A writer in another PID namespace with the same host name (a container) can take a live temporary for
+    a dead writer's and remove it; the store then writes it once more instead of failing."""
+    import os
+
+    import corpora.cache as cache_mod
+
+    real_replace = os.replace
+    calls = []
+
+    def replace_after_removal(src, dst):
+        calls.append(src)
+        if len(calls) == 1:
+            os.unlink(src)                     # swept by someone else between the write and the rename
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(cache_mod.os, "replace", replace_after_removal)
+    cache = DiskCache(tmp_path)
+    with caplog.at_level("WARNING", logger="corpora.cache"):
+        p = cache.store("ns", {"k": 1}, {"a": np.arange(5)})
+    assert len(calls) == 2 and calls[0] != calls[1]
+    assert "vanished before its rename" in caplog.text
+    np.testing.assert_array_equal(cache.load("ns", {"k": 1})["a"], np.arange(5))
+    assert p.is_file() and not list(tmp_path.rglob("*.tmp"))

@@ -9,7 +9,7 @@ expensive clean runs are module-scoped fixtures shared by several tests.
 What is checked:
 
 1. a run killed (SIGKILL) in the middle of image-feature extraction resumes from its cache and gives the
-   same numbers as an uninterrupted run on a separate fresh cache;
+   same numbers as an uninterrupted run on a separate fresh cache, leaving no temporary file behind;
 2. two runs with the same seed on separate fresh caches write identical ``results.json`` (see
    ``VOLATILE`` for the fields left out, and why);
 3. a corrupted cache entry is detected (warning in ``run.log``), rebuilt, and never used;
@@ -364,6 +364,8 @@ def test_killed_during_feature_extraction_resumes_with_same_numbers(clean_run, t
 
     run_job(SMALL + SEED, cache=cache, out=out)
     assert kept <= set(entries(cache, "image_words"))
+    # a write cut by the kill left at most a temporary of a dead writer, which the resumed run removed
+    assert not list(cache.rglob("*.tmp")), list(cache.rglob("*.tmp"))
     assert len(entries(cache, "image_words")) == N_TEACH
     got = numbers(load_results(out))
     want = numbers(ref)
