@@ -10,7 +10,6 @@ batch, preprocessing and tokenisation excluded, fp32 CPU unless CUDA is present.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
@@ -35,8 +34,9 @@ def measure(arch: str, n_images: int, n_texts: int, threads: int | None) -> dict
         model, pre, tok = create_architecture(arch)
     teacher = backbone_from_model(model, pre, tok, name=f"{arch}/random", arch=arch, show_progress=False)
     t0 = time.perf_counter()
-    # a CPU copy: .float().cpu() on the teacher itself would move it off its device in place
-    student_model = MultiplexedCLIP(copy.deepcopy(teacher.model).float().cpu()).eval()
+    # built from the teacher on its own device (the student copies every tensor it takes, as in
+    # neural.lclip.train_lclip); .float() acts on the new student only, backbone_from_model places it
+    student_model = MultiplexedCLIP(teacher.model).float().eval()
     build_s = time.perf_counter() - t0
     student = backbone_from_model(student_model, pre, tok, name=f"L-CLIP({arch})", arch="lclip-multiplexed",
                                   device=teacher.device, show_progress=False)

@@ -3,9 +3,9 @@ teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
 (measured idle: 112–119 s cold on the machine's faster days, 137–164 s on slower ones — these without
-the C-kernel compile, which the cold run includes since 2026-11-22: 142.3 s that day; warm 16–22 s
-until 2026-11-22, ≈ 9–10 s since the neural stage and the significance tables are cached as a whole;
-README "Runtime").
+the C-kernel compile, which the cold run includes since 2026-11-22: 128–142 s on later days; warm
+16–22 s until 2026-11-22, ≈ 8–10 s since the neural stage and the significance tables are cached as a
+whole; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
@@ -27,11 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_once(cache_dir: Path, out_dir: Path, extra: list[str]) -> float:
@@ -75,7 +74,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cold = run_once(tmp / "cache", tmp / "run1", extra)
-        # ru_maxrss of waited-for children: kilobytes on Linux (the cold run is the first child)
+        # the largest waited-for child so far: the cold run
         cold_rss = peak_rss_mb(children=True)
         warm = run_once(tmp / "cache", tmp / "run2", extra)
         res = json.loads((tmp / "run1" / "results.json").read_text())

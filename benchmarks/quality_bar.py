@@ -10,8 +10,8 @@ Usage::
 
 Runs the KCCA systems of ``tests/test_quality_bar.py`` (same settings: ``powers=(2,)``,
 ``diag_factors=(1.0,)``, ``pd_kappas=(1.0,)``, float32 KCCA, dev pool ``hodosh_pool(ts, "dev", seed=0)``)
-plus two systems that split TRI5SEM's change against TRI5 into its parts: ``TRI5^sqrtidf`` (the √idf word
-weights alone) and ``TRI5_{A,D_ext+ic}`` (the lexical similarities alone).  Each trained system is scored on
+(among them ``TRI5^sqrtidf``, the √idf word weights alone) plus ``TRI5_{A,D_ext+ic}`` (the lexical
+similarities alone): the two split TRI5SEM's change against TRI5 into its parts.  Each trained system is scored on
 
 * the **fixed pool** (``hodosh_pool(ts, "test")``: one seeded caption per image, the protocol of the
   paper and of the test), and

@@ -25,10 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-
 from corpora.teaching import make_teaching_set  # noqa: E402
-
-
 
 
 def main(argv=None) -> dict:

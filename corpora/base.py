@@ -19,6 +19,7 @@ rows of each column, i.e. uses ``S.T`` (gold = ``pool.gold_image``, relevance = 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -58,7 +59,8 @@ def decode_utf8(data: bytes, path: str | Path) -> str:
     except UnicodeDecodeError as exc:
         # utf-8-sig reports positions after the BOM it skipped
         offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, offset) + 1
+        # \r\n, a bare \r and \n each end a line, as the readers split them
+        line = len(re.findall(rb"\r\n|\r|\n", data[:offset])) + 1
         raise CorpusError(f"not valid UTF-8 (byte {data[offset:offset + 1]!r} at byte offset {offset})",
                           path, line) from None
 

@@ -72,8 +72,6 @@ class ChecksumReport:
         Requested image ids without a line in the checksum file.
     n_not_present : int
         Listed files absent from disk and skipped because ``only_present=True``.
-    n_requested : int
-        Image ids asked for (every listed file by default).
     """
 
     checksum_file: Path
@@ -83,13 +81,24 @@ class ChecksumReport:
     missing: list[tuple[str, Path]] = field(default_factory=list)
     not_listed: list[str] = field(default_factory=list)
     n_not_present: int = 0
-    n_requested: int = 0
+
+    @property
+    def n_requested(self) -> int:
+        """Image ids asked for (every listed file by default): each lands in exactly one of the lists above
+        or in ``n_not_present``."""
+        return (len(self.ok) + len(self.mismatched) + len(self.missing) + len(self.not_listed)
+                + self.n_not_present)
+
+    @property
+    def nothing_verified(self) -> bool:
+        """Files were asked for but none was found on disk (a wrong folder?)."""
+        return not (self.ok or self.mismatched) and self.n_not_present > 0
 
     @property
     def all_ok(self) -> bool:
         """No mismatch, no missing file, no unlisted requested id — and at least one file verified when any
         was asked for (a wrong folder must not pass as "all files fine")."""
-        return not (self.mismatched or self.missing or self.not_listed) and (bool(self.ok) or not self.n_requested)
+        return not (self.mismatched or self.missing or self.not_listed or self.nothing_verified)
 
     def __bool__(self) -> bool:
         return self.all_ok
@@ -106,6 +115,8 @@ class ChecksumReport:
         if self.n_not_present:
             head += f"; {self.n_not_present} listed files not present (skipped)"
         lines = [head]
+        if self.nothing_verified:
+            lines.append(f"  none of the listed files is under {self.images_root}: wrong folder?")
         for im, exp, act, p in self.mismatched:
             lines.append(f"  MISMATCH {im}: expected {exp}, got {act} ({p})")
         for im, p in self.missing[:20]:
@@ -142,7 +153,6 @@ def verify_checksums(images_root: str | Path, checksum_file: str | Path,
     table = read_checksum_file(ck)
     report = ChecksumReport(checksum_file=ck, images_root=root)
     wanted = list(table) if image_ids is None else list(dict.fromkeys(image_ids))
-    report.n_requested = len(wanted)
     folders = [root] + [root / n for n in IMAGE_DIR_NAMES if (root / n).is_dir()]
     for im in wanted:
         entry = table.get(im)

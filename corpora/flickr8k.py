@@ -134,6 +134,14 @@ class CaptionRecord:
     line: int
 
 
+def _check_unique(seen: dict, key, what: str, path: Path, ln: int) -> None:
+    """Record ``key`` as seen on line ``ln``; seen before: :class:`CorpusError` ``"<what> (first on line N)"``
+    naming both lines (duplicate caption ids, split entries, judgment rows)."""
+    if key in seen:
+        raise CorpusError(f"{what} (first on line {seen[key]})", path, ln)
+    seen[key] = ln
+
+
 def _parse_caption_id(cid: str, path: Path, line: int) -> tuple[str, int]:
     image_id, sep, k = cid.rpartition("#")
     if not sep or not image_id or not _is_index(k) or image_id != image_id.strip():
@@ -161,9 +169,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
         text = text.strip()
         if not text:
             raise CorpusError(f"empty caption for {cid}", path, ln)
-        if cid in seen:
-            raise CorpusError(f"duplicate caption id {cid} (first on line {seen[cid]})", path, ln)
-        seen[cid] = ln
+        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, image_id, k, text, ln))
     return out
 
@@ -176,14 +182,14 @@ def parse_lemma_file(path: str | Path) -> dict[CaptionId, tuple[str, int]]:
     """
     path = Path(path)
     out: dict[CaptionId, tuple[str, int]] = {}
+    seen: dict[str, int] = {}
     for ln, line in _read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
             raise CorpusError("no TAB between caption id and lemmatised caption", path, ln)
         cid = cid.strip()
         _parse_caption_id(cid, path, ln)
-        if cid in out:
-            raise CorpusError(f"duplicate caption id {cid} (first on line {out[cid][1]})", path, ln)
+        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out[cid] = (" ".join(text.split()), ln)
     return out
 
@@ -197,9 +203,7 @@ def parse_split_file(path: str | Path) -> list[tuple[ImageId, int]]:
         im = line.strip()
         if "\t" in im or " " in im:
             raise CorpusError(f"expected one image id per line, got {line!r}", path, ln)
-        if im in seen:
-            raise CorpusError(f"image {im} listed twice (first on line {seen[im]})", path, ln)
-        seen[im] = ln
+        _check_unique(seen, im, f"image {im} listed twice", path, ln)
         out.append((im, ln))
     return out
 
@@ -221,11 +225,6 @@ def _check_ids(image_id: str, cid: str, known_captions: Mapping[str, object] | N
         raise CorpusError(f"unknown caption id {cid!r} (not in the caption file)", path, ln)
 
 
-def _check_unique(seen: dict, im: str, cid: str, path: Path, ln: int) -> None:
-    """One judgment row per (image, caption) pair: a repeated row would count twice in the correlations."""
-    if (im, cid) in seen:
-        raise CorpusError(f"pair ({im}, {cid}) is judged again (first on line {seen[im, cid]})", path, ln)
-    seen[im, cid] = ln
 
 
 def parse_expert_file(path: str | Path, known_images=None, known_captions=None) -> list[ExpertJudgment]:
@@ -240,7 +239,7 @@ def parse_expert_file(path: str | Path, known_images=None, known_captions=None) 
     for ln, line in _read_lines(path):
         im, cid, *s = _split_row(line, 5, path, ln, "image, caption id, three expert scores")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, im, cid, path, ln)
+        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             scores = tuple(int(v) for v in s)
         except ValueError:
@@ -264,7 +263,7 @@ def parse_crowd_file(path: str | Path, known_images=None, known_captions=None) -
         im, cid, frac_s, yes_s, no_s = _split_row(line, 5, path, ln, "image, caption id, fraction yes, "
                                                   "#yes, #no")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, im, cid, path, ln)
+        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             frac = float(frac_s)
             n_yes, n_no = int(yes_s), int(no_s)
@@ -288,7 +287,8 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
     and quotes).  Caption indices are assigned per image in file order (``#0``, ``#1``, …), so the file
     must keep the token file's caption order within each image for the expert / crowd judgments (which
     name ``#k``) to refer to the right captions.  An image id written with its caption number
-    (``1000268201_693b08cb0e.jpg#0``, the token file's form) is read without it.  A quoted caption may
+    (``1000268201_693b08cb0e.jpg#0``, the token file's form) keeps that number as the caption's index; a
+    caption id stated twice is a :class:`CorpusError` naming both lines.  A quoted caption may
     span lines; one that holds lines looking like records of their own (an unclosed quote swallowing the
     file) is a :class:`CorpusError` naming the line where it starts.
     """
@@ -306,6 +306,7 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
         raise CorpusError(f"header must name columns 'image' and 'caption', got {header}", path, 1)
     i_im, i_cap = cols.index("image"), cols.index("caption")
     counter: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     out: list[CaptionRecord] = []
     prev_line = reader.line_num
     while True:
@@ -327,14 +328,18 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
         if len(row) != len(header):
             raise CorpusError(f"expected {len(header)} columns {header}, got {len(row)} (quote captions "
                               "that contain commas)", path, ln)
-        im, cap = _CAPTION_NUMBER.sub("", row[i_im].strip()), " ".join(row[i_cap].split())
+        raw, cap = row[i_im].strip(), " ".join(row[i_cap].split())
+        stated = _CAPTION_NUMBER.search(raw)
+        im = raw[:stated.start()] if stated else raw
         if not im:
             raise CorpusError("empty image id", path, ln)
         if not cap:
             raise CorpusError(f"empty caption for image {im}", path, ln)
-        k = counter[im]
-        counter[im] += 1
-        out.append(CaptionRecord(caption_id(im, k), im, k, cap, ln))
+        k = int(stated.group()[1:]) if stated else counter[im]
+        counter[im] = max(counter[im], k + 1)
+        cid = caption_id(im, k)
+        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        out.append(CaptionRecord(cid, im, k, cap, ln))
     return out
 
 
@@ -494,6 +499,11 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
 
     # ---- the bogus id: keep it in the raw parse, exclude it from the corpus
     bogus = sorted(im for im in by_image if _looks_bogus(im) and im not in owner)
+    if not by_image:
+        raise CorpusError("no caption lines", caption_path)
+    if len(bogus) == len(by_image):
+        raise CorpusError(f"no image ids that name an image file (e.g. {bogus[:3]}); expected ids such as "
+                          "'1000268201_693b08cb0e.jpg'", caption_path)
     for im in bogus:
         lines = [r.line for r in by_image[im]]
         _warn(notes, f"{caption_path.name}: image id {im!r} (lines {min(lines)}-{max(lines)}, "
@@ -501,9 +511,6 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
                      "Flickr8k; excluded from the corpus (raw counts above include it)")
     bogus_set = set(bogus)
     image_ids = tuple(im for im in by_image if im not in bogus_set)
-    if not image_ids:
-        raise CorpusError(f"no image ids that name an image file (e.g. {bogus[:3]}); expected ids such as "
-                          "'1000268201_693b08cb0e.jpg'", caption_path)
     captions: dict[str, tuple[Caption, ...]] = {}
 
     # ---- lemmas, mapped by caption id

@@ -20,6 +20,7 @@ import base64
 import html
 import io
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -399,9 +400,9 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     for old in (out / "plots").glob("gallery-*.png") if (out / "plots").is_dir() else ():
         old.unlink()
     paths = {"results": out / "results.json", "md": out / "report.md", "html": out / "report.html"}
-    # strict JSON: a NaN (e.g. a correlation with a constant scorer) is written as null
-    _atomic_write(paths["results"], json.dumps(_nan_to_none(results), indent=2, sort_keys=False,
-                                               default=_json_default, allow_nan=False))
+    # strict JSON: a NaN (e.g. a correlation with a constant scorer) or an infinity is written as null
+    _atomic_write(paths["results"], json.dumps(_json_ready(results), indent=2, sort_keys=False,
+                                               allow_nan=False))
 
     families = {s: v.get("family", "") for s, v in results.get("systems", {}).items()}
     plots = make_plots(outcomes, families, out / "plots", seed=seed) if outcomes else {}
@@ -460,16 +461,23 @@ GALLERY_NOTE = ("Image annotation for the first test image: the top-ranked test-
                 "relevant to the image.")
 
 
-def _nan_to_none(o):
-    """``o`` with every NaN float replaced by ``None`` (JSON ``null``)."""
+def _json_ready(o):
+    """``o`` as plain JSON data: numpy arrays and scalars become lists and Python numbers, paths strings,
+    and a non-finite float (NaN, ±inf: JSON has neither) ``None``, i.e. ``null``."""
     if isinstance(o, Mapping):
-        return {k: _nan_to_none(v) for k, v in o.items()}
+        return {k: _json_ready(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_nan_to_none(v) for v in o]
+        return [_json_ready(v) for v in o]
     if isinstance(o, np.ndarray):
-        return _nan_to_none(o.tolist())
-    if isinstance(o, (float, np.floating)) and np.isnan(o):
-        return None
+        return _json_ready(o.tolist())
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, (float, np.floating)):
+        return float(o) if math.isfinite(o) else None
+    if isinstance(o, Path):
+        return str(o)
     return o
 
 
@@ -479,18 +487,6 @@ def _md_inline(s: str) -> str:
     s = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
     parts = s.split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -74,9 +74,6 @@ PACS_CHECKPOINTS = {
 }
 
 
-# TINY_MODEL_NAMES / is_tiny_model live in the torch-free neural.names (re-exported here).
-
-
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`.
 

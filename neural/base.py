@@ -160,7 +160,8 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
     backbone = getattr(scorer, "backbone", None)
 
     def compute() -> dict[str, np.ndarray]:
-        if getattr(scorer, "pool_affinity_from_corpus", False) and not kwargs:
+        method = "affinity" if getattr(scorer, "pool_affinity_from_corpus", False) and not kwargs else "score_matrix"
+        if method == "affinity":
             S = np.asarray(scorer.affinity(corpus, pool), dtype=np.float32)
         else:
             if backbone is not None and hasattr(backbone, "encode_corpus_images"):
@@ -169,7 +170,7 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
                 imgs = [corpus.load_image(i) for i in pool.image_ids]
             S = np.asarray(scorer.score_matrix(imgs, captions, **kwargs), dtype=np.float32)
         if S.shape != (pool.n_images, pool.n_captions):
-            raise ValueError(f"{getattr(scorer, 'name', scorer)}: score_matrix returned {S.shape}, "
+            raise ValueError(f"{getattr(scorer, 'name', scorer)}: {method} returned {S.shape}, "
                              f"expected {(pool.n_images, pool.n_captions)}")
         return {"S": S}
 

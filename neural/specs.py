@@ -242,8 +242,9 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
            "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
            "images": corpus.images_fingerprint(ids), "stretch": long_bb.stretch,
            # how detail units and negatives are made (specificity_data, neural.text_units): 2 = one
-           # negative per image on every corpus, an existential "there" joined to its unit
-           "training_data": 2}
+           # negative per image on every corpus, an existential "there" joined to its unit; 3 = also
+           # after a fronted phrase ("On the sand, there is …")
+           "training_data": 3}
     model = long_bb.model
 
     def run() -> dict[str, np.ndarray]:

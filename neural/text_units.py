@@ -277,10 +277,11 @@ def _segment_sentence(tokens: Sequence[Token], sent: Sequence[int], merge_initia
     if (merge_initial_the and len(out) > 1 and out[0][0] == "NP"
             and tokens[out[0][1][0]].text.lower() in _INITIAL_DETERMINERS):
         out[0:2] = [(out[1][0], out[0][1] + out[1][1])]
-    # an existential "there" (EX) adds no visual detail: it stays with the segment it introduces
+    # an existential "there" (EX) adds no visual detail: it stays with the segment it introduces, also
+    # when rule 3 has already put a fronted phrase before it ("On the sand, there" + "is a cross …")
     k = 0
     while k < len(out) - 1:
-        if all(tokens[i].tag == "EX" for i in out[k][1]):
+        if tokens[out[k][1][-1]].tag == "EX":
             out[k:k + 2] = [(out[k + 1][0], out[k][1] + out[k + 1][1])]
         else:
             k += 1

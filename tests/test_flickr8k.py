@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from corpora.base import CROWD_RELEVANCE_THRESHOLD, Corpus, MissingImagesError
+from corpora.base import CROWD_RELEVANCE_THRESHOLD, Corpus, CorpusError, MissingImagesError
 from corpora.checksums import read_checksum_file, verify_checksums
 from corpora.flickr8k import (
     BOGUS_IMAGE_ID,
@@ -218,6 +218,9 @@ def test_checksums_refuse_a_wrong_folder_and_find_kaggle_images(flickr8k_dir, tm
     empty.mkdir()
     rep = verify_checksums(empty, ck)
     assert not rep.ok and not rep.all_ok            # nothing verified
+    assert rep.n_requested == 8091 and "wrong folder?" in str(rep)
+    with pytest.raises(CorpusError, match="wrong folder"):
+        rep.raise_for_errors()
     kaggle = tmp_path / "kaggle" / "Images"
     kaggle.mkdir(parents=True)
     names = sorted(p.name for p in (flickr8k_dir / "Flicker8k_Dataset").glob("*.jpg"))[:2]
@@ -252,6 +255,36 @@ def test_caption_files_line_ends_csv_ids_and_unclosed_quotes(tmp_path):
     csv_file.write_text('image,caption\na.jpg,"A dog\na.jpg,A dog\nb.jpg,A cat\n', encoding="utf-8")
     with pytest.raises(CorpusError, match=r"captions.txt:2: a record spans lines 2-4"):
         parse_captions_csv(csv_file)
+    # a stated caption number is the caption's index, whatever the row order; stated twice is an error
+    csv_file.write_text('image,caption\na.jpg#1,A cat\na.jpg#0,A dog\na.jpg,A third\n', encoding="utf-8")
+    assert [(r.caption_id, r.text) for r in parse_captions_csv(csv_file)] == [
+        ("a.jpg#1", "A cat"), ("a.jpg#0", "A dog"), ("a.jpg#2", "A third")]
+    csv_file.write_text('image,caption\na.jpg#0,A cat\na.jpg#0,A dog\n', encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"captions.txt:3: duplicate caption id a.jpg#0 \(first on line 2\)"):
+        parse_captions_csv(csv_file)
+    # a bad byte is placed on its line whatever the line ends
+    split = tmp_path / "Flickr_8k.testImages.txt"
+    split.write_bytes(b"1_a.jpg\r2_a.jpg\r3_\xffa.jpg\r")
+    with pytest.raises(CorpusError, match=r"testImages.txt:3: not valid UTF-8"):
+        parse_split_file(split)
+
+
+def test_caption_files_without_usable_images_fail_before_warning_per_id(tmp_path):
+    import warnings
+
+    from corpora.base import CorpusError
+
+    for name, content, message in (("empty", "", "no caption lines"),
+                                   ("bogus", "".join(f"x{i}.jpg.1#0\tA dog .\n" for i in range(50)),
+                                    "no image ids that name an image file")):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "Flickr8k.token.txt").write_text(content, encoding="utf-8")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(CorpusError, match=message):
+                load_flickr8k(root, with_images=False)
+        assert not [w for w in caught if "names no image file" in str(w.message)]
 
 
 def test_missing_crowd_file_is_announced_and_the_readme_lemma_name_is_read(flickr8k_dir, tmp_path):

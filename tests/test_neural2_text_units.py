@@ -63,6 +63,12 @@ def test_detail_units_given_tags():
     tags = ("EX", "VBZ", "DT", "JJ", "NN", "IN", "DT", "NN", "CC", "EX", "VBZ", "DT", "NN", "IN", "DT", "NN", ".")
     assert [u.text for u in detail_units(text, tags)] == [
         "There is a red circle on the left", "and there is a dog on the grass."]
+    # also after a fronted phrase, which rule 3 has already joined to the "there"
+    text = "On the sand, there is a cross with checks on the left."
+    tags = ("IN", "DT", "NN", ",", "EX", "VBZ", "DT", "NN", "IN", "NNS", "IN", "DT", "NN", ".")
+    assert [u.text for u in detail_units(text, tags)] == [text]
+    text = "Is there a cat ?"
+    assert [u.text for u in detail_units(text, ("VBZ", "EX", "DT", "NN", "."))] == [text]
 
 
 def test_units_cover_text_and_cumulative_prefixes():

@@ -179,18 +179,20 @@ def test_check_report_names_a_failing_browser_without_traceback(tmp_path, monkey
 def test_report_says_what_the_numbers_are_and_writes_strict_json(tmp_path):
     """Captions name the pool, the tasks and the reference rule; a corpus whose only relevant pairs are the
     originals says S@k = R@k; the run line gives seed, permutations and command; the gallery image is in
-    report.md too; a NaN correlation is written as null; correlations are rounded once."""
+    report.md too; a NaN or infinite correlation is written as null; correlations are rounded once."""
     r = _results()
     r["corpus"]["pools"]["test"]["relevant_pairs"] = 10            # = images: originals only
     r["provenance"].update(permutations=10000, command="flickr8k_kcca.py --seed 0")
     r["human_correlation"]["BLEU-4"]["expert_rho"] = 20.6500        # 20.65 → 20.6 (one rounding, half-even)
     r["human_correlation"]["CLIP-S"] = {"expert_tau_c": float("nan"), "n_expert": 100}
+    r["human_correlation"]["PAC-S"] = {"expert_tau_c": np.float32("inf"), "n_expert": np.int64(100)}
     img = np.zeros((8, 8, 3), np.uint8)
     g = GalleryItem(image=img, image_id="q.jpg", gold_caption="a dog", columns={"TRI5 (classical)": [("a dog", True)]})
     paths = write_report(r, tmp_path, gallery=[g])
     md = paths["md"].read_text(encoding="utf-8")
     text = paths["results"].read_text(encoding="utf-8")
     assert "NaN" not in text and json.loads(text)["human_correlation"]["CLIP-S"]["expert_tau_c"] is None
+    assert json.loads(text)["human_correlation"]["PAC-S"] == {"expert_tau_c": None, "n_expert": 100}
     assert "Test pool: 10 images × 10 captions, 20 queries per task." in md
     assert "ann. = image annotation" in md and "the system with the highest R@10" in md and "two-sided" in md
     assert "so S@k equals R@k" in md
