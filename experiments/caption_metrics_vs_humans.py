@@ -8,13 +8,16 @@ BLEU / ROUGE (with and without "pre" preprocessing) on
 
 * Flickr8k-Expert – one row per expert score, candidates that are one of the image's own captions
   skipped, references = the image's five captions; Kendall τ-c (primary) and τ-b;
-* Flickr8k-CF – one row per judged pair, human score = fraction "yes", candidate removed from its
-  image's references; τ-b (primary) and τ-c;
+* Flickr8k-CF – one row per judged pair, human score = fraction "yes"; a judged caption of the image
+  itself is removed from that image's references, for every row of the image as in CLIPScore's data
+  (``--cf-references image``, the published protocol) or for its own row only (``row``); τ-b (primary)
+  and τ-c;
 
 and prints a table of τ ×100 (one decimal) with the number of rows used, then the relevance statistics
 of the Hodosh test pool (how many captions are relevant to 1, 2, 3, ≥4 images and vice versa), which
 drive S@k and R-precision.  ``--json`` prints one JSON object instead (the pool statistics then go to
-stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint.
+stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint
+and the scored items (candidates and references).
 """
 from __future__ import annotations
 
@@ -38,13 +41,14 @@ from evaluation.caption_metrics import (
 )
 from evaluation.correlation import (
     JudgmentRows,
+    CF_REFERENCE_RULES,
     correlations,
     flickr8k_cf_rows,
     flickr8k_expert_rows,
 )
 
 #: bump when a metric implementation changes (invalidates cached scores)
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 METEOR_NAME = "METEOR (NLTK variant)"
 #: The judgment files of the standard Flickr8k text bundle (named in messages).
@@ -124,13 +128,14 @@ def metric_selection_error(only: list[str] | None, *, meteor: bool = True, hodos
 
 
 def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
-                 progress: bool = True, only: list[str] | None = None) -> dict:
+                 progress: bool = True, only: list[str] | None = None, cf_references: str = "image") -> dict:
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
     Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
     plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.  A corpus
     without expert (``ExpertAnnotations.txt``) or without crowd judgments (``CrowdFlowerAnnotations.txt``)
     gets ``None`` for that protocol's values and rows; one without either raises ``ValueError``.
+    ``cf_references``: the CF reference rule of :func:`~evaluation.correlation.flickr8k_cf_rows`.
 
     Raises ``ValueError`` (message from :func:`metric_selection_error`) when ``only`` names an unknown
     metric, one excluded by ``meteor=False`` / ``hodosh=False``, or METEOR while it is unavailable; this
@@ -156,7 +161,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
         raise ValueError(f"corpus {corpus.name!r} has neither expert judgments ({EXPERT_FILE}) nor crowd "
                          f"judgments ({CROWD_FILE}) to correlate with")
     expert = flickr8k_expert_rows(corpus) if corpus.expert else None
-    cf = flickr8k_cf_rows(corpus) if corpus.crowd else None
+    cf = flickr8k_cf_rows(corpus, references=cf_references) if corpus.crowd else None
 
     def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
         _, cands, refs = rows.unique_items()
@@ -173,7 +178,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             s = compute()["scores"]
         else:
             key = {"v": _CACHE_VERSION, "corpus": corpus.fingerprint, "protocol": rows.protocol,
-                   "metric": name, "n_items": len(cands), "candidate_ids": rows.candidate_ids[::1]}
+                   "metric": name, "n_items": len(cands), "items": rows.items_digest()}
             s = cache.get_or_compute("caption_metrics_vs_humans", key, compute)["scores"]
         return s[rows.pair_index]
 
@@ -277,6 +282,10 @@ def main(argv=None) -> int:
     p.add_argument("--metrics", default=None,
                    help="comma-separated subset of metrics to compute, any case (default: all available): "
                         + "; ".join(METRIC_NAMES))
+    p.add_argument("--cf-references", choices=CF_REFERENCE_RULES, default="image",
+                   help="Flickr8k-CF: remove a caption judged for its own image from that image's references "
+                        "in every row of the image ('image', default: CLIPScore's crowdflower_flickr8k.json, "
+                        "the protocol of the published numbers) or in its own row only ('row')")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars or per-metric timings on stderr")
@@ -309,7 +318,7 @@ def main(argv=None) -> int:
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
-                              only=only, progress=not args.no_progress)
+                              only=only, progress=not args.no_progress, cf_references=args.cf_references)
     except ValueError as exc:
         p.error(str(exc))
     try:

@@ -527,17 +527,15 @@ def _jsonable(obj):
 def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Callable, tag: str, rows,
                        image_based: bool = False):
     """Per-row scores of one scorer on one protocol, cached under the scorer's identity
-    (``fn.identity``) + the rows (+ the signatures of the rows' image files for an image-based scorer);
-    scorers without an identity are recomputed."""
+    (``fn.identity``) + the rows, their candidates and references included (+ the signatures of the rows'
+    image files for an image-based scorer); scorers without an identity are recomputed."""
     from evaluation.correlation import score_rows
 
     ident = getattr(fn, "identity", None)
     if cache is None or ident is None:
         return score_rows(rows, fn)
-    digest = hashlib.sha256("\n".join(f"{i}\t{c}" for i, c in zip(rows.image_ids, rows.candidate_ids))
-                            .encode("utf-8")).hexdigest()
     key = {"what": "human_rows", "scorer": name, "identity": ident, "corpus": corpus.fingerprint,
-           "protocol": tag, "rows": digest, "n": len(rows),
+           "protocol": tag, "rows": rows.items_digest(), "n": len(rows),
            "images": corpus.images_fingerprint(dict.fromkeys(rows.image_ids)) if image_based else None}
     return cache.get_or_compute("human_scores", key, lambda: {"s": score_rows(rows, fn)})["s"]
 

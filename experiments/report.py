@@ -333,7 +333,9 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
                      "the CLIPScore / PAC-S papers; the first column of each group is the figure those papers "
                      "report (Expert: τ-c, CF: τ-b). Rows = judgments used (Expert: three expert scores per "
                      "image–caption pair; a pair whose candidate is one of the image's own captions is left "
-                     "out). Ref- scorers also see the image's other captions as references. KCCA f(i,s): the "
+                     "out; CF: one judgment per pair). Ref- scorers also see the image's captions as "
+                     "references, less any caption judged as a candidate for that image (CF, as in the "
+                     "CLIPScore data). KCCA f(i,s): the "
                      "KCCA affinity (Hodosh Eq. 4) of TRI5SEM and of the classical system with the highest "
                      "test annotation R@10. A scorer shown with “–” had fewer than 3 judgments with its "
                      "images on disk.",

@@ -23,6 +23,7 @@ from evaluation import (
     kappa_sweep,
     kendall_tau,
     pairwise_accuracy,
+    rouge_l,
     score_rows,
     text_metric,
 )
@@ -101,14 +102,42 @@ def test_cf_protocol_rows():
     rows = flickr8k_cf_rows(_toy_corpus())
     assert len(rows) == 3
     np.testing.assert_allclose(rows.human, [1.0, 0.0, 1 / 3])
-    assert rows.references[0] == ["a brown dog", "dog on grass"]  # own caption removed
-    assert rows.references[1] == ["a dog runs", "a brown dog", "dog on grass"]
+    # default rule "image" (CLIPScore's data): i1's judged own caption leaves every row of i1
+    assert rows.references[0] == ["a brown dog", "dog on grass"]
+    assert rows.references[1] == ["a brown dog", "dog on grass"]
+    assert rows.references[2] == ["a man rides a bike", "a cyclist", "man on a bike"]
+    per_row = flickr8k_cf_rows(_toy_corpus(), references="row")
+    assert per_row.references[0] == ["a brown dog", "dog on grass"]  # own caption removed from its row only
+    assert per_row.references[1] == ["a dog runs", "a brown dog", "dog on grass"]
+    assert per_row.references[2] == rows.references[2]
+    np.testing.assert_array_equal(per_row.human, rows.human)
+    assert rows.items_digest() != per_row.items_digest()   # the cache keys of the two rules differ
+    with pytest.raises(ValueError, match="references must be one of"):
+        flickr8k_cf_rows(_toy_corpus(), references="per-image")
     out = human_correlation(rows, text_metric(lambda c, r: bleu(c, r, n=1)[:, 0]))
     assert out["n"] == 3 and -1 <= out["tau_b"] <= 1
     with pytest.raises(ValueError, match="NaN"):
         score_rows(rows, lambda i, c, r: np.full(len(c), np.nan))
     with pytest.raises(ValueError, match="returned 1 scores"):
         score_rows(rows, lambda i, c, r: np.zeros(1))
+
+
+def test_cf_own_caption_by_text_and_no_references_left():
+    c = _toy_corpus()
+    caps = dict(c.captions)
+    # i2#1 has the same text (up to case / spaces) as i1#1: judged for i1, it is one of i1's captions
+    caps["i2"] = [caps["i2"][0], Caption(id="i2#1", image_id="i2", index=1, text="A  Brown dog"), caps["i2"][2]]
+    crowd = (CrowdJudgment("i1", "i2#1", 1.0, 3, 0), CrowdJudgment("i1", "i2#0", 0.0, 0, 3))
+    text_twin = Corpus(name="twin", image_ids=c.image_ids, captions=caps, splits=c.splits, crowd=crowd)
+    rows = flickr8k_cf_rows(text_twin)
+    assert rows.references == [["a dog runs", "dog on grass"]] * 2
+    assert flickr8k_cf_rows(text_twin, references="row").references[1] == ["a dog runs", "a brown dog", "dog on grass"]
+    # every caption of i1 judged for i1: nothing left under the image rule, the row rule still works
+    all_own = Corpus(name="all", image_ids=c.image_ids, captions=c.captions, splits=c.splits,
+                     crowd=tuple(CrowdJudgment("i1", f"i1#{k}", 1.0, 3, 0) for k in range(3)))
+    with pytest.raises(ValueError, match=r"image 'i1'.*no references left.*references='row'"):
+        flickr8k_cf_rows(all_own)
+    assert [len(r) for r in flickr8k_cf_rows(all_own, references="row").references] == [2, 2, 2]
 
 
 def test_protocols_need_judgments():
@@ -207,7 +236,20 @@ def test_real_protocol_row_counts(flickr8k):
     assert e.n_skipped_pairs == 158 and e.n_pairs == 5664 and len(e) == 16992
     assert len(c) == 47830
     assert all(len(r) == 5 for r in e.references)
-    assert sum(len(r) == 4 for r in c.references) == 721  # own caption removed
+    # 723 rows judge one of their image's own captions (721 by id, 2 more by identical text); removed
+    # from every row of their image, as in CLIPScore's crowdflower_flickr8k.json: 36,190 rows lose one
+    c_row = flickr8k_cf_rows(flickr8k, references="row")
+    assert sum(len(r) < 5 for r in c_row.references) == 723
+    assert sum(len(r) < 5 for r in c.references) == 36190
+    # CLIPScore (Hessel et al. 2021, Table 1) Flickr8k-CF τ-b: BLEU-1 17.9, BLEU-4 16.9, ROUGE-L 19.9,
+    # CIDEr 24.6 — reproduced to the decimal with the image rule, not with the row rule
+    ims, cands, refs = c.unique_items()
+    b14 = bleu(cands, refs, n=4)
+    cf = {"BLEU-1": b14[:, 0], "BLEU-4": b14[:, 3], "ROUGE-L": rouge_l(cands, refs), "CIDEr-D": cider_d(cands, refs)}
+    got = {k: round(100 * kendall_tau(v[c.pair_index], c.human, "b"), 1) for k, v in cf.items()}
+    assert got == {"BLEU-1": 17.9, "BLEU-4": 16.9, "ROUGE-L": 19.9, "CIDEr-D": 24.6}
+    ims, cands, refs = c_row.unique_items()
+    assert round(100 * kendall_tau(cider_d(cands, refs)[c_row.pair_index], c_row.human, "b"), 1) == 25.5
     # CLIPScore (Hessel et al. 2021, Table 1) Flickr8k-Expert τ-c: BLEU-1 32.3, CIDEr 43.9
     ims, cands, refs = e.unique_items()
     b1 = bleu(cands, refs, n=1)[:, 0][e.pair_index]
@@ -289,7 +331,10 @@ def test_experiment_without_expert_file_reports_cf_and_bad_folders_fail_cleanly(
                  "--no-progress"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["BLEU-4"]["expert_tau_c"] is None and out["BLEU-4"]["n_expert"] is None
-    assert out["BLEU-4"]["n_cf"] == 47830 and out["BLEU-4"]["cf_tau_b"] == pytest.approx(17.3, abs=0.3)
+    assert out["BLEU-4"]["n_cf"] == 47830 and out["BLEU-4"]["cf_tau_b"] == 16.9   # CLIPScore, Table 1
+    assert main(["--data", str(root), "--json", "--no-meteor", "--metrics", "BLEU-4", "--no-cache",
+                 "--no-progress", "--cf-references", "row"]) == 0
+    assert json.loads(capsys.readouterr().out)["BLEU-4"]["cf_tau_b"] == 17.3
     assert main(["--data", str(root), "--no-meteor", "--metrics", "BLEU-4", "--no-cache", "--no-progress",
                  "--kappa"]) == 0
     table = capsys.readouterr().out
