@@ -138,11 +138,13 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _own_caption_mask(caption_id: str, text: str, ref_ids: Sequence[str], refs: Sequence[str]) -> list[bool]:
-    """Which of an image's captions (``ref_ids`` / ``refs``) *are* the candidate: same id, or identical
-    text after whitespace / case normalisation."""
+def _own_caption_mask(caption_id: str, text: str, ref_ids: Sequence[str], refs: Sequence[str],
+                      refs_norm: Sequence[str] | None = None) -> list[bool]:
+    """Which of an image's captions (``ref_ids`` / ``refs``; ``refs_norm``: their normalised texts, if
+    already known) *are* the candidate: same id, or identical text after whitespace / case normalisation."""
     norm = _norm(text)
-    return [cid == caption_id or _norm(r) == norm for cid, r in zip(ref_ids, refs)]
+    refs_norm = [_norm(r) for r in refs] if refs_norm is None else refs_norm
+    return [cid == caption_id or r == norm for cid, r in zip(ref_ids, refs_norm)]
 
 
 def flickr8k_expert_rows(corpus) -> JudgmentRows:
@@ -211,19 +213,22 @@ def flickr8k_cf_rows(corpus, references: str = "image") -> JudgmentRows:
     if not getattr(corpus, "crowd", None):
         raise ValueError(f"corpus {getattr(corpus, 'name', '?')!r} has no crowd judgments (corpus.crowd)")
     refs_of: dict[str, tuple[list[str], list[str], list[bool]]] = {}   # image -> ids, texts, removed
-    masks = []
+    norms: dict[str, list[str]] = {}
+    masks, cands = [], []
     for j in corpus.crowd:
         if j.image_id not in refs_of:
             ids, texts = _image_refs(corpus, j.image_id)
             refs_of[j.image_id] = (ids, texts, [False] * len(ids))
+            norms[j.image_id] = [_norm(t) for t in texts]
         ids, texts, removed = refs_of[j.image_id]
-        own = _own_caption_mask(j.caption_id, corpus.caption(j.caption_id).text, ids, texts)
+        cands.append(corpus.caption(j.caption_id).text)
+        own = _own_caption_mask(j.caption_id, cands[-1], ids, texts, norms[j.image_id])
         masks.append(own)
         for k, o in enumerate(own):
             removed[k] = removed[k] or o
     rows = JudgmentRows("flickr8k-cf", [], [], [], [], np.zeros(0), np.zeros(0, dtype=np.int64))
     n_own = 0
-    for j, own in zip(corpus.crowd, masks):
+    for j, own, cand in zip(corpus.crowd, masks, cands):
         ids, texts, removed = refs_of[j.image_id]
         drop = removed if references == "image" else own
         refs = [t for t, d in zip(texts, drop) if not d]
@@ -234,7 +239,7 @@ def flickr8k_cf_rows(corpus, references: str = "image") -> JudgmentRows:
         n_own += any(own)
         rows.image_ids.append(j.image_id)
         rows.candidate_ids.append(j.caption_id)
-        rows.candidates.append(corpus.caption(j.caption_id).text)
+        rows.candidates.append(cand)
         rows.references.append(refs)
     rows.human = np.asarray([float(j.fraction_yes) for j in corpus.crowd], dtype=np.float64)
     rows.pair_index = np.arange(len(rows.human), dtype=np.int64)
