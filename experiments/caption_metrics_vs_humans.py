@@ -132,7 +132,8 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
     Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
-    plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows`.  A corpus
+    plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows` (and under
+    ``"_cf_references"`` the CF reference rule).  A corpus
     without expert (``ExpertAnnotations.txt``) or without crowd judgments (``CrowdFlowerAnnotations.txt``)
     gets ``None`` for that protocol's values and rows; one without either raises ``ValueError``.
     ``cf_references``: the CF reference rule of :func:`~evaluation.correlation.flickr8k_cf_rows`.
@@ -163,7 +164,10 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     expert = flickr8k_expert_rows(corpus) if corpus.expert else None
     cf = flickr8k_cf_rows(corpus, references=cf_references) if corpus.crowd else None
 
-    def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
+    digests = {tag: rows.items_digest() for tag, rows in (("expert", expert), ("cf", cf))
+               if rows is not None and cache is not None}
+
+    def scores_for(name: str, rows: JudgmentRows, tag: str) -> np.ndarray:
         _, cands, refs = rows.unique_items()
 
         def compute():
@@ -178,7 +182,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             s = compute()["scores"]
         else:
             key = {"v": _CACHE_VERSION, "corpus": corpus.fingerprint, "protocol": rows.protocol,
-                   "metric": name, "n_items": len(cands), "items": rows.items_digest()}
+                   "metric": name, "n_items": len(cands), "items": digests[tag]}
             s = cache.get_or_compute("caption_metrics_vs_humans", key, compute)["scores"]
         return s[rows.pair_index]
 
@@ -190,7 +194,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             if rows is None:
                 row.update({f"{tag}_tau_b": None, f"{tag}_tau_c": None, f"n_{tag}": None})
                 continue
-            s = scores_for(name, rows)
+            s = scores_for(name, rows, tag)
             if tag == "expert":
                 expert_scores[name] = s
             c = correlations(s, rows.human)
@@ -199,6 +203,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
         out[name] = {k: row[k] for k in ("expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c",
                                          "n_expert", "n_cf")}
     out["_rows"] = (expert, cf)
+    out["_cf_references"] = cf_references
     out["_expert_scores"] = expert_scores
     return out
 
@@ -239,7 +244,8 @@ def format_table(result: dict) -> str:
     used = [f"Flickr8k-Expert n_expert = {len(expert)} ({expert.n_pairs} pairs × 3 scores; "
             f"{expert.n_skipped_pairs} pairs skipped)" if expert is not None
             else f"Flickr8k-Expert: – (no {EXPERT_FILE})",
-            f"Flickr8k-CF n_cf = {len(cf)}" if cf is not None else f"Flickr8k-CF: – (no {CROWD_FILE})"]
+            f"Flickr8k-CF n_cf = {len(cf)} (judged own captions removed from the references per "
+            f"{result['_cf_references']})" if cf is not None else f"Flickr8k-CF: – (no {CROWD_FILE})"]
     lines.append("rows used: " + ", ".join(used))
     lines.append("primary statistic: τ-c for Expert, τ-b for CF")
     return "\n".join(lines)
