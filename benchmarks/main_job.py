@@ -3,7 +3,7 @@ teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
 (measured idle: 112–119 s cold on the machine's faster days, 137–164 s on slower ones — these without
-the C-kernel compile, which the cold run includes since 2026-11-22: 128–142 s on later days; warm
+the C-kernel compile, which the cold run includes since 2026-11-22: 128–154 s on later days; warm
 16–22 s until 2026-11-22, ≈ 8–10 s since the neural stage and the significance tables are cached as a
 whole; README "Runtime").
 
