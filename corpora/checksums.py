@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from corpora.base import CorpusError, decode_utf8
-from corpora.flickr8k import IMAGE_DIR_NAMES   # the image folders of the known layouts
+from corpora.base import CorpusError
+# the image folders of the known layouts; the shared line reader (CRLF / CR / LF) and duplicate check
+from corpora.flickr8k import IMAGE_DIR_NAMES, _check_unique, _read_lines
 
 __all__ = ["ChecksumReport", "read_checksum_file", "md5_file", "verify_checksums"]
 
@@ -40,19 +41,15 @@ def md5_file(path: str | Path) -> str:
 def read_checksum_file(path: str | Path) -> dict[str, tuple[str, str]]:
     """``{image id (file name): (md5, relative path)}``; malformed lines raise :class:`CorpusError`."""
     path = Path(path)
-    text = decode_utf8(path.read_bytes(), path)
     out: dict[str, tuple[str, str]] = {}
-    for ln, raw in enumerate(text.split("\n"), start=1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
+    seen: dict[str, int] = {}
+    for ln, line in _read_lines(path):
         m = _LINE.match(line)
         if m is None:
             raise CorpusError(f"expected '<32 hex md5>  <path>', got {line[:80]!r}", path, ln)
         rel = m.group(2).strip()
         name = PurePosixPath(rel.replace("\\", "/")).name
-        if name in out:
-            raise CorpusError(f"{name} listed twice", path, ln)
+        _check_unique(seen, name, f"{name} listed twice", path, ln)
         out[name] = (m.group(1).lower(), rel)
     return out
 

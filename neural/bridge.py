@@ -281,6 +281,14 @@ def _soft_info_nce(a: torch.Tensor, b: torch.Tensor, same: torch.Tensor, tempera
     return 0.5 * (-(tgt * logits.log_softmax(1)).sum(1).mean() - (tgt_t * logits.t().log_softmax(1)).sum(1).mean())
 
 
+
+def _captions_file_digest(captions_file: Mapping[str, str] | None) -> str | None:
+    """SHA-256 of a captions file's content (``None`` for none): what the templates depend on.  Keyed by
+    content, not by object: two files never share a key, the same content always does."""
+    if captions_file is None:
+        return None
+    return hashlib.sha256(json.dumps(sorted(captions_file.items())).encode("utf-8")).hexdigest()
+
 class BRIDGE:
     """BRIDGE scorer on a frozen CLIP :class:`Backbone` (see the module docstring).
 
@@ -339,12 +347,10 @@ class BRIDGE:
         return nn.ModuleDict({"psi": self.psi, "mlp": self.mlp})
 
     def cache_identity(self) -> dict:
-        cf = getattr(self, "captions_file", None)
         return {"scorer": "BRIDGE", "config": asdict(self.config), "backbone": self.clip.cache_identity(),
                 "psi": getattr(self, "_psi_id", "untrained"),
                 "template_source": getattr(self, "template_source", None),
-                "captions_file": None if cf is None else hashlib.sha256(
-                    json.dumps(sorted(cf.items())).encode("utf-8")).hexdigest()}
+                "captions_file": _captions_file_digest(getattr(self, "captions_file", None))}
 
     @property
     def _temperature(self) -> float:
@@ -627,7 +633,7 @@ class BRIDGE:
         if captions_file is None and src in ("captions_file", "auto"):
             captions_file = getattr(self, "captions_file", None)   # the file given to fit()
         memo_key = (getattr(corpus, "name", None), getattr(corpus, "fingerprint", None), src,
-                    None if captions_file is None else id(captions_file), getattr(self, "_psi_id", None))
+                    _captions_file_digest(captions_file), getattr(self, "_psi_id", None))
         memo = self.__dict__.setdefault("_corpus_pseudo", {})
         if set(memo) - {memo_key}:
             memo.clear()

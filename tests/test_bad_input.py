@@ -134,6 +134,21 @@ def test_non_utf8_after_a_bom_names_the_right_line_and_byte(tmp_path):
         assert e.value.line == 2, name
 
 
+def test_checksum_file_reads_cr_line_ends_and_names_both_lines_of_a_duplicate(tmp_path):
+    """The checksum reader splits lines as every other reader does (a bare CR ends a line: two entries,
+    not one with the second line glued into the first path)."""
+    from corpora.checksums import read_checksum_file
+
+    md5 = b"0123456789abcdef0123456789abcdef"
+    ck = tmp_path / "ck.txt"
+    ck.write_bytes(md5 + b"  Flicker8k_Dataset/a.jpg\r" + md5 + b"  Flicker8k_Dataset/b.jpg\r")
+    assert read_checksum_file(ck) == {"a.jpg": (md5.decode(), "Flicker8k_Dataset/a.jpg"),
+                                      "b.jpg": (md5.decode(), "Flicker8k_Dataset/b.jpg")}
+    ck.write_bytes(md5 + b"  a.jpg\n" + md5 + b"  b.jpg\n" + md5 + b"  a.jpg\n")
+    with pytest.raises(CorpusError, match=r"ck\.txt:3: a\.jpg listed twice \(first on line 1\)"):
+        read_checksum_file(ck)
+
+
 def test_crlf_and_bom_accepted(tmp_path):
     f = tmp_path / "t.txt"
     f.write_bytes(b"\xef\xbb\xbf1000_abc.jpg#0\tA dog .\r\n1000_abc.jpg#1\tA cat .\r\n")

@@ -167,6 +167,17 @@ def test_captions_file_missing_an_image_names_it_before_training(backbone, small
     other_pool = {**cf_pool, pool.image_ids[0]: "a purple star at the top"}
     br.fit(ts, captions_file={**cf, **other_pool}, show_progress=False, image_ids=ids[:8])
     assert ident["captions_file"] is not None and br.cache_identity() != ident   # the pool's templates count
+    # explicit files that are temporaries (so CPython may reuse one's address for the next): each call
+    # gets its own templates, not the previous file's from the per-image memo
+    def file_of(text):
+        return {i: text for i in pool.image_ids}
+
+    S1 = br.affinity(ts, pool, captions_file=file_of("a red circle on the left"), template_source="captions_file")
+    S2 = br.affinity(ts, pool, captions_file=file_of("two purple stars above a green square"),
+                     template_source="captions_file")
+    kept = file_of("two purple stars above a green square")
+    np.testing.assert_array_equal(S2, br.affinity(ts, pool, captions_file=kept, template_source="captions_file"))
+    assert not np.array_equal(S1, S2)
 
 
 def test_soft_info_nce_spreads_the_target_over_every_positive():
