@@ -21,7 +21,8 @@ def emit(result: Mapping, as_json: bool, *, skip: Iterable[str] = (), indent: in
     if as_json:
         print(json.dumps(result, indent=indent))
         return
-    rows = [(str(k), v) for k, v in result.items() if k not in set(skip)]
+    skip = set(skip)
+    rows = [(str(k), v) for k, v in result.items() if k not in skip]
     width = max((len(k) for k, _ in rows), default=0)
     for k, v in rows:
         print(f"{k:>{width}}: {v}")

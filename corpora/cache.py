@@ -5,10 +5,10 @@ its *key*: a JSON-serialisable description of the data (corpus fingerprint, imag
 every parameter that influences the result.  Writes are atomic: the payload goes to a temporary file in
 the same directory, is flushed and fsync'ed, and only then renamed over the final name
 (``os.replace``), so a run killed mid-write leaves at most a stray ``*.tmp`` file and never a truncated
-entry under a valid name.  Temporary names carry the writer's process id and a tag of its host; the first
-write into a namespace removes the temporaries there whose writer is gone (same host, process no longer
-running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`), so killed runs do not leave
-their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
+entry under a valid name.  Temporary names carry the writer's process id and a tag of its host and
+process-id namespace; the first write into a namespace removes the temporaries there whose writer is gone
+(same tag, process no longer running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`),
+so killed runs do not leave their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
 whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted and
 recomputed – never silently used.
 
@@ -44,8 +44,20 @@ _DIGEST_FIELD = "__digest__"
 _KEY_FIELD = "__key__"
 #: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
 STALE_TMP_AGE_S = 24 * 3600
-#: This host, as it appears in temporary names (8 hex digits of a SHA-256 of the host name).
-_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _pid_namespace() -> str:
+    """The process-id namespace (``/proc/self/ns/pid``, e.g. ``pid:[4026531836]``; ``""`` where there is
+    none): containers sharing a host name but not their process ids differ here."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+#: This host, as it appears in temporary names: 8 hex digits of a SHA-256 of the host name and the pid
+#: namespace, so "same tag" means "its process ids are ours to check".
+_HOST_TAG = hashlib.sha256(f"{socket.gethostname()}\0{_pid_namespace()}".encode("utf-8", "replace")).hexdigest()[:8]
 #: ``<entry stem>.<writer pid>-<host tag>.<mkstemp random part>.tmp``
 _TMP_NAME = re.compile(r"^[0-9a-f]{64}\.(?P<pid>[0-9]+)-(?P<host>[0-9a-f]{8})\.[^.]*\.tmp$")
 
@@ -180,7 +192,7 @@ class DiskCache:
     # ------------------------------------------------------------------ read
     def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
         """The stored arrays, or ``None`` if absent.  A corrupt entry is logged, removed and treated as
-        absent."""
+        absent; a ``MemoryError`` while reading propagates and leaves the entry in place."""
         if not self.enabled:
             return None
         p = self.path(namespace, key)
@@ -192,6 +204,8 @@ class DiskCache:
                 stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
             if stored is None or stored != _digest(arrays):
                 raise CacheCorruptError("digest mismatch")
+        except MemoryError:        # no room to read a sound entry: not damage, keep it
+            raise
         except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
             log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
             try:
@@ -229,8 +243,8 @@ class DiskCache:
                 os.replace(tmp, p)
                 break
             except FileNotFoundError:
-                # the temporary was removed under us: a process in another PID namespace with this host name
-                # (a container) took it for a dead writer's (sweep_temporaries); write it once more
+                # the temporary was removed under us (by hand, or a sweeper that could not tell our pid
+                # apart, e.g. without /proc); write it once more
                 if attempt == 2 or not p.parent.is_dir():
                     raise
                 log.warning("cache temporary %s vanished before its rename; writing it again", tmp)

@@ -102,11 +102,13 @@ EXPERT_FILE = "ExpertAnnotations.txt"
 CROWD_FILE = "CrowdFlowerAnnotations.txt"
 CSV_FILE = "captions.txt"
 
-_IMAGE_EXT = re.compile(r".+\.(jpe?g|png|bmp|gif|tiff?|webp)$", re.IGNORECASE)
+_EXTENSIONS = r"(jpe?g|png|bmp|gif|tiff?|webp)"
+_IMAGE_EXT = re.compile(rf".+\.{_EXTENSIONS}$", re.IGNORECASE)
 #: A line inside a multi-line CSV caption that looks like a record of its own (``<image file>,…``).
-_SWALLOWED_RECORD = re.compile(r"[\r\n]\s*[^\s,]+\.(jpe?g|png|bmp|gif|tiff?|webp)(#\d+)?\s*,", re.IGNORECASE)
-#: A token-file caption number (``#0`` … ``#4``) left on an image id in captions.txt.
-_CAPTION_NUMBER = re.compile(r"#\d+$")
+_SWALLOWED_RECORD = re.compile(rf"[\r\n]\s*[^\s,]+\.{_EXTENSIONS}(#[0-9]+)?\s*,", re.IGNORECASE)
+#: A token-file caption number (``#0`` … ``#4``) left on an image id in captions.txt (ASCII digits, as
+#: :func:`corpora.base._is_index`: the token file refuses ``#٣``, and so does captions.txt).
+_CAPTION_NUMBER = re.compile(r"#[0-9]+$")
 _FRACTION_TOL = 0.01
 
 
@@ -223,8 +225,6 @@ def _check_ids(image_id: str, cid: str, known_captions: Mapping[str, object] | N
                           path, ln)
     if known_captions is not None and cid not in known_captions:
         raise CorpusError(f"unknown caption id {cid!r} (not in the caption file)", path, ln)
-
-
 
 
 def parse_expert_file(path: str | Path, known_images=None, known_captions=None) -> list[ExpertJudgment]:

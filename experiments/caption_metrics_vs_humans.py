@@ -40,8 +40,8 @@ from evaluation.caption_metrics import (
     rouge_l,
 )
 from evaluation.correlation import (
-    JudgmentRows,
     CF_REFERENCE_RULES,
+    JudgmentRows,
     correlations,
     flickr8k_cf_rows,
     flickr8k_expert_rows,
@@ -164,10 +164,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     expert = flickr8k_expert_rows(corpus) if corpus.expert else None
     cf = flickr8k_cf_rows(corpus, references=cf_references) if corpus.crowd else None
 
-    digests = {tag: rows.items_digest() for tag, rows in (("expert", expert), ("cf", cf))
-               if rows is not None and cache is not None}
-
-    def scores_for(name: str, rows: JudgmentRows, tag: str) -> np.ndarray:
+    def scores_for(name: str, rows: JudgmentRows) -> np.ndarray:
         _, cands, refs = rows.unique_items()
 
         def compute():
@@ -182,7 +179,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             s = compute()["scores"]
         else:
             key = {"v": _CACHE_VERSION, "corpus": corpus.fingerprint, "protocol": rows.protocol,
-                   "metric": name, "n_items": len(cands), "items": digests[tag]}
+                   "metric": name, "n_items": len(cands), "items": rows.items_digest()}
             s = cache.get_or_compute("caption_metrics_vs_humans", key, compute)["scores"]
         return s[rows.pair_index]
 
@@ -194,7 +191,7 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
             if rows is None:
                 row.update({f"{tag}_tau_b": None, f"{tag}_tau_c": None, f"n_{tag}": None})
                 continue
-            s = scores_for(name, rows, tag)
+            s = scores_for(name, rows)
             if tag == "expert":
                 expert_scores[name] = s
             c = correlations(s, rows.human)

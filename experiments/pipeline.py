@@ -525,18 +525,18 @@ def _jsonable(obj):
 
 # ---------------------------------------------------------------------------------------------- humans
 def _cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Callable, tag: str, rows,
-                       image_based: bool = False, digest: str | None = None):
+                       image_based: bool = False):
     """Per-row scores of one scorer on one protocol, cached under the scorer's identity
-    (``fn.identity``) + the rows, their candidates and references included (``digest``: their
-    :meth:`~evaluation.correlation.JudgmentRows.items_digest` when already computed) (+ the signatures of
-    the rows' image files for an image-based scorer); scorers without an identity are recomputed."""
+    (``fn.identity``) + the rows, their candidates and references included
+    (:meth:`~evaluation.correlation.JudgmentRows.items_digest`) (+ the signatures of the rows' image files
+    for an image-based scorer); scorers without an identity are recomputed."""
     from evaluation.correlation import score_rows
 
     ident = getattr(fn, "identity", None)
     if cache is None or ident is None:
         return score_rows(rows, fn)
     key = {"what": "human_rows", "scorer": name, "identity": ident, "corpus": corpus.fingerprint,
-           "protocol": tag, "rows": digest or rows.items_digest(), "n": len(rows),
+           "protocol": tag, "rows": rows.items_digest(), "n": len(rows),
            "images": corpus.images_fingerprint(dict.fromkeys(rows.image_ids)) if image_based else None}
     return cache.get_or_compute("human_scores", key, lambda: {"s": score_rows(rows, fn)})["s"]
 
@@ -557,16 +557,12 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
     if corpus.expert:
         protocols.append(("expert", flickr8k_expert_rows(corpus)))
     if corpus.crowd:
-        protocols.append(("cf", flickr8k_cf_rows(corpus)))
+        try:
+            protocols.append(("cf", flickr8k_cf_rows(corpus)))
+        except ValueError as exc:   # e.g. an image whose every caption is judged for it: no references left
+            raise PipelineError(f"human correlation, Flickr8k-CF protocol: {exc}") from exc
     restricted = {tag: restrict_rows(rows, [corpus.has_image(i) for i in rows.image_ids])
                   for tag, rows in protocols}
-    digests: dict[int, str] = {}   # id(rows) -> items_digest, computed once per row set (47,830 CF rows)
-
-    def digest(rows) -> str:
-        if id(rows) not in digests:
-            digests[id(rows)] = rows.items_digest()
-        return digests[id(rows)]
-
     out: dict[str, dict] = {}
     for name, fn in scorers.items():
         row: dict = {}
@@ -576,8 +572,7 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
                 row[f"n_{tag}"] = len(use)
                 continue
             hc = human_correlation(use, _cached_row_scores(cache, corpus, name, fn, tag, use,
-                                                           image_based=name in image_based,
-                                                           digest=digest(use) if cache is not None else None))
+                                                           image_based=name in image_based))
             # 4 decimals: the report rounds once, to 1 (2-decimal values rounded again would go both ways)
             row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 4)
             row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 4)

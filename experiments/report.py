@@ -240,13 +240,13 @@ def table_rows(results: Mapping, keys: Sequence[str]) -> tuple[list[str], list[l
     header = ["system", "family"] + [f"{t[:3]}. {KEY_LABELS.get(k, k)}{' ↓' if k in LOWER_IS_BETTER else ''}"
                                      for t in TASKS for k in keys]
     rows = []
+    ref = {t: systems.get(refs.get(t), {}).get(t, {}) for t in TASKS}   # the reference systems' results
     for s in names:
         r = systems[s]
         if not _has_metrics(r, keys):
             continue
         is_ref = [t[:3] + "." for t in TASKS if refs.get(t) == s]
         label = s + (f" (ref. {' & '.join(is_ref)})" if is_ref else "")
-        ref = {t: systems.get(refs.get(t), {}).get(t, {}) for t in TASKS}
         rows.append([label, r.get("family", "")] + [_cell(r, t, k, ref) for t in TASKS for k in keys])
     return header, rows
 
@@ -338,7 +338,7 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
                      "CLIPScore data). KCCA f(i,s): the "
                      "KCCA affinity (Hodosh Eq. 4) of TRI5SEM and of the classical system with the highest "
                      "test annotation R@10. A scorer shown with “–” had fewer than 3 judgments with its "
-                     "images on disk.",
+                     "images on disk, or gave every judgment the same score (no correlation defined).",
                      human_rows(results)))
     if results.get("specificity"):
         secs.append(("Specificity rate (SPECS)",
@@ -421,9 +421,10 @@ def write_report(results: Mapping, out_dir: str | Path, *,
         for k in plots:
             md += [f"![{k}](plots/{k}.png)", ""]
     thumbs = [_thumbnail_png(g.image) for g in gallery]   # encoded once: report.md's file and the HTML's URI
+    if gallery:
+        (out / "plots").mkdir(parents=True, exist_ok=True)
     for n, g in enumerate(gallery):
         thumb = out / "plots" / f"gallery-{n}.png"
-        thumb.parent.mkdir(parents=True, exist_ok=True)
         thumb.write_bytes(thumbs[n])
         md += [f"## Gallery: {g.image_id}", "", GALLERY_NOTE, "", f"![query image](plots/{thumb.name})", "",
                f"Original caption: *{g.gold_caption}*", ""]

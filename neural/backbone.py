@@ -663,7 +663,7 @@ def _tag_torchscript_sha256(tag_cfg: dict, path: Path) -> str | None:
     be loaded (:func:`neural.checkpoints.read_state_dict` checks the bytes it loads).  Only OpenAI's URLs
     carry a full 64-digit checksum, and only OpenAI's releases are TorchScript archives."""
     url = tag_cfg.get("url", "")
-    expected = _url_sha256(url) if "openaipublic" in url else ""
+    expected = _url_sha256(url)   # an mlfoundations suffix is 8 digits: never taken for a full checksum
     return expected if len(expected) == 64 and path.name == os.path.basename(url) else None
 
 

@@ -224,8 +224,10 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     if is_torchscript_archive(p):
         source: str | io.BytesIO = str(p)
         if not torchscript_trusted(trust_torchscript):
-            data = p.read_bytes() if torchscript_sha256 else b""
-            if not torchscript_sha256 or hashlib.sha256(data).hexdigest() != torchscript_sha256:
+            if not torchscript_sha256:
+                raise UnsafeCheckpointError(torchscript_refused(p))
+            data = p.read_bytes()
+            if hashlib.sha256(data).hexdigest() != torchscript_sha256:
                 raise UnsafeCheckpointError(torchscript_refused(p))
             source = io.BytesIO(data)   # exactly the bytes that were hashed
         try:

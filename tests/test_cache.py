@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from corpora.cache import DiskCache, cache_key
 
@@ -61,6 +62,13 @@ def test_any_damage_to_an_entry_is_removed_and_recomputed(tmp_path, monkeypatch)
         monkeypatch.setattr(cache_mod.np, "load", real_load)
         again = cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
         np.testing.assert_array_equal(again["a"], first["a"])
+    # no memory to read it is not damage: the error propagates and the sound entry stays
+    def no_memory(*args, **kw):
+        raise MemoryError
+    monkeypatch.setattr(cache_mod.np, "load", no_memory)
+    with pytest.raises(MemoryError):
+        cache.load("ns", {"k": 1})
+    assert cache.path("ns", {"k": 1}).exists()
 
 
 def test_a_killed_writers_temporary_is_swept_by_the_next_write(tmp_path):

@@ -143,13 +143,22 @@ def test_cf_own_caption_by_text_and_no_references_left():
     assert flickr8k_cf_rows(one, references="row").references == [["X y", "z", "w"], ["x y", "X y", "z"]]
     two = Corpus(name="dup2", image_ids=("i1", "i2"), captions=dup, splits=c.splits,
                  crowd=(CrowdJudgment("i1", "i1#1", 1.0, 3, 0), CrowdJudgment("i1", "i2#0", 0.0, 0, 3)))
-    assert flickr8k_cf_rows(two).references == [["z", "w"]] * 2   # i1#1 by id, then "x  y" takes i1#0
+    assert flickr8k_cf_rows(two).references == [["z", "w"]] * 2   # "X y" takes i1#0, then "x  y" i1#1
+    # a caption already removed by another judgment's text is not removed again by its own id
+    three = Corpus(name="dup3", image_ids=("i1", "i2"), captions=dup, splits=c.splits,
+                   crowd=(CrowdJudgment("i1", "i2#0", 1.0, 3, 0), CrowdJudgment("i1", "i1#0", 0.0, 0, 3)))
+    assert flickr8k_cf_rows(three).references == [["z", "w"]] * 2
     # every caption of i1 judged for i1: nothing left under the image rule, the row rule still works
     all_own = Corpus(name="all", image_ids=c.image_ids, captions=c.captions, splits=c.splits,
                      crowd=tuple(CrowdJudgment("i1", f"i1#{k}", 1.0, 3, 0) for k in range(3)))
     with pytest.raises(ValueError, match=r"image 'i1'.*no references left.*references='row', --cf-references row"):
         flickr8k_cf_rows(all_own)
     assert [len(r) for r in flickr8k_cf_rows(all_own, references="row").references] == [2, 2, 2]
+    # the main job reports it as a pipeline error (one "error:" line), not a traceback
+    from experiments.pipeline import PipelineError, human_correlation_table
+
+    with pytest.raises(PipelineError, match="Flickr8k-CF protocol: .*image 'i1'.*no references left"):
+        human_correlation_table(all_own, {})
 
 
 def test_protocols_need_judgments():

@@ -242,7 +242,6 @@ def test_judgment_files_refuse_a_repeated_pair(text_dir, tmp_path):
 
 
 def test_caption_files_line_ends_csv_ids_and_unclosed_quotes(tmp_path):
-    from corpora.base import CorpusError
     from corpora.flickr8k import parse_captions_csv
 
     tok = tmp_path / "Flickr8k.token.txt"
@@ -262,6 +261,9 @@ def test_caption_files_line_ends_csv_ids_and_unclosed_quotes(tmp_path):
     csv_file.write_text('image,caption\na.jpg#0,A cat\na.jpg#0,A dog\n', encoding="utf-8")
     with pytest.raises(CorpusError, match=r"captions.txt:3: duplicate caption id a.jpg#0 \(first on line 2\)"):
         parse_captions_csv(csv_file)
+    # a caption number is ASCII digits, as in the token file: '#٣' is not read as #3
+    csv_file.write_text('image,caption\na.jpg#\u0663,A dog\n', encoding="utf-8")
+    assert [r.caption_id for r in parse_captions_csv(csv_file)] == ["a.jpg#\u0663#0"]
     # a bad byte is placed on its line whatever the line ends
     split = tmp_path / "Flickr_8k.testImages.txt"
     split.write_bytes(b"1_a.jpg\r2_a.jpg\r3_\xffa.jpg\r")
@@ -270,10 +272,6 @@ def test_caption_files_line_ends_csv_ids_and_unclosed_quotes(tmp_path):
 
 
 def test_caption_files_without_usable_images_fail_before_warning_per_id(tmp_path):
-    import warnings
-
-    from corpora.base import CorpusError
-
     for name, content, message in (("empty", "", "no caption lines"),
                                    ("bogus", "".join(f"x{i}.jpg.1#0\tA dog .\n" for i in range(50)),
                                     "no image ids that name an image file")):
