@@ -21,7 +21,6 @@ Usage
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
@@ -112,13 +111,26 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "image-text-ranking"
 
 
+def array_bytes(a: np.ndarray) -> memoryview:
+    """The bytes of ``np.ascontiguousarray(a)`` (``.tobytes()``'s content) for hashing, without copying
+    an array that is already contiguous: ``tobytes`` would hold a second copy of a Gram matrix while it
+    is hashed.  Dtypes without a buffer interface (datetime64, timedelta64) fall back to ``tobytes``."""
+    a = np.ascontiguousarray(a)
+    if not a.size:
+        return memoryview(b"")
+    try:
+        return memoryview(a).cast("B")
+    except (ValueError, TypeError, BufferError):
+        return memoryview(a.tobytes())
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return {"__ndarray_sha256__": hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest(),
+        return {"__ndarray_sha256__": hashlib.sha256(array_bytes(obj)).hexdigest(),
                 "shape": list(obj.shape), "dtype": str(obj.dtype)}
     if isinstance(obj, np.bool_):
         return bool(obj)
@@ -157,7 +169,7 @@ def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
         h.update(name.encode())
         h.update(str(a.dtype).encode())
         h.update(repr(a.shape).encode())
-        h.update(a.tobytes())
+        h.update(array_bytes(a))
     return h.hexdigest()
 
 
@@ -229,15 +241,14 @@ class DiskCache:
         payload = dict(arrays)
         payload[_DIGEST_FIELD] = np.array(_digest(arrays))
         payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
-        buf = io.BytesIO()
-        _write_npz(buf, payload)
         for attempt in (1, 2):
             fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f"{p.stem}.{os.getpid()}-{_HOST_TAG}.",
                                        suffix=".tmp")
             try:
                 os.fchmod(fd, _FILE_MODE)
                 with os.fdopen(fd, "wb") as f:
-                    f.write(buf.getbuffer())
+                    # straight into the file: no in-memory copy of the entry (a Gram matrix) next to it
+                    _write_npz(f, payload)
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(tmp, p)

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import torch
 
+from corpora.cache import array_bytes
+
 #: Entries that OpenAI TorchScript archives keep in their state dict but that are not parameters.
 OPENAI_EXTRA_KEYS = ("input_resolution", "context_length", "vocab_size")
 
@@ -89,7 +91,7 @@ def state_dict_sha256(state_dict: Mapping[str, torch.Tensor]) -> str:
         h.update(repr(tuple(t.shape)).encode())
         if t.dtype == torch.bfloat16:
             t = t.view(torch.int16)
-        h.update(t.numpy().tobytes())
+        h.update(array_bytes(t.numpy()))   # no copy of the tensor while it is hashed
     return h.hexdigest()
 
 

@@ -144,3 +144,43 @@ def test_a_temporary_removed_before_its_rename_is_written_again(tmp_path, monkey
     assert "vanished before its rename" in caplog.text
     np.testing.assert_array_equal(cache.load("ns", {"k": 1})["a"], np.arange(5))
     assert p.is_file() and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_store_and_load_hold_no_second_copy_of_an_entry(tmp_path):
+    """The entry is written straight into its temporary file and hashed without ``tobytes`` copies: storing
+    a 64 MiB Gram matrix allocates well under its size on top of it, and loading it allocates the array
+    once (the earlier in-memory ``.npz`` buffer and copies for the digest doubled both)."""
+    import tracemalloc
+
+    K = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)   # 64 MiB
+    cache = DiskCache(tmp_path)
+    tracemalloc.start()
+    try:
+        cache.store("ns", {"k": 1}, {"K": K})
+        _, store_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        back = cache.load("ns", {"k": 1})
+        _, load_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(back["K"], K)
+    assert store_peak < 0.5 * K.nbytes, store_peak / K.nbytes
+    assert load_peak - base < 1.25 * K.nbytes, (load_peak - base) / K.nbytes
+
+
+def test_array_bytes_is_tobytes_without_the_copy():
+    import hashlib
+
+    from corpora.cache import array_bytes
+
+    big = np.arange(12.0).reshape(3, 4)
+    cases = [big, big[:, ::2], np.asfortranarray(big), np.array(5.0), np.array("abc"), np.array(["ab", "c"]),
+             np.zeros((0, 3)), np.array([True, False]), np.zeros(2, dtype=[("a", "i4"), ("b", "f8")]),
+             np.array(["2020-01-01"], dtype="M8[D]"), np.array([3], dtype="m8[s]")]
+    for a in cases:
+        assert bytes(array_bytes(a)) == np.ascontiguousarray(a).tobytes(), a.dtype
+        assert hashlib.sha256(array_bytes(a)).digest() == hashlib.sha256(np.ascontiguousarray(a).tobytes()).digest()
+    view = array_bytes(big)
+    big[0, 0] = 99.0                       # a view, not a copy, of a contiguous array
+    assert bytes(view[:8]) == np.float64(99.0).tobytes()
