@@ -263,6 +263,23 @@ def _log_warning(message, category, filename, lineno, file=None, line=None) -> N
     logging.getLogger("py.warnings").warning("warning: %s", message)
 
 
+def _printed_by_its_own_logger(name: str) -> bool:
+    """Whether a record of logger ``name`` reaches a console handler before the root logger: a library
+    logger with its own stderr/stdout handler that also propagates (huggingface_hub installs one when it is
+    imported) would otherwise print each message twice, once there and once through the job's console
+    handler.  Such records still reach ``run.log``."""
+    lg = logging.getLogger(name)
+    while lg is not None and lg is not logging.root:
+        for h in lg.handlers:
+            if (isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                    and getattr(h, "stream", None) in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)):
+                return True
+        if not lg.propagate:
+            return False
+        lg = lg.parent
+    return False
+
+
 class _ConsoleHandler(logging.StreamHandler):
     """Console log lines printed through ``tqdm.write``: the progress bars on the stream are cleared
     first and redrawn below the message, instead of the message landing inside a bar's line.
@@ -272,6 +289,8 @@ class _ConsoleHandler(logging.StreamHandler):
     opposite orders in two threads would deadlock."""
 
     def handle(self, record: logging.LogRecord):
+        if _printed_by_its_own_logger(record.name):   # e.g. huggingface_hub's: printed once already
+            return False
         rv = self.filter(record)
         if isinstance(rv, logging.LogRecord):   # Python ≥ 3.12: a filter may return a replacement record
             record = rv

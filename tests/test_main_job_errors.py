@@ -298,3 +298,39 @@ def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err
     assert f"error: --cache-dir {afile}: exists and is not a folder" in err, err
     assert "corpus …" not in err and not out.exists()
+
+
+def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path, capsys):
+    """huggingface_hub puts a stderr handler on its own logger and lets records propagate: the job's
+    console handler must not print them a second time, and run.log must still get them."""
+    import logging
+    import sys
+
+    from experiments.pipeline import _ConsoleHandler
+
+    lib = logging.getLogger("itr_test_library")
+    own = logging.StreamHandler(sys.stderr)
+    lib.addHandler(own)
+    plain = logging.getLogger("itr_test_plain")
+    console = _ConsoleHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    runlog = logging.FileHandler(tmp_path / "run.log", encoding="utf-8")
+    root = logging.getLogger()
+    root.addHandler(console)
+    root.addHandler(runlog)
+    try:
+        logging.getLogger("itr_test_library.download").warning("retrying the download")
+        plain.warning("a note of our own")
+        lib.propagate = False     # a logger that does not propagate never reaches the job's handlers
+        lib.warning("not propagated")
+    finally:
+        root.removeHandler(console)
+        root.removeHandler(runlog)
+        runlog.close()
+        lib.removeHandler(own)
+        lib.propagate = True
+    err = capsys.readouterr().err
+    assert err.count("retrying the download") == 1
+    assert err.count("a note of our own") == 1
+    log = (tmp_path / "run.log").read_text(encoding="utf-8")
+    assert "retrying the download" in log and "a note of our own" in log and "not propagated" not in log
