@@ -263,15 +263,17 @@ def _log_warning(message, category, filename, lineno, file=None, line=None) -> N
     logging.getLogger("py.warnings").warning("warning: %s", message)
 
 
-def _printed_by_its_own_logger(name: str) -> bool:
-    """Whether a record of logger ``name`` reaches a console handler before the root logger: a library
+def _printed_by_its_own_logger(record: logging.LogRecord) -> bool:
+    """Whether ``record`` was printed by a console handler before it reached the root logger: a library
     logger with its own stderr/stdout handler that also propagates (huggingface_hub installs one when it is
     imported) would otherwise print each message twice, once there and once through the job's console
-    handler.  Such records still reach ``run.log``."""
-    lg = logging.getLogger(name)
+    handler.  A handler whose level is above the record's did not print it.  Such records still reach
+    ``run.log``."""
+    lg = logging.getLogger(record.name)
     while lg is not None and lg is not logging.root:
         for h in lg.handlers:
             if (isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                    and record.levelno >= h.level
                     and getattr(h, "stream", None) in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)):
                 return True
         if not lg.propagate:
@@ -289,7 +291,7 @@ class _ConsoleHandler(logging.StreamHandler):
     opposite orders in two threads would deadlock."""
 
     def handle(self, record: logging.LogRecord):
-        if _printed_by_its_own_logger(record.name):   # e.g. huggingface_hub's: printed once already
+        if _printed_by_its_own_logger(record):   # e.g. huggingface_hub's: printed once already
             return False
         rv = self.filter(record)
         if isinstance(rv, logging.LogRecord):   # Python ≥ 3.12: a filter may return a replacement record

@@ -321,6 +321,8 @@ def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path,
     try:
         logging.getLogger("itr_test_library.download").warning("retrying the download")
         plain.warning("a note of our own")
+        own.setLevel(logging.ERROR)   # the library's handler does not print warnings: the job's does
+        lib.warning("below its handler's level")
         lib.propagate = False     # a logger that does not propagate never reaches the job's handlers
         lib.warning("not propagated")
     finally:
@@ -332,5 +334,6 @@ def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path,
     err = capsys.readouterr().err
     assert err.count("retrying the download") == 1
     assert err.count("a note of our own") == 1
+    assert err.count("below its handler's level") == 1
     log = (tmp_path / "run.log").read_text(encoding="utf-8")
     assert "retrying the download" in log and "a note of our own" in log and "not propagated" not in log
