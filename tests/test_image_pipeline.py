@@ -257,6 +257,48 @@ def test_codebook_descriptor_reuse_gives_the_same_words(tmp_path, monkeypatch):
     np.testing.assert_array_equal(a.gram(tr), b.gram(tr))
 
 
+def test_idle_worker_prefetches_descriptors_during_kmeans(monkeypatch):
+    """While the codebooks are fitted, a free worker extracts the other training images' descriptors into
+    the memo: every image is still extracted exactly once, and the words equal a serial fit's."""
+    import threading
+    import time
+
+    import kernels.image.kernel as kmod
+
+    corpus = synthetic_corpus(12)
+    tr = list(corpus.split("train"))
+    calls, lock = [], threading.Lock()
+    real_extract, real_fit = kmod.extract_descriptors, kmod.fit_codebook
+
+    def counting_extract(*args, **kwargs):
+        with lock:
+            calls.append(threading.current_thread().name)
+        return real_extract(*args, **kwargs)
+
+    memo_sizes = []
+
+    def slow_fit(X, k, seed):  # a k-means that lasts until the other training images are in the memo
+        deadline = time.monotonic() + 10
+        while len(ik._desc_memo) < len(tr) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        memo_sizes.append(len(ik._desc_memo))
+        return real_fit(X, k, seed=seed)
+
+    monkeypatch.setattr(kmod, "extract_descriptors", counting_extract)
+    monkeypatch.setattr(kmod, "fit_codebook", slow_fit)
+    ik = make_kernel(None, codebook_images=3, n_jobs=4)   # 3 k-means + the prefetch on 4 workers
+    ik.fit(corpus, tr)
+    assert memo_sizes == [len(tr)] * 3                              # filled while the k-means ran
+    assert len(calls) == len(tr) and ik.n_extracted_ == len(tr)   # the 3 codebook images + 6 prefetched
+    monkeypatch.setattr(kmod, "fit_codebook", real_fit)
+    serial = make_kernel(None, codebook_images=3, n_jobs=1).fit(corpus, tr)
+    assert len(calls) == 2 * len(tr)                                 # serial: no prefetch, each image once
+    for f in ik.features:
+        assert np.array_equal(ik.codebooks_[f], serial.codebooks_[f])
+        for i in tr:
+            assert np.array_equal(ik._words[i][f][0], serial._words[i][f][0])
+
+
 def test_one_rebuilt_codebook_equals_the_one_fitted_with_the_others(tmp_path):
     """A codebook rebuilt alone (its cache entry lost or corrupt, the others read back) is the one fitted
     together with the other features: each feature's descriptor sample does not depend on which other

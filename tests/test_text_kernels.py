@@ -322,6 +322,26 @@ def test_soft_backends_agree_for_every_max_len(max_len):
     np.testing.assert_allclose(out["torch"][1], out["native"][1], rtol=1e-5, atol=1e-6)
 
 
+def test_native_soft_tri_is_identical_on_any_number_of_threads():
+    """The compiled kernel's Gram and query rows are bit-identical on 1 and 3 OpenMP threads (each entry is
+    summed by one thread in a fixed order), so ``native_threads`` may default to every core."""
+    from kernels.text.native import load_softtri
+
+    if load_softtri() is None:
+        pytest.skip("no C compiler: native soft-TRI backend unavailable")
+    corpus = _corpus(n_items=24, seed=5)
+    ids = corpus.split("train")
+    out = {}
+    for threads in (1, 3):
+        tk = TextKernel("TRI", 5, show_progress=False, backend="native", native_threads=threads).fit(corpus, ids)
+        tk.sim_parts = ("A",)
+        tk.word_kernel = _planted_word_kernel(tk, seed=3)
+        out[threads] = (tk._compute_gram()["K"], tk._compute_queries(_queries()))
+        assert tk.last_backend == "native" and tk._native_threads() == threads
+    assert np.array_equal(out[1][0], out[3][0]) and np.array_equal(out[1][1], out[3][1])
+    assert TextKernel().native_threads is None and TextKernel()._native_threads() >= 1
+
+
 @pytest.mark.parametrize("idf", ["none", "sqrt"])
 def test_soft_tri_with_identity_word_kernel_equals_exact_tri(idf):
     corpus = _corpus(n_items=6, seed=11)

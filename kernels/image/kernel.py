@@ -280,7 +280,7 @@ class ImageKernel:
             # The codebook images' full descriptors (every feature's) are kept up to DESCRIPTOR_MEMO_BYTES
             # and reused by _ensure_words below instead of re-extracting them: extraction is
             # deterministic, so the words are identical either way.
-            lock, used = threading.Lock(), [0]
+            lock, used, largest = threading.Lock(), [0], [0]
 
             def sample(args):
                 # Every feature's descriptors are extracted and sampled, in self.features order from one
@@ -292,6 +292,7 @@ class ImageKernel:
                 r = np.random.default_rng(int(s))
                 nbytes = sum(d.nbytes for d, _ in desc.values())
                 with lock:
+                    largest[0] = max(largest[0], nbytes)
                     if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
                         used[0] += nbytes
                         self._desc_memo[image_id] = desc
@@ -306,17 +307,41 @@ class ImageKernel:
             # codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL),
             # the costliest first (samples × dimension × words; longest-processing-time order): on two
             # threads SIFT's k-means (≈ 9 s on the teaching set) then runs beside colour and texture
-            # (≈ 3 + 6 s) instead of after colour, which left one core idle for ≈ 3 s
+            # (≈ 3 + 6 s) instead of after colour, which left one core idle for ≈ 3 s.
+            # A worker left without a k-means (the last codebook still being fitted, or a single missing
+            # feature) extracts the next training images' descriptors into the memo meanwhile, until every
+            # codebook is done or the memo is full (extraction does not depend on the codebooks).
             from threadpoolctl import threadpool_limits
 
             def fit_one(f):
                 return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
 
+            def prefetch(fits) -> None:
+                for image_id in dict.fromkeys(train_ids):
+                    if all(fu.done() for fu in fits) or used[0] + largest[0] > DESCRIPTOR_MEMO_BYTES:
+                        return
+                    if image_id in self._desc_memo:
+                        continue
+                    try:
+                        desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+                    except Exception:  # noqa: BLE001 - _ensure_words meets it again and reports it
+                        return
+                    self.n_extracted_ += 1
+                    nbytes = sum(d.nbytes for d, _ in desc.values())
+                    with lock:
+                        largest[0] = max(largest[0], nbytes)
+                        if used[0] + nbytes > DESCRIPTOR_MEMO_BYTES:
+                            return
+                        used[0] += nbytes
+                        self._desc_memo[image_id] = desc
+
             order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
             with threadpool_limits(limits=1):
-                if self.n_jobs > 1 and len(missing) > 1:
-                    with ThreadPoolExecutor(max_workers=min(self.n_jobs, len(missing))) as pool:
-                        fitted = dict(zip(order, pool.map(fit_one, order)))
+                if self.n_jobs > 1:
+                    with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
+                        fits = [pool.submit(fit_one, f) for f in order]
+                        pool.submit(prefetch, fits)
+                        fitted = {f: fu.result() for f, fu in zip(order, fits)}
                 else:
                     fitted = {f: fit_one(f) for f in order}
             for f in missing:

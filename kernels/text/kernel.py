@@ -127,7 +127,12 @@ class TextKernel:
     psd : {"none", "clip"}
         What to do with possibly indefinite Grams (Eq. 27's max): nothing, or clip negative eigenvalues.
     n_threads : int or None
-        torch threads for the soft-matching DP (``None`` = leave torch's setting).
+        torch threads for the torch soft-matching DP (``None`` = leave torch's setting).  Its float sums
+        may depend on the number of threads, hence one by default.
+    native_threads : int or None
+        OpenMP threads of the compiled soft-TRI kernel (``None`` = ``$ITR_NUM_THREADS`` or every usable
+        core, as the image kernels).  Its result does not depend on them: each Gram entry is summed by one
+        thread, in a fixed order.
     block_entries : int
         Size (float32 entries) of each DP work buffer.
     row_block : int
@@ -143,8 +148,8 @@ class TextKernel:
                  similarity: str | None = None, diag: float = 1.0, lambda_m: float = 0.5, max_len: int = 3,
                  external_corpus=None, seed: int = 0, cache: DiskCache | None = None,
                  show_progress: bool = True, psd: str = "none", n_threads: int | None = 1,
-                 block_entries: int = 1 << 22, row_block: int = 64, min_count: int = 5,
-                 backend: str = "auto", name: str | None = None):
+                 native_threads: int | None = None, block_entries: int = 1 << 22, row_block: int = 64,
+                 min_count: int = 5, backend: str = "auto", name: str | None = None):
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r}: expected one of {KINDS}")
         if captions_per_item not in (1, 5):
@@ -168,6 +173,7 @@ class TextKernel:
         self.external_corpus = external_corpus
         self.seed, self.cache = int(seed), (cache if cache is not None else NO_CACHE)
         self.show_progress, self.psd, self.n_threads = show_progress, psd, n_threads
+        self.native_threads = native_threads
         self.block_entries = int(block_entries)
         self.row_block = int(row_block)
         self.backend = backend
@@ -578,13 +584,18 @@ class TextKernel:
         self.last_backend = "native" if res is not None else "torch"
         return res
 
+    def _native_threads(self) -> int:
+        from kernels.image.gram import default_threads
+
+        return int(self.native_threads) if self.native_threads else default_threads()
+
     def _soft_gram(self) -> np.ndarray:
         from kernels.text import native
 
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
             K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
-                             self.item_of, self.n_items, self.max_len, self.n_threads, self.show_progress)
+                             self.item_of, self.n_items, self.max_len, self._native_threads(), self.show_progress)
             if K is not None:
                 return K
             self.last_backend = "torch"
@@ -600,7 +611,7 @@ class TextKernel:
             from kernels.text import native
 
             Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
-                             self.docs, scale, self.item_of, self.n_items, self.max_len, self.n_threads)
+                             self.docs, scale, self.item_of, self.n_items, self.max_len, self._native_threads())
             if Q is not None:
                 return Q
             self.last_backend = "torch"
