@@ -51,6 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
             --quick systems: {', '.join(QUICK_SYSTEMS)}
             neural scorers (--metrics): {', '.join(ALL_NEURAL)}
             default scorers: {', '.join(DEFAULT_NEURAL)}
+
+            environment:
+              ITR_CACHE_DIR          default --cache-dir (else ~/.cache/image-text-ranking); the compiled
+                                     C kernels are built there too
+              ITR_NUM_THREADS        threads of the image features and Grams and of the compiled soft-TRI
+                                     kernel (default: every usable core; results do not depend on it)
+              ITR_SHARED             folder holding data/flickr8k and nltk_data (default ../shared)
+              NLTK_DATA              NLTK resources (stop words, WordNet, Brown, tagger); else
+                                     $ITR_SHARED/nltk_data
+              ITR_OFFLINE=1          never download CLIP weights or tokenizers (also HF_HUB_OFFLINE=1):
+                                     missing ones stop the run with a message saying how to get them
+              ITR_TRUST_TORCHSCRIPT=1  load OpenAI TorchScript weights files (they can run code)
+              ITR_NO_CEXT=1, ITR_NO_NATIVE=1  use the numpy image-Gram and torch soft-TRI fallbacks
+                                     instead of the compiled C kernels (the same up to float
+                                     rounding, slower)
             """),
     )
     d = p.add_argument_group("data")

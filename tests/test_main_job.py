@@ -201,6 +201,14 @@ def test_help_lists_every_option_with_default():
     # ... and the lists the defaults refer to ("see below") are printed.
     for marker in ("default systems:", "--quick systems:", "default scorers:"):
         assert marker in text
+    # Every environment variable the toolkit reads is explained in the epilog.
+    read = set()
+    for pkg in ("corpora", "kernels", "kcca", "neural", "evaluation", "experiments"):
+        for path in (REPO / pkg).rglob("*.py"):
+            read |= set(re.findall(r'"(ITR_[A-Z_]+)"', path.read_text(encoding="utf-8")))
+    env_help = text.split("environment:", 1)[-1]
+    assert {"ITR_CACHE_DIR", "ITR_NUM_THREADS", "ITR_OFFLINE"} <= read
+    assert not [v for v in sorted(read | {"NLTK_DATA", "HF_HUB_OFFLINE"}) if v not in env_help], env_help
 
 
 # ---------------------------------------------------------------------------------------------- schema
