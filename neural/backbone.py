@@ -17,6 +17,7 @@ Numbers depend on precision and library versions (Hessel et al. 2021 warn about 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import platform
@@ -141,6 +142,10 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
 _TEXT_MEMO_MAX = 200_000
 #: Text tables shared by backbones with identical weights (keyed by weights_id, architecture, precision…).
 _SHARED_TEXT_MEMO: dict = {}
+#: Corpus images whose features are kept per backbone by :meth:`Backbone.encode_corpus_images`.
+_IMAGE_MEMO_MAX = 100_000
+#: Image tables shared by backbones with identical weights and preprocessing (:meth:`Backbone.cache_identity`).
+_SHARED_IMAGE_MEMO: dict = {}
 
 
 @dataclass
@@ -286,6 +291,30 @@ class Backbone:
             self.__dict__["_text_memo"] = memo
         return memo[1]
 
+    def _image_table(self) -> dict:
+        """The corpus-image features already computed in this process for the current weights and
+        preprocessing, keyed by ``(image id, image signature)``; shared and restarted by the same rule as
+        :meth:`_text_table`."""
+        state = self._weights_state()
+        if self.weights_id and state == self.__dict__.get("_created_state"):
+            key = json.dumps(self.cache_identity(), sort_keys=True)
+            table = _SHARED_IMAGE_MEMO.get(key)
+            if table is None or len(table) > _IMAGE_MEMO_MAX:
+                if len(_SHARED_IMAGE_MEMO) >= 8:
+                    _SHARED_IMAGE_MEMO.pop(next(iter(_SHARED_IMAGE_MEMO)))
+                table = _SHARED_IMAGE_MEMO[key] = {}
+            return table
+        memo = self.__dict__.get("_image_memo")
+        if memo is None or memo[0] != state or len(memo[1]) > _IMAGE_MEMO_MAX:
+            memo = (state, {})
+            self.__dict__["_image_memo"] = memo
+        return memo[1]
+
+    def clear_image_memo(self) -> None:
+        """Forget the corpus-image features kept in memory for the current weights (the next
+        :meth:`encode_corpus_images` reads the disk cache or encodes again)."""
+        self._image_table().clear()
+
     def clear_text_memo(self) -> None:
         """Forget the texts encoded so far for the current weights (the next :meth:`encode_texts` runs
         the text tower on all of them again), e.g. to time the encoder itself."""
@@ -344,6 +373,11 @@ class Backbone:
         are made from, not the captions).  To keep the number of (atomically written,
         fsync'ed) files small, ids are stored in chunks of ``chunk`` consecutive requested ids; a rerun
         with the same ids reads every chunk and encodes nothing.
+
+        Within a process, each image's features are also kept in memory for these weights and this
+        preprocessing (:meth:`_image_table`, keyed by id and signature, like the text table), so a later
+        request in another order or grouping (the human-correlation protocols after the test pool) reads
+        them from there instead of missing the disk chunks and encoding the images again.
         """
         from corpora.cache import NO_CACHE
 
@@ -356,18 +390,22 @@ class Backbone:
             raise FileNotFoundError(
                 f"{len(missing)} of {len(ids)} images of corpus {corpus.name!r} are not available "
                 f"(first: {missing[:3]})")
-        ident = self.cache_identity()
-        parts = []
-        for s in range(0, len(ids), chunk):
-            sub = ids[s:s + chunk]
-            key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
-                   "image_ids": sub, "images": corpus.images_fingerprint(sub)}
-            arr = cache.get_or_compute(
-                "neural_image_features", key,
-                lambda sub=sub: {"features": self.encode_images(
-                    [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
-            parts.append(arr["features"].astype(np.float32, copy=False))
-        return np.concatenate(parts, axis=0)
+        table = self._image_table()
+        keys = [(i, corpus.image_signature(i)) for i in ids]
+        todo = [k[0] for k in dict.fromkeys(keys) if k not in table]
+        if todo:
+            ident = self.cache_identity()
+            for s in range(0, len(todo), chunk):
+                sub = todo[s:s + chunk]
+                key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
+                       "image_ids": sub, "images": corpus.images_fingerprint(sub)}
+                arr = cache.get_or_compute(
+                    "neural_image_features", key,
+                    lambda sub=sub: {"features": self.encode_images(
+                        [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
+                feats = arr["features"].astype(np.float32, copy=False)
+                table.update(zip(((i, corpus.image_signature(i)) for i in sub), feats))
+        return np.stack([table[k] for k in keys])
 
     # ------------------------------------------------------------------ provenance
     def provenance(self) -> dict:

@@ -209,6 +209,44 @@ def test_image_feature_cache_is_keyed_by_the_pixels_not_the_captions(tiny_random
     assert tiny_random.n_image_encodes - n0 == 2 * len(ids)
 
 
+def test_corpus_image_features_are_kept_in_memory_per_weights(random_tiny_backbone, tmp_cache):
+    """A later request in another order and grouping (the human-correlation protocols: dev + test images
+    in judgment order, after the test pool) encodes only the images not seen yet, although its disk-cache
+    chunks differ; an in-place weight update is never served stale features."""
+    import copy
+
+    import torch
+
+    from corpora.teaching import make_teaching_set
+    from neural.backbone import backbone_from_model
+
+    ts = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=5)
+    dev, test = list(ts.split("dev")), list(ts.split("test"))
+    bb = random_tiny_backbone
+    bb.clear_image_memo()
+    n0 = bb.n_image_encodes
+    T = bb.encode_corpus_images(ts, test, cache=tmp_cache)
+    assert bb.n_image_encodes - n0 == len(test)
+    mixed = dev[::-1] + test[::2] + dev + test[1::2]           # other order, repeats, new images
+    M = bb.encode_corpus_images(ts, mixed, cache=tmp_cache)
+    assert bb.n_image_encodes - n0 == len(test) + len(dev)     # only the dev images were new
+    fresh = bb.encode_images([ts.load_image(i) for i in mixed]).numpy()
+    np.testing.assert_allclose(M, fresh, atol=1e-6)
+    np.testing.assert_array_equal(M[len(dev):len(dev) + len(test[::2])], T[::2])
+    n1 = bb.n_image_encodes
+    bb.clear_image_memo()
+    assert np.array_equal(bb.encode_corpus_images(ts, test, cache=tmp_cache), T)   # the first disk chunk
+    assert bb.n_image_encodes == n1
+    twin = backbone_from_model(copy.deepcopy(bb.model), bb.preprocess, bb.tokenizer, name="twin",
+                               arch=bb.arch, device="cpu", show_progress=False)
+    A = twin.encode_corpus_images(ts, test)                  # no disk cache: the memo only
+    assert twin.n_image_encodes == len(test) and np.array_equal(twin.encode_corpus_images(ts, test), A)
+    with torch.no_grad():
+        twin.model.visual.proj.mul_(2.0).add_(0.01)           # in-place update
+    B = twin.encode_corpus_images(ts, test)
+    assert twin.n_image_encodes == 2 * len(test) and not np.allclose(A, B)
+
+
 def test_text_encodings_are_memoised_per_weights(random_tiny_backbone):
     """Backbone.encode_texts encodes each distinct text once per set of weights, shares that with a
     backbone of identical weights, and never serves stale embeddings after an in-place update."""
