@@ -270,45 +270,39 @@ class Backbone:
         version counters (every optimiser step or ``copy_`` bumps them)."""
         return id(self.model), sum(int(p._version) for p in self.model.parameters())
 
-    def _text_table(self) -> dict:
-        """The table of already-encoded texts for the current weights.  While the weights are those the
-        backbone was created with, the table is shared by every backbone with the same ``weights_id``
-        (e.g. PAC-S fine-tuning that kept the initial weights); after any in-place update it is private
-        to this object and restarted whenever the weights change again."""
+    def _weights_table(self, attr: str, shared: dict, shared_key, max_size: int) -> dict:
+        """A memo table for the current weights.  While the weights are those the backbone was created
+        with, the table is shared (in ``shared`` under ``shared_key``) by every backbone whose key is the
+        same, e.g. a PAC-S fine-tune that kept the initial weights; after any in-place update it is
+        private to this object (``self.<attr>``) and restarted whenever the weights change again.  A
+        table is restarted when it outgrows ``max_size``; at most 8 shared tables are kept."""
         state = self._weights_state()
         if self.weights_id and state == self.__dict__.get("_created_state"):
-            key = ("weights", self.weights_id, self.arch, self.model_config_id, self.precision, str(self.device),
-                   self.context_length, type(self.tokenizer).__name__)
-            table = _SHARED_TEXT_MEMO.get(key)
-            if table is None or len(table) > _TEXT_MEMO_MAX:
-                if len(_SHARED_TEXT_MEMO) >= 8:
-                    _SHARED_TEXT_MEMO.pop(next(iter(_SHARED_TEXT_MEMO)))
-                table = _SHARED_TEXT_MEMO[key] = {}
+            table = shared.get(shared_key)
+            if table is None or len(table) > max_size:
+                if len(shared) >= 8:
+                    shared.pop(next(iter(shared)))
+                table = shared[shared_key] = {}
             return table
-        memo = self.__dict__.get("_text_memo")
-        if memo is None or memo[0] != state or len(memo[1]) > _TEXT_MEMO_MAX:
+        memo = self.__dict__.get(attr)
+        if memo is None or memo[0] != state or len(memo[1]) > max_size:
             memo = (state, {})
-            self.__dict__["_text_memo"] = memo
+            self.__dict__[attr] = memo
         return memo[1]
+
+    def _text_table(self) -> dict:
+        """The texts already encoded for the current weights (:meth:`_weights_table`), shared by backbones
+        with the same ``weights_id``, architecture, precision, device and tokenizer."""
+        key = ("weights", self.weights_id, self.arch, self.model_config_id, self.precision, str(self.device),
+               self.context_length, type(self.tokenizer).__name__)
+        return self._weights_table("_text_memo", _SHARED_TEXT_MEMO, key, _TEXT_MEMO_MAX)
 
     def _image_table(self) -> dict:
         """The corpus-image features already computed in this process for the current weights and
-        preprocessing, keyed by ``(image id, image signature)``; shared and restarted by the same rule as
-        :meth:`_text_table`."""
-        state = self._weights_state()
-        if self.weights_id and state == self.__dict__.get("_created_state"):
-            key = json.dumps(self.cache_identity(), sort_keys=True)
-            table = _SHARED_IMAGE_MEMO.get(key)
-            if table is None or len(table) > _IMAGE_MEMO_MAX:
-                if len(_SHARED_IMAGE_MEMO) >= 8:
-                    _SHARED_IMAGE_MEMO.pop(next(iter(_SHARED_IMAGE_MEMO)))
-                table = _SHARED_IMAGE_MEMO[key] = {}
-            return table
-        memo = self.__dict__.get("_image_memo")
-        if memo is None or memo[0] != state or len(memo[1]) > _IMAGE_MEMO_MAX:
-            memo = (state, {})
-            self.__dict__["_image_memo"] = memo
-        return memo[1]
+        preprocessing, keyed by ``(image id, image signature)`` (:meth:`_weights_table`), shared by
+        backbones with the same :meth:`cache_identity` (the disk cache's key)."""
+        key = json.dumps(self.cache_identity(), sort_keys=True)
+        return self._weights_table("_image_memo", _SHARED_IMAGE_MEMO, key, _IMAGE_MEMO_MAX)
 
     def clear_image_memo(self) -> None:
         """Forget the corpus-image features kept in memory for the current weights (the next
