@@ -297,11 +297,11 @@ class Backbone:
                self.context_length, type(self.tokenizer).__name__)
         return self._weights_table("_text_memo", _SHARED_TEXT_MEMO, key, _TEXT_MEMO_MAX)
 
-    def _image_table(self) -> dict:
+    def _image_table(self, identity: dict | None = None) -> dict:
         """The corpus-image features already computed in this process for the current weights and
         preprocessing, keyed by ``(image id, image signature)`` (:meth:`_weights_table`), shared by
-        backbones with the same :meth:`cache_identity` (the disk cache's key)."""
-        key = json.dumps(self.cache_identity(), sort_keys=True)
+        backbones with the same :meth:`cache_identity` (the disk cache's key; pass it if already built)."""
+        key = json.dumps(identity if identity is not None else self.cache_identity(), sort_keys=True)
         return self._weights_table("_image_memo", _SHARED_IMAGE_MEMO, key, _IMAGE_MEMO_MAX)
 
     def clear_image_memo(self) -> None:
@@ -384,11 +384,11 @@ class Backbone:
             raise FileNotFoundError(
                 f"{len(missing)} of {len(ids)} images of corpus {corpus.name!r} are not available "
                 f"(first: {missing[:3]})")
-        table = self._image_table()
+        ident = self.cache_identity()
+        table = self._image_table(ident)
         keys = [(i, corpus.image_signature(i)) for i in ids]
         todo = [k[0] for k in dict.fromkeys(keys) if k not in table]
         if todo:
-            ident = self.cache_identity()
             for s in range(0, len(todo), chunk):
                 sub = todo[s:s + chunk]
                 key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
