@@ -15,8 +15,8 @@ BLEU / ROUGE (with and without "pre" preprocessing) on
 
 and prints a table of τ ×100 (one decimal) with the number of rows used, then the relevance statistics
 of the Hodosh test pool (how many captions are relevant to 1, 2, 3, ≥4 images and vice versa), which
-drive S@k and R-precision.  ``--json`` prints one JSON object instead (the pool statistics then go to
-stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint
+drive S@k and R-precision.  ``--json`` prints one JSON object instead, ``{metric: {"expert_tau_b", "expert_tau_c",
+"cf_tau_b", "cf_tau_c", "n_expert", "n_cf", "cf_references"}}`` (the pool statistics then go to stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint
 and the scored items (candidates and references).
 """
 from __future__ import annotations
@@ -131,7 +131,8 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
                  progress: bool = True, only: list[str] | None = None, cf_references: str = "image") -> dict:
     """τ-b / τ-c (×100) of every metric on Flickr8k-Expert and Flickr8k-CF.
 
-    Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}}``
+    Returns ``{metric: {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf",
+    "cf_references"}}`` (``cf_references``: the CF reference rule behind the CF values, ``None`` without CF)
     plus, under the key ``"_rows"``, the two :class:`~evaluation.correlation.JudgmentRows` (and under
     ``"_cf_references"`` the CF reference rule).  A corpus
     without expert (``ExpertAnnotations.txt``) or without crowd judgments (``CrowdFlowerAnnotations.txt``)
@@ -199,6 +200,8 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
                         f"n_{tag}": len(rows)})
         out[name] = {k: row[k] for k in ("expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c",
                                          "n_expert", "n_cf")}
+        # the CF reference rule changes the CF numbers (CLIPScore's BLEU-4 16.9 vs 17.3), so every row says it
+        out[name]["cf_references"] = cf_references if cf is not None else None
     out["_rows"] = (expert, cf)
     out["_cf_references"] = cf_references
     out["_expert_scores"] = expert_scores

@@ -332,8 +332,9 @@ def test_experiment_json(flickr8k_dir, capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"BLEU-4", "CIDEr-D"}
     for v in out.values():
-        assert set(v) == {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf"}
-        assert v["n_expert"] == 16992 and v["n_cf"] == 47830
+        assert set(v) == {"expert_tau_b", "expert_tau_c", "cf_tau_b", "cf_tau_c", "n_expert", "n_cf",
+                          "cf_references"}
+        assert v["n_expert"] == 16992 and v["n_cf"] == 47830 and v["cf_references"] == "image"
     assert out["CIDEr-D"]["expert_tau_c"] > out["BLEU-4"]["expert_tau_c"]
     assert out["BLEU-4"]["expert_tau_c"] == pytest.approx(30.8, abs=0.3)
     # cached re-run gives the same object
@@ -361,7 +362,8 @@ def test_experiment_without_expert_file_reports_cf_and_bad_folders_fail_cleanly(
     assert out["BLEU-4"]["n_cf"] == 47830 and out["BLEU-4"]["cf_tau_b"] == 16.9   # CLIPScore, Table 1
     assert main(["--data", str(root), "--json", "--no-meteor", "--metrics", "BLEU-4", "--no-cache",
                  "--no-progress", "--cf-references", "row"]) == 0
-    assert json.loads(capsys.readouterr().out)["BLEU-4"]["cf_tau_b"] == 17.3
+    row = json.loads(capsys.readouterr().out)["BLEU-4"]
+    assert row["cf_tau_b"] == 17.3 and row["cf_references"] == "row"
     assert main(["--data", str(root), "--no-meteor", "--metrics", "BLEU-4", "--no-cache", "--no-progress",
                  "--kappa"]) == 0
     table = capsys.readouterr().out
