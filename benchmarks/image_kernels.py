@@ -41,12 +41,12 @@ from corpora.base import Corpus  # noqa: E402
 from kernels.image import ImageKernel  # noqa: E402
 from kernels.image.gram import (  # noqa: E402
     combine_kernels,
-    default_threads,
     intersection_gram,
     intersection_naive,
     pyramid_match_gram,
 )
 from kernels.image.histograms import pyramid_column_weights, pyramid_histogram  # noqa: E402
+from kernels.threads import default_threads  # noqa: E402
 
 
 def generated_image(seed: int, h: int = 375, w: int = 500) -> np.ndarray:

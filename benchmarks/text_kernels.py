@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     queries = list(hodosh_pool(corpus, "test").captions)
     if args.quick:
         train, queries = train[:1000], queries[:200]
-    from kernels.image.gram import default_threads
+    from kernels.threads import default_threads
 
     out: dict = {"n_train_items": len(train), "n_queries": len(queries),
                  "threads": args.threads or default_threads(),

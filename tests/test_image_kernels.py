@@ -210,3 +210,28 @@ def test_non_finite_histograms_and_an_empty_grid_are_refused():
             intersection_gram(np.array(bad), np.array([[1.0, 1.0]]))
     with pytest.raises(ValueError, match="empty grid"):
         pyramid_histogram(np.array([], int), (0, 0), 3)
+
+
+def test_default_threads_reads_the_environment_and_names_a_bad_value(monkeypatch):
+    """One thread-count rule for the image features / Grams and the compiled soft-TRI kernel."""
+    import os
+
+    from kernels.threads import default_threads
+
+    monkeypatch.delenv("ITR_NUM_THREADS", raising=False)
+    assert default_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("ITR_NUM_THREADS", " 3 ")
+    assert default_threads() == 3
+    monkeypatch.setenv("ITR_NUM_THREADS", "0")
+    assert default_threads() == 1
+    monkeypatch.setenv("ITR_NUM_THREADS", "")
+    assert default_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("ITR_NUM_THREADS", "all")
+    with pytest.raises(ValueError, match=r"ITR_NUM_THREADS='all': expected a whole number"):
+        default_threads()
+    # the text kernel's compiled kernel follows the same variable unless given a count
+    from kernels.text.kernel import TextKernel
+
+    monkeypatch.setenv("ITR_NUM_THREADS", "2")
+    assert TextKernel.from_name("TRI5")._native_threads() == 2
+    assert TextKernel.from_name("TRI5", native_threads=5)._native_threads() == 5

@@ -24,7 +24,6 @@ the plain broadcasting implementation used as the reference in tests and benchma
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from kernels.image import _cext
 from kernels.image.histograms import N_LEVELS, pyramid_column_weights
+from kernels.threads import default_threads
 
 
 def _as_hist(X, name: str) -> np.ndarray:
@@ -43,17 +43,6 @@ def _as_hist(X, name: str) -> np.ndarray:
     if X.size and float(X.min()) < 0:
         raise ValueError(f"{name} has negative entries; histogram intersection needs non-negative input")
     return X
-
-
-def default_threads() -> int:
-    """Worker threads: ``$ITR_NUM_THREADS`` or the number of usable CPU cores."""
-    env = os.environ.get("ITR_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover
-        return max(1, os.cpu_count() or 1)
 
 
 def intersection_naive(X, Y=None, max_block_bytes: int = 64 << 20) -> np.ndarray:
@@ -114,7 +103,7 @@ def intersection_gram(
         Inner loop: compiled C (``"auto"`` uses it when it builds) or numpy; both run the sparse
         per-bin algorithm described in the module docstring and agree up to float32 rounding.
     n_threads : int, optional
-        Worker threads (default: all usable cores, see :func:`default_threads`).
+        Worker threads (default: all usable cores, see :func:`kernels.threads.default_threads`).
     row_block : int, optional
         Rows of ``X`` per task (default 64 for C, 512 for numpy).
     col_chunk : int

@@ -34,7 +34,8 @@ import numpy as np
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from kernels.image.codebook import DEFAULT_N_WORDS, fit_codebook, quantise, sample_rows
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors
-from kernels.image.gram import combine_kernels, default_threads, intersection_gram, pyramid_match_gram
+from kernels.image.gram import combine_kernels, intersection_gram, pyramid_match_gram
+from kernels.threads import default_threads
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 
 log = logging.getLogger(__name__)

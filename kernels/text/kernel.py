@@ -575,8 +575,6 @@ class TextKernel:
     def _native(self, fn, *args):
         if self.backend == "torch":
             return None
-        from kernels.text import native
-
         res = fn(*args)
         if res is None and self.backend == "native":
             raise RuntimeError("backend='native': the compiled soft-TRI kernel is unavailable (no C compiler, "
@@ -585,7 +583,7 @@ class TextKernel:
         return res
 
     def _native_threads(self) -> int:
-        from kernels.image.gram import default_threads
+        from kernels.threads import default_threads
 
         return int(self.native_threads) if self.native_threads else default_threads()
 
