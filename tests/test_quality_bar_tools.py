@@ -40,3 +40,29 @@ def test_first_train_whole_split_and_bad_sizes(qb, ts):
     for bad in (0, 31, -1):
         with pytest.raises(ValueError, match="30 images"):
             qb.first_train(ts, bad)
+
+
+def test_ordering_test_pairs_fixed_queries_and_per_image_pool_means(qb):
+    from evaluation.significance import paired_randomization_test
+
+    rng = np.random.default_rng(0)
+    n = 40
+    base = [rng.random(n) for _ in range(6)]          # fixed pool + 5 caption pools, 40 images
+    # a beats b by 0.2 on the fixed pool; on the caption pools only on average over the pools of an image
+    a = [base[0] + 0.2] + [x + (0.5 if k % 2 else -0.4) for k, x in enumerate(base[1:])]
+    b = [x.copy() for x in base]
+    p_fixed, p_mean = qb.ordering_test(a, b, n_resamples=2000, seed=1)
+    # the fixed pool: a constant positive difference on every query -> every reassignment is smaller
+    assert p_fixed < 0.01
+    # the pool mean is tested on per-image means over the five pools (one unit per image), not on 200 queries
+    ma, mb = np.mean(a[1:], axis=0), np.mean(b[1:], axis=0)
+    assert p_mean == paired_randomization_test(ma, mb, "mean", n_resamples=2000, seed=1).pvalue
+    assert p_mean < 0.01                               # per image: +0.5 +(-0.4) +0.5 +(-0.4) +0.5 = +0.14
+    # no difference at all -> p = 1; the test is symmetric in a and b
+    assert qb.ordering_test(b, b, n_resamples=500) == (1.0, 1.0)
+    assert qb.ordering_test(a, b, n_resamples=2000, seed=1) == qb.ordering_test(b, a, n_resamples=2000, seed=1)
+    # noise around zero on the fixed pool is not significant
+    noisy = [base[0] + rng.normal(0, 0.3, n)] + b[1:]
+    assert qb.ordering_test(noisy, b, n_resamples=2000)[1] == 1.0
+    with pytest.raises(ValueError, match="caption pool"):
+        qb.ordering_test(a[:1], b[:1])
