@@ -387,18 +387,17 @@ class Backbone:
         ident = self.cache_identity()
         table = self._image_table(ident)
         keys = [(i, corpus.image_signature(i)) for i in ids]
-        todo = [k[0] for k in dict.fromkeys(keys) if k not in table]
-        if todo:
-            for s in range(0, len(todo), chunk):
-                sub = todo[s:s + chunk]
-                key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
-                       "image_ids": sub, "images": corpus.images_fingerprint(sub)}
-                arr = cache.get_or_compute(
-                    "neural_image_features", key,
-                    lambda sub=sub: {"features": self.encode_images(
-                        [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
-                feats = arr["features"].astype(np.float32, copy=False)
-                table.update(zip(((i, corpus.image_signature(i)) for i in sub), feats))
+        todo = [k for k in dict.fromkeys(keys) if k not in table]
+        for s in range(0, len(todo), chunk):
+            sub_keys = todo[s:s + chunk]
+            sub = [i for i, _ in sub_keys]
+            key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
+                   "image_ids": sub, "images": corpus.images_fingerprint(sub)}
+            arr = cache.get_or_compute(
+                "neural_image_features", key,
+                lambda sub=sub: {"features": self.encode_images(
+                    [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
+            table.update(zip(sub_keys, arr["features"].astype(np.float32, copy=False)))
         return np.stack([table[k] for k in keys])
 
     # ------------------------------------------------------------------ provenance

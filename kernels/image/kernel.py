@@ -35,8 +35,8 @@ from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from kernels.image.codebook import DEFAULT_N_WORDS, fit_codebook, quantise, sample_rows
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors
 from kernels.image.gram import combine_kernels, intersection_gram, pyramid_match_gram
-from kernels.threads import default_threads
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
+from kernels.threads import default_threads
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +283,17 @@ class ImageKernel:
             # deterministic, so the words are identical either way.
             lock, used, largest = threading.Lock(), [0], [0]
 
+            def keep(image_id, desc) -> bool:
+                """Memoise one image's descriptors if the budget allows; False when it does not."""
+                nbytes = sum(d.nbytes for d, _ in desc.values())
+                with lock:
+                    largest[0] = max(largest[0], nbytes)
+                    if used[0] + nbytes > DESCRIPTOR_MEMO_BYTES:
+                        return False
+                    used[0] += nbytes
+                    self._desc_memo[image_id] = desc
+                return True
+
             def sample(args):
                 # Every feature's descriptors are extracted and sampled, in self.features order from one
                 # generator per image, and only the missing features' samples kept: a feature's sample
@@ -291,12 +302,7 @@ class ImageKernel:
                 image_id, s = args
                 desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
                 r = np.random.default_rng(int(s))
-                nbytes = sum(d.nbytes for d, _ in desc.values())
-                with lock:
-                    largest[0] = max(largest[0], nbytes)
-                    if used[0] + nbytes <= DESCRIPTOR_MEMO_BYTES:
-                        used[0] += nbytes
-                        self._desc_memo[image_id] = desc
+                keep(image_id, desc)
                 drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
                 return {f: drawn[f] for f in missing}
 
@@ -328,13 +334,8 @@ class ImageKernel:
                     except Exception:  # noqa: BLE001 - _ensure_words meets it again and reports it
                         return
                     self.n_extracted_ += 1
-                    nbytes = sum(d.nbytes for d, _ in desc.values())
-                    with lock:
-                        largest[0] = max(largest[0], nbytes)
-                        if used[0] + nbytes > DESCRIPTOR_MEMO_BYTES:
-                            return
-                        used[0] += nbytes
-                        self._desc_memo[image_id] = desc
+                    if not keep(image_id, desc):
+                        return
 
             order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
             with threadpool_limits(limits=1):
