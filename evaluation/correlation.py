@@ -48,8 +48,11 @@ def _check_xy(x, y, name: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{name}: x and y differ in length ({x.size} vs {y.size})")
     if x.size < 2:
         raise ValueError(f"{name}: need at least 2 observations, got {x.size}")
-    if np.isnan(x).any() or np.isnan(y).any():
-        raise ValueError(f"{name}: NaN in {'x' if np.isnan(x).any() else 'y'}")
+    for label, v in (("x", x), ("y", y)):
+        if not np.isfinite(v).all():
+            i = int(np.flatnonzero(~np.isfinite(v))[0])
+            what = "NaN" if np.isnan(v[i]) else ("+inf" if v[i] > 0 else "-inf")
+            raise ValueError(f"{name}: {label}[{i}] is {what} (scores must be finite)")
     return x, y
 
 
@@ -270,8 +273,10 @@ def score_rows(rows: JudgmentRows, score_fn: ScoreFn) -> np.ndarray:
     scores = np.asarray(score_fn(ims, cands, refs), dtype=np.float64).ravel()
     if scores.shape[0] != len(cands):
         raise ValueError(f"score_fn returned {scores.shape[0]} scores for {len(cands)} candidates")
-    if np.isnan(scores).any():
-        raise ValueError(f"score_fn returned {int(np.isnan(scores).sum())} NaN score(s)")
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        raise ValueError(f"score_fn returned {int(bad.sum())} non-finite (NaN/inf) score(s) (first for "
+                         f"candidate {int(np.flatnonzero(bad)[0])}: {cands[int(np.flatnonzero(bad)[0])]!r})")
     return scores[rows.pair_index]
 
 
@@ -409,6 +414,8 @@ def kappa_sweep(metric_scores, human_scores, *, human_threshold: float,
     With ``metric_thresholds=None`` a single *rate-matched* θ is used: the metric quantile that labels the
     same share of rows positive as the human binarisation (exactly when the metric has no ties at θ;
     rows tied at θ are all positive, so ``metric_positive_rate`` reports the share actually reached).
+    When every row is human-positive θ is the metric's minimum, when none is the next float above its
+    maximum, so the rates match there too.
     Returns one dict per θ:
     ``{"threshold", "kappa", "metric_positive_rate", "human_positive_rate"}``.
     """
@@ -418,7 +425,12 @@ def kappa_sweep(metric_scores, human_scores, *, human_threshold: float,
     hb = h >= human_threshold
     if metric_thresholds is None:
         rate = float(hb.mean())
-        metric_thresholds = [float(np.quantile(m, 1.0 - rate))] if 0 < rate < 1 else [float(m.max())]
+        if rate == 1.0:
+            metric_thresholds = [float(m.min())]
+        elif rate == 0.0:
+            metric_thresholds = [float(np.nextafter(m.max(), np.inf))]
+        else:
+            metric_thresholds = [float(np.quantile(m, 1.0 - rate))]
     out = []
     for th in metric_thresholds:
         mb = m >= th

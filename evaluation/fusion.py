@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from evaluation.ranking import ScoreMatrices, validate_scores
+from evaluation.ranking import ScoreMatrices, _descending_key, validate_scores
 
 __all__ = ["borda", "fuse", "borda_points"]
 
@@ -29,7 +29,7 @@ _CHUNK_ELEMENTS = 2_000_000
 
 def _positions(scores: np.ndarray) -> np.ndarray:
     """0-based positions (average over ties) of every column in each row, descending score."""
-    return rankdata(-scores.astype(np.float64), method="average", axis=1) - 1.0
+    return rankdata(_descending_key(scores), method="average", axis=1) - 1.0
 
 
 def borda_points(score_matrices: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -227,6 +227,20 @@ def _validate_relevance(relevance, shape: tuple[int, int], gold: np.ndarray) -> 
     return relevance
 
 
+def _descending_key(scores: np.ndarray) -> np.ndarray:
+    """An array whose ascending order is the descending order of ``scores``, ties kept exactly.
+
+    ``−float64(scores)`` for every dtype that float64 holds exactly (floats, bool, integers up to 2^53;
+    negating in float64 is also safe for unsigned types); 64-bit integers beyond 2^53 are replaced by
+    their negated dense rank (:func:`numpy.unique`), which float64 would round into false ties.
+    """
+    if scores.dtype.kind in "iu" and scores.dtype.itemsize == 8 and scores.size:
+        if max(abs(int(scores.min())), abs(int(scores.max()))) > 2 ** 53:
+            _, inv = np.unique(scores, return_inverse=True)
+            return -inv.reshape(scores.shape).astype(np.int64)
+    return -scores.astype(np.float64)
+
+
 def pessimistic_order(scores: np.ndarray, relevance: np.ndarray | None = None,
                       gold: np.ndarray | None = None) -> np.ndarray:
     """Column order of each row under the pessimistic tie policy.
@@ -242,8 +256,7 @@ def pessimistic_order(scores: np.ndarray, relevance: np.ndarray | None = None,
         cls[np.asarray(relevance, dtype=bool)] = 1
     if gold is not None:
         cls[np.arange(Q), np.asarray(gold)] = 2
-    neg = -scores.astype(np.float64)
-    return np.lexsort((cls, neg), axis=1)
+    return np.lexsort((cls, _descending_key(scores)), axis=1)
 
 
 def evaluate(

@@ -61,11 +61,15 @@ def _paired(a, b, name: str, dtype=np.float64) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{name}: need two 1-D arrays of equal length, got shapes {a.shape} and {b.shape}")
     if a.size == 0:
         raise ValueError(f"{name}: empty input")
-    a = a.astype(dtype)
-    b = b.astype(dtype)
-    if np.issubdtype(dtype, np.floating) and (np.isnan(a).any() or np.isnan(b).any()):
-        raise ValueError(f"{name}: NaN in input")
-    return a, b
+    for v in (a, b):
+        if v.dtype.kind not in "biuf":
+            raise ValueError(f"{name}: need numeric or boolean arrays, got dtype {v.dtype}")
+        if v.dtype.kind == "f" and np.isnan(v).any():
+            raise ValueError(f"{name}: NaN in input")
+        if dtype is bool and v.dtype.kind != "b" and not np.isin(v, (0, 1)).all():
+            bad = v[~np.isin(v, (0, 1))][0]
+            raise ValueError(f"{name}: need binary outcomes (bool or 0/1), got the value {bad.item()!r}")
+    return a.astype(dtype), b.astype(dtype)
 
 
 def mcnemar_test(hits_a, hits_b, *, exact: bool | None = None, exact_threshold: int = 25,
@@ -129,16 +133,21 @@ def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_res
     -----
     For ``"mean"`` the observed difference is computed as ``mean(x − y)``, with the same arithmetic as
     the reassigned ``mean(±(x − y))``.  ``|d*| ≥ |d_obs|`` is tested up to a rounding tolerance of
-    ``1e-9 · max(1, |d_obs|, mean|x|, mean|y|)``, so reassignments that tie the observed statistic are
-    counted whatever the magnitude of the data (p is unchanged when both inputs are shifted by a
-    constant).
+    ``64 · log2(n + 1) · ε · M`` (ε the float64 machine epsilon), with ``M = max|x − y|`` for
+    ``"mean"`` (the reassignments only flip signs of ``x − y``) and ``M = 2 · max(|x|, |y|)``
+    otherwise, so reassignments that tie the observed statistic in exact arithmetic are counted, while
+    differences above floating-point resolution are never mistaken for ties (a common shift of both
+    inputs changes p only once it reaches the data's resolution).
     """
     x, y = _paired(x, y, "paired_randomization_test")
     f = _STATS.get(statistic) if isinstance(statistic, str) else statistic
     if f is None:
         raise ValueError(f"statistic must be 'mean', 'median' or a callable, got {statistic!r}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be ≥ 1, got {n_resamples}")
+    if isinstance(n_resamples, float) and n_resamples.is_integer():
+        n_resamples = int(n_resamples)
+    if not isinstance(n_resamples, (int, np.integer)) or isinstance(n_resamples, bool) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be an integer ≥ 1, got {n_resamples!r}")
+    n_resamples = int(n_resamples)
     n = x.size
     is_mean = statistic == "mean" or f is _STATS["mean"]
     if is_mean:
@@ -148,9 +157,10 @@ def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_res
         observed = float(d[None, :].mean(axis=1)[0])
     else:
         observed = float(f(x[None, :])[0] - f(y[None, :])[0])
-    # Ties are counted up to rounding, whose size follows the magnitude of the data (ranks ~2e4 carry
-    # rounding errors ~1e-12 in any difference of their statistics), not of the observed difference.
-    tol = 1e-9 * max(1.0, abs(observed), float(np.mean(np.abs(x))), float(np.mean(np.abs(y))))
+    # Ties are counted up to rounding: (pairwise) summation of n terms of size ≤ M errs by about
+    # log2(n)·ε·M, so the tolerance follows the size of what is summed, not of the observed difference.
+    scale = float(np.max(np.abs(d))) if is_mean else 2.0 * float(max(np.max(np.abs(x)), np.max(np.abs(y))))
+    tol = 64.0 * np.log2(n + 1.0) * np.finfo(np.float64).eps * scale
     exact = n <= 30 and (1 << n) <= n_resamples
     total = (1 << n) if exact else n_resamples
     if chunk is None:

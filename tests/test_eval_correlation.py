@@ -57,6 +57,8 @@ def test_tau_variants_vs_scipy_and_bruteforce():
         correlations(x, y[:-1])
     with pytest.raises(ValueError, match="NaN"):
         correlations(np.r_[x[:-1], np.nan], y)
+    with pytest.raises(ValueError, match=r"y\[0\] is -inf"):
+        correlations(x, np.r_[-np.inf, y[1:]])        # Pearson would be NaN
 
 
 def _toy_corpus():
@@ -406,3 +408,11 @@ def test_kappa_sweep_rate_matched_threshold_with_unbalanced_human_labels():
     mb = metric >= rm["threshold"]
     np.testing.assert_array_equal(np.flatnonzero(mb), [3, 4, 6])   # metric 0.9, 0.8, 0.7
     assert rm["kappa"] == pytest.approx(cohen_kappa_score(mb, human >= 3))
+
+
+@pytest.mark.parametrize("label, rate", [(4, 1.0), (1, 0.0)])
+def test_kappa_sweep_rate_matched_when_every_or_no_row_is_human_positive(label, rate):
+    metric = np.array([0.1, 0.2, 0.3, 0.4])
+    (rm,) = kappa_sweep(metric, np.full(4, label), human_threshold=3)
+    assert rm["human_positive_rate"] == rm["metric_positive_rate"] == rate
+    assert np.isfinite(rm["threshold"]) and rm["kappa"] == 1.0

@@ -100,6 +100,19 @@ def test_integer_and_boolean_scores_match_float():
     assert one["R-precision"] == 100.0
 
 
+def test_int64_scores_beyond_float64_precision_keep_their_order():
+    """Above 2^53 float64 rounds neighbouring integers together; ranking, the pessimistic order and
+    Borda must still tell 2^53 + 1 from 2^53, as ``evaluate`` does."""
+    big = 2 ** 53
+    S = np.array([[big + 1, big, big - 7], [big, big + 1, big + 1]], dtype=np.int64)
+    assert evaluate(S, [0, 0]).ranks.tolist() == [1, 3]
+    np.testing.assert_array_equal(pessimistic_order(S, None, [0, 0]), [[0, 1, 2], [1, 2, 0]])
+    np.testing.assert_array_equal(borda([S]), [[3, 2, 1], [1, 3, 3]])
+    small = S - (big - 10)                        # the same order where float64 is exact
+    np.testing.assert_array_equal(borda([S, S]), borda([small, small]))
+    np.testing.assert_array_equal(pessimistic_order(S), pessimistic_order(small))
+
+
 def test_bad_inputs_give_clear_errors():
     S = np.random.default_rng(0).random((3, 4))
     with pytest.raises(ValueError, match="gold must have shape"):

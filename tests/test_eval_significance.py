@@ -37,6 +37,12 @@ def test_mcnemar_against_statsmodels_and_binomial():
     assert mcnemar_test(a, a).pvalue == 1.0
     with pytest.raises(ValueError):
         mcnemar_test(a, b[:5])
+    assert mcnemar_test(a.astype(np.int64), b.astype(float)).pvalue == t.pvalue   # 0/1 numbers are hits
+    # NaN and values other than 0/1 (ranks passed by mistake) are not silently cast to "hit"
+    with pytest.raises(ValueError, match="NaN"):
+        mcnemar_test([np.nan, np.nan, 0], [0, 0, 0])
+    with pytest.raises(ValueError, match="binary outcomes .* value 3"):
+        mcnemar_test([3, 7, 1], [1, 1, 1])
 
 
 def _brute_force_p(x, y, f):
@@ -101,6 +107,25 @@ def test_randomisation_p_invariant_to_common_shift(stat):
         for shift in (20_000.0, 1e6):
             assert paired_randomization_test(x + shift, y + shift, stat, n_resamples=5000,
                                              seed=1).pvalue == ref
+
+
+def test_randomisation_large_common_offset_is_not_mistaken_for_ties():
+    """A shift far above the differences but well within float64's resolution leaves p as it is (the
+    tie tolerance follows rounding, not the size of the raw values)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=50) * 0.1
+    y = x + 0.03 + rng.normal(size=50) * 0.1
+    for stat in ("mean", "median"):
+        ref = paired_randomization_test(x, y, stat, n_resamples=20_000).pvalue
+        assert ref < 0.2
+        for shift in (1e6, 1e8):
+            p = paired_randomization_test(x + shift, y + shift, stat, n_resamples=20_000).pvalue
+            assert p == pytest.approx(ref, abs=0.01), (stat, shift, p, ref)
+    # float counts are accepted when integral; anything else is a clear error
+    assert paired_randomization_test(x, y, n_resamples=2e3).pvalue == \
+        paired_randomization_test(x, y, n_resamples=2000).pvalue
+    with pytest.raises(ValueError, match="integer"):
+        paired_randomization_test(x, y, n_resamples=2.5)
 
 
 def test_randomisation_monte_carlo_seeded_and_close_to_exact():
