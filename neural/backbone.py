@@ -346,12 +346,27 @@ class Backbone:
         return torch.stack([table[t] for t in texts])
 
     # ------------------------------------------------------------------ corpus cache
+    def current_weights_id(self) -> str:
+        """``weights_id`` while the weights are those the backbone was created with; after an in-place
+        update (an optimiser step, ``load_state_dict``, ``copy_``; :meth:`_weights_state`) — or when no
+        ``weights_id`` was given — the SHA-256 prefix of the current state dict, computed once per state,
+        so disk caches keyed by :meth:`cache_identity` never serve features of the old weights."""
+        state = self._weights_state()
+        if self.weights_id and state == self.__dict__.get("_created_state"):
+            return self.weights_id
+        memo = self.__dict__.get("_current_id")
+        if memo is None or memo[0] != state:
+            memo = (state, state_dict_sha256(self.model.state_dict())[:16])
+            self.__dict__["_current_id"] = memo
+        return memo[1]
+
     def cache_identity(self) -> dict:
-        """Everything about the encoder that changes image features (part of every cache key)."""
+        """Everything about the encoder that changes image features (part of every cache key); the
+        weights enter as :meth:`current_weights_id`."""
         return {
             "arch": self.arch,
             "name": self.name,
-            "weights": self.weights_id,
+            "weights": self.current_weights_id(),
             "config": self.model_config_id,
             "precision": self.precision,
             "preprocess": repr(self.preprocess),

@@ -247,6 +247,48 @@ def test_corpus_image_features_are_kept_in_memory_per_weights(random_tiny_backbo
     assert twin.n_image_encodes == 2 * len(test) and not np.allclose(A, B)
 
 
+def test_disk_caches_follow_in_place_weight_updates(random_tiny_backbone, tmp_cache):
+    """The disk caches (image features, whole affinity matrices, fine-tunes) are keyed by
+    ``cache_identity``, whose weights id follows an in-place update (``load_state_dict``, an optimiser
+    step): after one they are recomputed for the new weights, never read under the old key."""
+    import copy
+
+    import torch
+
+    from corpora.protocol import hodosh_pool
+    from corpora.teaching import make_teaching_set
+    from neural.backbone import backbone_from_model
+
+    ts = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=5)
+    pool = hodosh_pool(ts, "test")
+    test = list(ts.split("test"))
+    bb = random_tiny_backbone
+    bb_model = copy.deepcopy(bb.model)
+    twin = backbone_from_model(bb_model, bb.preprocess, bb.tokenizer, name="twin", arch=bb.arch,
+                               device="cpu", show_progress=False)
+    ident0 = twin.cache_identity()
+    assert ident0["weights"] == twin.weights_id == bb.weights_id
+    F0 = twin.encode_corpus_images(ts, test, cache=tmp_cache)
+    S0 = affinity_for_pool(CLIPScore(twin), ts, pool, cache=tmp_cache)
+    other = copy.deepcopy(bb.model)
+    with torch.no_grad():
+        other.visual.proj.mul_(-1.0)
+        other.text_projection.add_(0.05)
+    twin.model.load_state_dict(other.state_dict())           # in-place update of every parameter
+    ident1 = twin.cache_identity()
+    assert ident1["weights"] != ident0["weights"] and twin.cache_identity() == ident1   # hashed once
+    twin.clear_image_memo()
+    F1 = twin.encode_corpus_images(ts, test, cache=tmp_cache)
+    S1 = affinity_for_pool(CLIPScore(twin), ts, pool, cache=tmp_cache)
+    truth = twin.encode_images([ts.load_image(i) for i in test]).numpy()
+    np.testing.assert_allclose(F1, truth, atol=1e-6)
+    assert not np.allclose(F1, F0) and not np.allclose(S1, S0)
+    fresh = backbone_from_model(copy.deepcopy(other), bb.preprocess, bb.tokenizer, name="twin", arch=bb.arch,
+                                device="cpu", show_progress=False)
+    assert fresh.cache_identity() == ident1      # the same weights, however they came about: one key
+    np.testing.assert_allclose(affinity_for_pool(CLIPScore(fresh), ts, pool), S1, atol=1e-5)
+
+
 def test_text_encodings_are_memoised_per_weights(random_tiny_backbone):
     """Backbone.encode_texts encodes each distinct text once per set of weights, shares that with a
     backbone of identical weights, and never serves stale embeddings after an in-place update."""
