@@ -56,7 +56,7 @@ from neural.text_units import MaskTemplate, mask_templates
 
 __all__ = [
     "BridgeConfig", "MappingModule", "BRIDGE", "encode_text_from_embeddings", "image_global_and_grid",
-    "TemplateBatch", "build_template_tokens", "chunk_prompt",
+    "TemplateBatch", "build_template_tokens", "chunk_prompt", "l3_targets",
 ]
 
 SLOT_WORD = "*"
@@ -119,6 +119,17 @@ def image_global_and_grid(model: nn.Module, pixels: torch.Tensor) -> tuple[torch
     if vis.proj is not None:
         pooled = pooled @ vis.proj
     return pooled, x[:, 1:]
+
+
+def l3_targets(chunks: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct L3 target prompts (:func:`chunk_prompt`, sorted) and each chunk's index into them.
+
+    Chunks with the same prompt ("A big black cross", "a big black cross", "the big black cross") share
+    one target embedding, so L3 treats them as positives of each other, never as negatives."""
+    prompts = [chunk_prompt(c) for c in chunks]
+    uniq = sorted(set(prompts))
+    where = {q: k for k, q in enumerate(uniq)}
+    return uniq, np.array([where[q] for q in prompts], dtype=np.int64)
 
 
 def chunk_prompt(chunk: str) -> str:
@@ -456,7 +467,8 @@ class BRIDGE:
         ``image_ids``: the training images to use instead of the whole split (e.g. only those on disk,
         ``--skip-missing-images``).
         The trained weights are cached in ``cache`` (namespace ``"bridge"``) under the backbone identity,
-        corpus fingerprint, split, training image ids, config and template source.
+        corpus fingerprint, split, training image ids, config and template source.  Every fit trains from
+        the seed's initial ψ and MLP, so fitting the same object again gives what a fresh object gives.
         """
         from corpora.cache import NO_CACHE
         from neural.tiny_clip import deterministic
@@ -476,7 +488,8 @@ class BRIDGE:
         self.template_source = source
         # the fit's template captions serve affinity() / corpus_pseudo_embeddings() by default
         self.captions_file = dict(captions_file) if captions_file is not None else None
-        key = {"what": "bridge", "backbone": self.clip.cache_identity(), "corpus": corpus.name,
+        key = {"what": "bridge", "l3_positives": "same-prompt", "backbone": self.clip.cache_identity(),
+               "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
                "images": corpus.images_fingerprint(ids), "template_source": source,
                "captions_file": None if captions_file is None else sorted((k, captions_file[k]) for k in ids)}
@@ -496,6 +509,7 @@ class BRIDGE:
 
     def _train(self, corpus, ids, caps, captions_file, source, show_progress) -> dict[str, np.ndarray]:
         cfg = self.config
+        self._init_modules()   # every fit starts from the seed's ψ and MLP, not from an earlier fit's
         rng = np.random.default_rng(cfg.seed)
         torch.manual_seed(cfg.seed)
         images = [corpus.load_image(i) for i in ids]
@@ -515,9 +529,8 @@ class BRIDGE:
         for k, c in enumerate(caps):
             gt_rows.setdefault(c.image_id, []).append(k)
         gt_emb = torch.from_numpy(self.bank_emb).to(self.clip.device)
-        uniq = sorted(set(tb.chunks))
-        prompt_emb = self.clip.encode_texts([chunk_prompt(c) for c in uniq]).to(self.clip.device)
-        chunk_idx = np.array([uniq.index(c) for c in tb.chunks])
+        uniq, chunk_idx = l3_targets(tb.chunks)
+        prompt_emb = self.clip.encode_texts(uniq).to(self.clip.device)
         rows_of = [np.flatnonzero(tb.owner == i) for i in range(len(ids))]
         params = list(self.trainable_modules().parameters())
         opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -564,8 +577,9 @@ class BRIDGE:
             p = self._pseudo(tb, grid, rows)
             gt = self.clip.encode_texts([corpus.captions_of(i)[0].text for i in image_ids]).to(p.device)
             eye = torch.eye(len(rows), dtype=torch.bool, device=p.device)
-            pe = self.clip.encode_texts([chunk_prompt(c) for c in tb.chunks]).to(p.device)
-            same = torch.tensor([[a == b for b in tb.chunks] for a in tb.chunks], device=p.device)
+            uniq, idx = l3_targets(tb.chunks)
+            pe = self.clip.encode_texts(uniq).to(p.device)[torch.from_numpy(idx).to(p.device)]
+            same = torch.from_numpy(idx[:, None] == idx[None, :]).to(p.device)
             t = self._temperature
             return float(cfg.lambda1 * _soft_info_nce(p, v[torch.from_numpy(tb.owner).to(v.device)], eye, t)
                          + cfg.lambda2 * _soft_info_nce(p, gt, eye, t)

@@ -14,6 +14,7 @@ from neural.bridge import (
     chunk_prompt,
     encode_text_from_embeddings,
     image_global_and_grid,
+    l3_targets,
 )
 from neural.text_units import mask_templates
 
@@ -139,6 +140,40 @@ def test_training_lowers_loss_and_score_matrix_feeds_evaluator(backbone, small_t
     assert S_fb.shape == (3, 4) and np.isfinite(S_fb).all()
     with pytest.raises(ValueError, match="grid features"):
         br.score_matrix(np.zeros((2, 128), np.float32), ["a"])
+
+
+def test_refit_starts_from_the_seed_and_l3_positives_share_a_prompt(backbone, small_teaching_set):
+    """Fitting an object again gives exactly what a fresh object gives (ψ and the MLP start from the
+    seed, not from the previous fit), and L3 counts chunks with the same prompt as positives."""
+    ts = small_teaching_set
+    ids = list(ts.split("train"))
+    cfg = BridgeConfig(steps=4, batch_size=8, seed=3)
+    fresh = BRIDGE(backbone, cfg).fit(ts, image_ids=ids[8:20], show_progress=False)
+    again = BRIDGE(backbone, cfg).fit(ts, image_ids=ids[:8], show_progress=False)
+    again.fit(ts, image_ids=ids[8:20], show_progress=False)
+    assert again.cache_identity()["psi"] == fresh.cache_identity()["psi"]
+    assert again.log == fresh.log
+
+    uniq, idx = l3_targets(["A big black cross", "a big black cross", "the red star", "a blue square",
+                            "red star"])
+    assert uniq == ["a photo of a big black cross", "a photo of a blue square", "a photo of a red star"]
+    assert idx.tolist() == [0, 0, 2, 1, 2]
+
+    import neural.bridge as nb
+
+    masks, rows_seen = [], []
+    orig_nce, orig_pseudo = nb._soft_info_nce, BRIDGE._pseudo
+    mp = pytest.MonkeyPatch()
+    mp.setattr(nb, "_soft_info_nce", lambda a, b, pos, t: masks.append(pos.cpu().numpy()) or orig_nce(a, b, pos, t))
+    mp.setattr(BRIDGE, "_pseudo", lambda self, tb, grid, rows: rows_seen.append([tb.chunks[r] for r in rows])
+               or orig_pseudo(self, tb, grid, rows))
+    try:
+        BRIDGE(backbone, BridgeConfig(steps=1, batch_size=8, seed=3)).fit(ts, image_ids=ids[:8],
+                                                                         show_progress=False)
+    finally:
+        mp.undo()
+    _, k = l3_targets(rows_seen[0])
+    np.testing.assert_array_equal(masks[2], k[:, None] == k[None, :])   # L1, L2, then L3 of the step
 
 
 def test_captions_file_missing_an_image_names_it_before_training(backbone, small_teaching_set):
