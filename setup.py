@@ -25,7 +25,7 @@ setup(
         "scikit-learn>=1.3",
         "threadpoolctl>=3.1",
         "opencv-python-headless>=4.8",
-        "nltk>=3.8",
+        "nltk>=3.9",  # the averaged_perceptron_tagger_eng resource (JSON, not pickled) needs 3.9
         "torch>=2.1",
         "torchvision>=0.16",
         "open_clip_torch>=2.24",

@@ -263,11 +263,11 @@ def _segment_sentence(tokens: Sequence[Token], sent: Sequence[int], merge_initia
     for lab, idx in merged:
         first = tokens[idx[0]]
         starts_prep = first.tag in ("IN", "TO") and first.text.lower() not in SUBORDINATORS
-        if (lab == "PP" or starts_prep) and not _has_verb(tokens, idx) and not pending:
-            if out:
-                out[-1] = (out[-1][0], out[-1][1] + idx)
+        if (lab == "PP" or starts_prep) and not _has_verb(tokens, idx):
+            if pending or not out:   # sentence-initial phrases ("In the park on the grass,") wait together
+                pending.extend(idx)
             else:
-                pending = list(idx)
+                out[-1] = (out[-1][0], out[-1][1] + idx)
             continue
         out.append((lab, pending + idx))
         pending = []

@@ -67,6 +67,13 @@ def test_detail_units_given_tags():
     text = "On the sand, there is a cross with checks on the left."
     tags = ("IN", "DT", "NN", ",", "EX", "VBZ", "DT", "NN", "IN", "NNS", "IN", "DT", "NN", ".")
     assert [u.text for u in detail_units(text, tags)] == [text]
+    # two (or more) sentence-initial PPs wait together for the first unit with content (rule 3)
+    text = "In the park on the grass, a dog runs."
+    tags = ("IN", "DT", "NN", "IN", "DT", "NN", ",", "DT", "NN", "VBZ", ".")
+    assert [u.text for u in detail_units(text, tags)] == ["In the park on the grass, a dog", "runs."]
+    text = "In the park on the grass near the lake."
+    assert [u.text for u in detail_units(text, ("IN", "DT", "NN", "IN", "DT", "NN", "IN", "DT", "NN", "."))] \
+        == [text]
     text = "Is there a cat ?"
     assert [u.text for u in detail_units(text, ("VBZ", "EX", "DT", "NN", "."))] == [text]
 
