@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-from kcca.selection import PAPER_KAPPAS, fit_models, sweep_dev  # noqa: E402
+from kcca.selection import PAPER_KAPPAS, sweep_dev  # noqa: E402
 from kcca.solver import KCCA, KernelSource, center_gram, log_spaced_ns, paired_correlations  # noqa: E402
 from kcca.synthetic import make_two_view, toy_pool  # noqa: E402
 

@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 

@@ -44,7 +44,7 @@ import copy
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,6 @@ import torch.nn.functional as F
 
 from neural.backbone import Backbone, _progress, adamw, backbone_from_model
 from neural.base import PROMPT
-from neural.checkpoints import state_dict_sha256
 from neural.clipscore import CLIPScore
 
 #: Sarto et al. 2023, Eq. 1: w = 2.0.

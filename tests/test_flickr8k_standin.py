@@ -24,7 +24,7 @@ def test_standin_images_are_distinct_deterministic_and_load_as_flickr8k(benchmar
         im = cv2.imread(str(f))
         assert im is not None and max(im.shape[:2]) == 500 and min(im.shape[:2]) in mod.SHORT_SIDES
     # the same inputs give the same bytes; an existing folder is resumed, not rewritten
-    b = mod.build(tmp_path / "b", flickr8k_dir, limit=12, show_progress=False, copy_text=True)
+    mod.build(tmp_path / "b", flickr8k_dir, limit=12, show_progress=False, copy_text=True)
     assert [_md5(f) for f in files] == [_md5(tmp_path / "b" / "Flicker8k_Dataset" / f.name) for f in files]
     again = mod.build(tmp_path / "a", flickr8k_dir, limit=15, show_progress=False)
     assert again["written"] == 3 and again["images"] == 15

@@ -20,7 +20,6 @@ and text kernels shared across systems and cached under a temporary directory.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "BoW5^Histo", "TRI5^Histo", "TRI5SEM", "TRI5^sqrtidf")

@@ -39,7 +39,7 @@ from corpora.teaching.scene import (
 __all__ = [
     "make_teaching_set", "TeachingSet", "Scene", "SceneObject", "CaptionFacts", "Mention", "relevant",
     "grade", "facts_holding", "SHAPES", "COLOURS", "TEXTURES", "SIZES", "BACKGROUNDS", "RELATIONS",
-    "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS",
+    "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS", "AnnotatorStyle",
 ]
 
 #: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corpora.teaching.facts import CaptionFacts, Mention
-from corpora.teaching.scene import INVERSE, MEDIUM_OF, Scene
+from corpora.teaching.scene import INVERSE, Scene
 
 Token = tuple[str, str, str]  # surface, lemma, Penn tag
 

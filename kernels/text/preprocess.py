@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from corpora.base import Caption
-from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource
+from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource  # noqa: F401 (re-export)
 
 #: Raw-text tokeniser: words (with inner hyphens / apostrophes), clitics ("'s", "n't"), punctuation.
 TOKEN_RE = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|'[A-Za-z]+|[^\sA-Za-z0-9]")
