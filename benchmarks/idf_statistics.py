@@ -169,11 +169,16 @@ def main(argv=None) -> int:
 
     t0 = time.time()
     if args.data:
+        from corpora.base import CorpusError
         from corpora.flickr8k import load_flickr8k
 
         if not Path(args.data).is_dir():
             ap.error(f"--data {args.data}: no such folder")
-        corpus = load_flickr8k(args.data, with_images=False)
+        try:
+            corpus = load_flickr8k(args.data, with_images=False)
+        except (CorpusError, FileNotFoundError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         split = args.split or "dev+test"
     else:
         from corpora.teaching import make_teaching_set
@@ -182,6 +187,9 @@ def main(argv=None) -> int:
         split = args.split or "train"
     from kernels.text import TextKernel
 
+    unknown = [part for part in split.split("+") if part not in corpus.splits]
+    if unknown:
+        ap.error(f"--split {split}: no split {unknown[0]!r} in {corpus.name} (splits: {', '.join(corpus.splits)})")
     train = corpus.split("train")
     tk = TextKernel.from_name("BoW5", show_progress=False).fit(corpus, train)
     stats = word_statistics(tk.docs, tk.item_of, args.min_count)

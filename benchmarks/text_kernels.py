@@ -43,12 +43,18 @@ def main(argv=None) -> int:
                                                   "everything recomputed and timed)")
     args = ap.parse_args(argv)
 
+    from corpora.base import CorpusError
     from corpora.flickr8k import load_flickr8k
     from corpora.paths import ensure_nltk_data_path, shared_flickr8k_dir
     from corpora.protocol import hodosh_pool
     from kernels.text import TextKernel
+    from kernels.text.kernel import parse_similarity
     from kernels.text.similarity import pos_vocabularies
 
+    try:
+        parse_similarity(args.sem)
+    except ValueError as exc:
+        ap.error(f"--sem: {exc}")
     import torch  # noqa: F401  (imported up front so that no timed step pays for the import)
 
     ensure_nltk_data_path()
@@ -56,7 +62,11 @@ def main(argv=None) -> int:
     if not data.is_dir():
         ap.error(f"{data}: no Flickr8k folder (pass --data PATH, or set ITR_SHARED to the folder holding "
                  "data/flickr8k)")
-    corpus = load_flickr8k(data, with_images=False)
+    try:
+        corpus = load_flickr8k(data, with_images=False)
+    except (CorpusError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     train = list(corpus.split("train"))
     queries = list(hodosh_pool(corpus, "test").captions)
     if args.quick:

@@ -503,18 +503,14 @@ def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], 
 # ---------------------------------------------------------------------------------------------- Hodosh
 @lru_cache(maxsize=1)
 def _stopwords() -> frozenset:
-    from corpora.paths import ensure_nltk_data_path
+    """NLTK's English stop words (found, or downloaded when online, by
+    :func:`corpora.nltk_resources.nltk_resource`; a ``MissingResourceError`` naming them otherwise)."""
+    from corpora.nltk_resources import nltk_resource
 
-    ensure_nltk_data_path()
-    try:
-        from nltk.corpus import stopwords
+    nltk_resource("corpora/stopwords", "stopwords")
+    from nltk.corpus import stopwords
 
-        return frozenset(stopwords.words("english"))
-    except LookupError as exc:
-        raise LookupError(
-            "NLTK stopwords not found: set NLTK_DATA (or ITR_SHARED) to a folder with corpora/stopwords, "
-            "or run `python -m nltk.downloader stopwords` once while online"
-        ) from exc
+    return frozenset(stopwords.words("english"))
 
 
 @lru_cache(maxsize=1)

@@ -306,6 +306,7 @@ def main(argv=None) -> int:
     from corpora.base import CorpusError
     from corpora.cache import DiskCache
     from corpora.flickr8k import load_flickr8k
+    from corpora.nltk_resources import MissingResourceError
     from corpora.paths import ensure_nltk_data_path
 
     ensure_nltk_data_path()
@@ -325,6 +326,9 @@ def main(argv=None) -> int:
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
                               only=only, progress=not args.no_progress, cf_references=args.cf_references)
+    except MissingResourceError as exc:   # e.g. the stop words of the Hodosh metrics, offline
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         p.error(str(exc))
     try:

@@ -69,7 +69,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.html.is_file():
         print(f"error: {args.html}: no such file", file=sys.stderr)
         return 1
-    bad = external_references(args.html.read_text(encoding="utf-8"))
+    try:
+        text = args.html.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"error: {args.html}: not a UTF-8 text file (byte {exc.start}); give the report.html",
+              file=sys.stderr)
+        return 1
+    if "<html" not in text[:4096].lower():
+        print(f"error: {args.html}: not an HTML document (no <html> tag); give the report.html", file=sys.stderr)
+        return 1
+    bad = external_references(text)
     if bad:
         print(f"{args.html}: not self-contained; external references: {bad[:5]}", file=sys.stderr)
         return 1

@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(about 10x slower); default: p = 2, d = 1 fixed in advance, float32 KCCA "
                         "(the 15-model (n, κ) selection on dev is always done)")
     s.add_argument("--clip-model", default=None, metavar="NAME",
-                   help="open_clip model name for the neural scorers, e.g. ViT-B-32 "
+                   help="open_clip model name for the neural scorers, e.g. ViT-B-32, or 'auto' to "
+                        "infer an OpenAI-layout architecture from the --clip-pretrained file "
                         "(default: 'tiny', also spelled 'tiny-clip': the small CLIP trained here on the "
                         "training split, or on the teaching set when training images are missing)")
     s.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
@@ -107,8 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
                    help="training steps of the tiny CLIP (default 56, 40 with --quick; ~15 s on 2 cores)")
     s.add_argument("--pacs-positives", default=None, metavar="FILE",
-                   help="PAC-S fine-tuning tuples for real data: a JSON file of generated positives "
-                        "(see docs/neural.md); default: none (on the teaching set the generator "
+                   help="PAC-S fine-tuning tuples for real data: a JSON file of at least 4 generated "
+                        "positives (see docs/neural.md); default: none (on the teaching set the generator "
                         "supplies them; otherwise the PAC-S formula runs on the backbone as given)")
     s.add_argument("--permutations", type=positive_int, default=10000, metavar="N",
                    help="reassignments of Fisher's paired randomisation test (default 10000; the "

@@ -83,12 +83,20 @@ class Timer:
 
 # ---------------------------------------------------------------------------------------------- stages
 def check_data_options(args) -> None:
-    """Reject ``--teaching-size`` values that cannot work (below 60, or given with ``--data``)."""
+    """Reject ``--teaching-size`` values that cannot work (below 60, or given with ``--data``) and a
+    ``--data`` path that is not a folder, before the output folder is created."""
     if args.data is None:
         n = teaching_size(args)
         if n < 60:
             raise PipelineError(f"--teaching-size must be at least 60 (got {n})")
-    elif getattr(args, "teaching_size", None) is not None:
+        return
+    root = Path(args.data).expanduser()
+    if not root.exists():
+        raise PipelineError(f"--data {root}: no such folder")
+    if not root.is_dir():
+        raise PipelineError(f"--data {root}: is a file; give the Flickr8k root folder (the one holding "
+                            f"Flicker8k_Dataset/ or Images/ and the caption files)")
+    if getattr(args, "teaching_size", None) is not None:
         raise PipelineError("--teaching-size sets the size of the built-in teaching set; it does not apply "
                             "with --data (drop one of the two)")
 
@@ -350,6 +358,9 @@ def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str]
     if value.strip().lower() == "all" and allowed is not None:
         return list(allowed)
     items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise PipelineError(f"--{what}: no names in {value!r} (give a comma-separated list, or 'none' to run "
+                            f"no {what})")
     if allowed is not None:
         by_lower = {a.lower(): a for a in allowed}  # clip-s == CLIP-S
         items = [by_lower.get(v.lower(), v) for v in items]
@@ -366,6 +377,9 @@ def requested_methods(args) -> tuple[list[str], list[str]]:
     from kcca.systems import canonical_name, split_system_list
 
     value = (args.systems or "").strip()
+    if args.systems is not None and not value.replace(",", "").strip():
+        raise PipelineError(f"--systems: no names in {args.systems!r} (give a comma-separated list, 'all', or "
+                            f"'none' to run no classical system)")
     try:
         if value.lower() == "all":
             systems = available_systems()
@@ -397,13 +411,14 @@ def check_neural_options(args) -> None:
         from neural.positives import check_positives_file
 
         try:
-            check_positives_file(args.pacs_positives)
+            check_positives_file(args.pacs_positives, min_tuples=MIN_PACS_TUPLES)
         except (ValueError, FileNotFoundError) as exc:
             raise PipelineError(f"--pacs-positives: {exc}") from exc
     if uses_tiny_clip(args):
         if args.clip_pretrained:
-            raise PipelineError("--clip-pretrained needs --clip-model (the architecture of the weights, "
-                                "e.g. ViT-B-32); the tiny CLIP is always trained here")
+            raise PipelineError(f"--clip-pretrained needs an open_clip architecture in --clip-model (the "
+                                f"architecture of the weights, e.g. ViT-B-32, or auto); --clip-model "
+                                f"{args.clip_model or 'tiny'} is the tiny CLIP, which is always trained here")
         return
     if args.clip_model != "auto":
         from neural.backbone import check_architecture
@@ -418,13 +433,25 @@ def check_neural_options(args) -> None:
     pretrained = args.clip_pretrained or "openai"   # backbone_for's default tag
     p = Path(pretrained).expanduser()
     if p.is_file():
-        from neural.checkpoints import is_torchscript_archive, torchscript_refused, torchscript_trusted
+        from neural.checkpoints import (
+            is_torchscript_archive,
+            torchscript_refused,
+            torchscript_trusted,
+            weights_file_format,
+        )
 
+        if weights_file_format(p) is None:
+            raise PipelineError(f"--clip-pretrained {p}: not a weights file (neither safetensors, a PyTorch "
+                                f"zip archive / TorchScript nor a legacy torch.save file)")
         if is_torchscript_archive(p) and not torchscript_trusted():
             raise PipelineError(f"--clip-pretrained {torchscript_refused(p)}")
         return
     if looks_like_weights_file(pretrained):
         raise PipelineError(f"--clip-pretrained {p}: weights file not found")
+    if args.clip_model == "auto":
+        raise PipelineError(f"--clip-model auto infers the architecture from a weights file, but "
+                            f"--clip-pretrained {pretrained!r} is not a file; give the file, or name the "
+                            f"architecture (e.g. --clip-model ViT-B-32) for a pretrained tag")
     if args.clip_model != "auto":
         try:  # a tag: known, and cached or downloadable now (nothing is downloaded here)
             check_pretrained_tag(args.clip_model, pretrained)
@@ -570,7 +597,11 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
     ``scorers`` maps a name to ``score_fn(image_ids, candidates, references) -> scores``.  Scorers named in
     ``image_based`` only see the rows whose image is on disk; ``n_expert`` / ``n_cf`` report the rows used.
     """
-    from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows, human_correlation
+    from evaluation.correlation import (
+        flickr8k_cf_rows,
+        flickr8k_expert_rows,
+        human_correlation,
+    )
 
     if not corpus.expert and not corpus.crowd:
         return {}
@@ -656,13 +687,17 @@ def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
         raise PipelineError(str(exc)) from exc
 
 
+#: ``--pacs-positives`` needs this many tuples: at least 2 for validation and 2 for training.
+MIN_PACS_TUPLES = 4
+
+
 def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
     """Seeded train / validation split of user-supplied PAC-S tuples (validation: ≥ 2 tuples)."""
     from neural.pacs import PositiveTuples
 
     n = len(tuples)
-    if n < 4:
-        raise PipelineError(f"--pacs-positives: need at least 4 tuples (got {n})")
+    if n < MIN_PACS_TUPLES:
+        raise PipelineError(f"--pacs-positives: need at least {MIN_PACS_TUPLES} tuples (got {n})")
     perm = np.random.default_rng(seed).permutation(n)
     n_val = max(2, int(round(n * val_share)))
     parts = []
@@ -732,7 +767,13 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         scorers["CLIP-S"] = CLIPScore(bb)
         ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
     if "PAC-S" in names or "RefPAC-S" in names:
-        from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
+        from neural.pacs import (
+            PACScore,
+            RefPACScore,
+            finetune_pacs,
+            load_tuples,
+            teaching_tuples,
+        )
 
         t = time.perf_counter()
         pacs_bb = bb
@@ -1046,9 +1087,8 @@ def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, System
 # ---------------------------------------------------------------------------------------------- run
 def run(args) -> dict[str, Path]:
     """Run the whole job; returns the paths of the written report files."""
-    from experiments.report import QueryOutcomes, write_report
-
     from corpora.base import CorpusError
+    from experiments.report import QueryOutcomes, write_report
     from kernels.text.preprocess import MissingResourceError
 
     if args.seed < 0:

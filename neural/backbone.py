@@ -566,7 +566,8 @@ def check_architecture(arch: str) -> None:
     raise ValueError(
         f"unknown CLIP architecture {arch!r}{f' (did you mean {close}?)' if close else ''}: use an open_clip "
         f"model name (e.g. 'ViT-B-32', 'ViT-L-14'; see open_clip.list_models()) or one of "
-        f"{sorted(CUSTOM_MODEL_CONFIGS)}; 'tiny' trains the small CLIP on the teaching set (neural.tiny_clip)")
+        f"{sorted(CUSTOM_MODEL_CONFIGS)}; 'tiny' trains the small CLIP here (neural.tiny_clip: on the "
+        f"run's training split, or on the teaching set)")
 
 
 def create_architecture(arch: str, *, quick_gelu: bool | None = None,

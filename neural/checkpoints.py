@@ -135,6 +135,24 @@ def is_safetensors_file(path: str | Path) -> bool:
     return 2 <= n <= size - 8 and head[8:9] == b"{"
 
 
+def weights_file_format(path: str | Path) -> str | None:
+    """What a weights file looks like from its first bytes, without loading it: ``"safetensors"``,
+    ``"zip"`` (``torch.save``'s default format or a TorchScript archive), ``"pickle"`` (the legacy
+    ``torch.save`` format: a pickle protocol-2+ header) or ``None`` (none of these: not weights).
+    :func:`read_state_dict` still decides whether the content is usable and safe."""
+    p = Path(path)
+    if is_safetensors_file(p):
+        return "safetensors"
+    if zipfile.is_zipfile(p):
+        return "zip"
+    try:
+        with open(p, "rb") as f:
+            head = f.read(2)
+    except OSError:
+        return None
+    return "pickle" if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5 else None
+
+
 def _unpickler_reason(msg: str) -> str:
     """The line of a ``torch.load(weights_only=True)`` error that says what was refused (e.g.
     ``Unsupported global: GLOBAL x.Y``), without torch's advice to load with ``weights_only=False``."""

@@ -44,14 +44,14 @@ def tuple_entries(path: str | Path, image_root: str | Path | None = None) -> tup
     return entries, (Path(image_root) if image_root else p.parent)
 
 
-def check_positives_file(path: str | Path, image_root: str | Path | None = None) -> int:
+def check_positives_file(path: str | Path, image_root: str | Path | None = None, *, min_tuples: int = 1) -> int:
     """Check tuples file ``path`` without reading its images: it parses (:func:`tuple_entries`), holds at
-    least one tuple, and every image it names exists.  Returns the number of tuples.
+    least ``min_tuples`` tuples, and every image it names exists.  Returns the number of tuples.
 
     Raises
     ------
     ValueError
-        As :func:`tuple_entries`, or the file holds no tuple.
+        As :func:`tuple_entries`, or the file holds fewer than ``min_tuples`` tuples.
     FileNotFoundError
         An image named by an entry is not a file (the message names the entry and the path).
     """
@@ -62,4 +62,6 @@ def check_positives_file(path: str | Path, image_root: str | Path | None = None)
         for f in ("image", "generated_image"):
             if not (root / e[f]).is_file():
                 raise FileNotFoundError(f"{path}: entry {k}: {f} {root / e[f]} not found")
+    if len(entries) < min_tuples:
+        raise ValueError(f"{path}: holds {len(entries)} tuple(s), need at least {min_tuples}")
     return len(entries)

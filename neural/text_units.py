@@ -97,19 +97,17 @@ def tokenize(text: str) -> list[tuple[str, int, int]]:
 
 @lru_cache(maxsize=1)
 def _tagger():
-    from corpora.paths import ensure_nltk_data_path
-
-    ensure_nltk_data_path()
-    import nltk
+    """NLTK's English POS tagger; its resource is found or downloaded by
+    :func:`corpora.nltk_resources.nltk_resource` (a :class:`~corpora.nltk_resources.MissingResourceError`
+    naming it when offline)."""
+    from corpora.nltk_resources import MissingResourceError, nltk_resource
 
     try:
-        nltk.data.find("taggers/averaged_perceptron_tagger_eng")
-    except LookupError:
-        raise LookupError(
-            "NLTK resource 'averaged_perceptron_tagger_eng' not found (searched $NLTK_DATA and the shared "
-            "nltk_data folder).  Install it with `python -m nltk.downloader averaged_perceptron_tagger_eng` "
-            "on a networked machine and point NLTK_DATA at it, or pass POS tags explicitly (Caption.pos)."
-        ) from None
+        nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
+    except MissingResourceError as exc:
+        raise MissingResourceError(f"{exc} (or pass POS tags explicitly: Caption.pos)") from None
+    import nltk
+
     return nltk.pos_tag
 
 

@@ -416,3 +416,24 @@ def test_kappa_sweep_rate_matched_when_every_or_no_row_is_human_positive(label, 
     (rm,) = kappa_sweep(metric, np.full(4, label), human_threshold=3)
     assert rm["human_positive_rate"] == rm["metric_positive_rate"] == rate
     assert np.isfinite(rm["threshold"]) and rm["kappa"] == 1.0
+
+
+def test_experiment_missing_stop_words_is_one_error_line(flickr8k_dir, tmp_path, capsys, monkeypatch):
+    """The Hodosh metrics' stop words go through corpora.nltk_resources (found, or downloaded when online);
+    when they cannot be had the command prints that resource's message as one 'error:' line, exit 2."""
+    import corpora.nltk_resources as res
+    from evaluation import caption_metrics
+    from experiments.caption_metrics_vs_humans import main
+
+    def missing(path, package):
+        raise res.MissingResourceError(f"NLTK resource {path!r} not found (test)")
+
+    caption_metrics._stopwords.cache_clear()
+    monkeypatch.setattr(res, "nltk_resource", missing)
+    try:
+        assert main(["--data", str(flickr8k_dir), "--no-meteor", "--metrics", "Hodosh BLEU (unigram, pre)",
+                     "--no-cache", "--no-progress"]) == 2
+    finally:
+        caption_metrics._stopwords.cache_clear()
+    err = capsys.readouterr().err
+    assert "error: NLTK resource 'corpora/stopwords' not found (test)" in err and "Traceback" not in err

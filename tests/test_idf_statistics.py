@@ -82,3 +82,15 @@ def test_teaching_set_words_do_not_follow_idf(idfs):
     kernels = (("BoW5", "BoW5", {}), ("BoW5^sqrtidf", "BoW5^sqrtidf", {}))
     res = idfs.text_only_retrieval(ts, ts.split("train"), kernels=kernels, progress=False)
     assert res["BoW5^sqrtidf"]["MRR"] <= res["BoW5"]["MRR"]
+
+
+def test_bad_data_and_split_are_one_error_line(idfs, flickr8k_dir, tmp_path, capsys):
+    """A malformed caption file names the file and line, an unknown split lists the splits; no traceback."""
+    (tmp_path / "Flickr8k.token.txt").write_text("x.jpg#0\tA dog.\nbroken line\n", encoding="utf-8")
+    assert idfs.main(["--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {tmp_path / 'Flickr8k.token.txt'}:2: no TAB" in err, err
+    with pytest.raises(SystemExit) as exc:
+        idfs.main(["--data", str(flickr8k_dir), "--split", "bogus"])
+    assert exc.value.code == 2
+    assert "--split bogus: no split 'bogus' in flickr8k (splits: train, dev, test)" in capsys.readouterr().err

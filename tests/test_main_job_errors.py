@@ -267,9 +267,25 @@ def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys, monkeypatch
     with zipfile.ZipFile(script, "w") as z:   # the members that make a file a TorchScript archive
         z.writestr("ViT-B-32/code/__torch__/model.py", "def forward(self): ...")
         z.writestr("ViT-B-32/constants.pkl", b"")
+    two = {"image": "img.jpg", "caption": "a dog", "generated_image": "img.jpg", "generated_caption": "a puppy"}
+    tuples["too_few"] = tmp_path / "two.json"
+    tuples["too_few"].write_text(json.dumps([two, two]))
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_text("not weights")
     pacs = ["--systems", "none", "--metrics", "PAC-S", "--pacs-positives"]
+    clip = ["--systems", "none", "--metrics", "CLIP-S"]
     out = tmp_path / "out"
     cases = [
+        (["--data", str(tmp_path / "nope")], f"error: --data {tmp_path / 'nope'}: no such folder"),
+        (["--data", str(afile)], f"error: --data {afile}: is a file; give the Flickr8k root folder"),
+        (["--systems", ","], "error: --systems: no names in ','"),
+        (["--systems", "BoW1", "--metrics", " , "], "error: --metrics: no names in ' , '"),
+        (pacs + [str(tuples["too_few"])], f"{tuples['too_few']}: holds 2 tuple(s), need at least 4"),
+        (clip + ["--clip-model", "auto"], "error: --clip-model auto infers the architecture from a weights file"),
+        (clip + ["--clip-model", "ViT-B-32", "--clip-pretrained", str(garbage)],
+         f"error: --clip-pretrained {garbage}: not a weights file"),
+        (clip + ["--clip-model", "tiny", "--clip-pretrained", str(garbage)],
+         "--clip-model tiny is the tiny CLIP, which is always trained here"),
         (["--teaching-size", "30"], "error: --teaching-size must be at least 60 (got 30)"),
         (["--data", str(tmp_path), "--teaching-size", "100"], "it does not apply with --data"),
         (["--systems", "none", "--metrics", "none"], "error: --systems none and --metrics none: nothing to run"),
@@ -298,6 +314,10 @@ def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err
     assert f"error: --cache-dir {afile}: exists and is not a folder" in err, err
     assert "corpus …" not in err and not out.exists()
+    # a bad --data is refused before the default output folder (runs/<name>-<time>/) is made
+    monkeypatch.chdir(tmp_path)
+    assert main(["--data", str(tmp_path / "nope"), "--no-progress", "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert "no such folder" in capsys.readouterr().err and not (tmp_path / "runs").exists()
 
 
 def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path, capsys):

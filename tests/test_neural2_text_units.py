@@ -104,3 +104,21 @@ def test_teaching_captions_use_their_own_pos(small_teaching_set):
     chunks = noun_chunks(cap.text, cap.pos)
     assert chunks and all(c.text in cap.text for c in chunks)
     assert len(mask_templates(cap.text, cap.pos)) == len(chunks)
+
+
+def test_missing_tagger_is_a_missing_resource_error(monkeypatch):
+    """The tagger's resource goes through corpora.nltk_resources, so the main job's handler for missing
+    NLTK data prints it as one 'error:' line (and it is downloaded when online)."""
+    import corpora.nltk_resources as res
+    from neural import text_units
+
+    def missing(path, package):
+        raise res.MissingResourceError(f"NLTK resource {path!r} not found (test)")
+
+    text_units._tagger.cache_clear()
+    monkeypatch.setattr(res, "nltk_resource", missing)
+    try:
+        with pytest.raises(res.MissingResourceError, match="averaged_perceptron_tagger_eng.*Caption.pos"):
+            detail_units("A dog runs on the grass.")
+    finally:
+        text_units._tagger.cache_clear()

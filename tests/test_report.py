@@ -176,6 +176,19 @@ def test_check_report_names_a_failing_browser_without_traceback(tmp_path, monkey
     assert f"error: {page}: rendering failed: Chromium failed (exit 7)" in err and "cannot open display" in err
 
 
+def test_check_report_refuses_files_that_are_not_html(tmp_path, capsys):
+    """A binary file or a text file without <html> is one ``error:`` line, exit 1 (not a traceback, nor
+    "self-contained")."""
+    png = tmp_path / "report.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\xff\x00")
+    txt = tmp_path / "notes.txt"
+    txt.write_text("just text", encoding="utf-8")
+    for f, needle in ((png, "not a UTF-8 text file"), (txt, "not an HTML document")):
+        assert check_main([str(f)]) == 1
+        err = capsys.readouterr().err
+        assert f"error: {f}: {needle}" in err and "Traceback" not in err
+
+
 def test_report_says_what_the_numbers_are_and_writes_strict_json(tmp_path):
     """Captions name the pool, the tasks and the reference rule; a corpus whose only relevant pairs are the
     originals says S@k = R@k; the run line gives seed, permutations and command; the gallery image is in
