@@ -199,6 +199,17 @@ def test_nn_f1_with_a_query_word_repeated_past_the_level_limit():
                 ov = sum(min(np.sum(qd == x), np.sum(d == x)) for x in np.unique(qd))
                 ref.append(2 * ov / (len(qd) + len(d)))
             np.testing.assert_allclose(got, ref, atol=1e-6, err_msg=f"{word} x{reps}")
+    # a training item that repeats a word 70 times (14 in each of its five captions): all 70 levels count
+    base = _corpus()
+    caps = dict(base.captions)
+    im = base.split("train")[0]
+    caps[im] = tuple(Caption(c.id, c.image_id, c.index, " ".join(["dog"] * 14), lemma=" ".join(["dog"] * 14))
+                     for c in caps[im])
+    corpus = Corpus("toy70", base.image_ids, caps, base.splits)
+    nn = NearestNeighbour("NN5_F1").fit(corpus, corpus.split("train"))
+    for reps, want in ((70, 1.0), (80, 2 * 70 / 150), (35, 2 * 35 / 105)):
+        q = Caption("q.jpg#0", "q.jpg", 0, " ".join(["dog"] * reps), lemma=" ".join(["dog"] * reps))
+        assert nn.text_similarity([q])[0][0] == pytest.approx(want, abs=1e-6), reps
 
 
 def test_missing_nltk_resource_message():

@@ -72,6 +72,27 @@ def test_ibm_model2_recovers_stochastic_table_and_alignment():
         IBMModel2().fit([[0]], [], 1, 1)
 
 
+def test_never_aligned_source_words_have_no_translation_evidence():
+    """EM leaves a source word that never met a target word at its uniform start row; those rows must
+    not become σ_A vectors, or every such pair of words would have κ_A = 1."""
+    from kernels.text.similarity import alignment_kernel
+
+    m = IBMModel2(n_iter_model1=5, n_iter_model2=2).fit([[0, 1], [2], [3]], [[1, 0], [], []], 4, 4)
+    assert m.seen_.tolist() == [True, True, False, False]
+    np.testing.assert_allclose(m.translation()[2:], 0.25)         # the uniform start, untouched
+    assert not m.observed_translation()[2:].any()
+    np.testing.assert_array_equal(m.observed_translation()[:2], m.translation()[:2])
+
+    class P:                                                      # one caption per item: no pairs
+        def __init__(self, toks):
+            self.tokens, self.tags = toks, ["NN"] * len(toks)
+
+    processed = [P(["dog", "cat"]), P(["dog", "ball"]), P(["cat", "ball"])] * 2
+    words, K, _ = alignment_kernel(processed, [0, 1, 2, 3, 4, 5], min_count=1)
+    assert words == ["ball", "cat", "dog"]
+    np.testing.assert_array_equal(K, np.eye(3))                   # no evidence: no similarity
+
+
 def test_combine_max_and_avg():
     a = (np.array([0, 1, 2]), np.array([[1, .2, 0], [.2, 1, .5], [0, .5, 1]]))
     b = (np.array([1, 2, 3]), np.array([[1, .9, 0], [.9, 1, .1], [0, .1, 1]]))

@@ -91,8 +91,17 @@ class IBMModel2:
                 a = new_a
             self.log_likelihood.append(ll)
         self.t, self.a = t, a
+        # source words that never met a target word keep EM's uniform start row: no evidence at all
+        self.seen_ = (tot[: self.n_src, 0] > 0) if self.n_iter_model1 + self.n_iter_model2 else \
+            np.zeros(self.n_src, bool)
         return self
 
     def translation(self) -> np.ndarray:
-        """``t(f | e)`` for real source words (NULL row dropped): ``(n_src, n_tgt)``."""
+        """``t(f | e)`` for real source words (NULL row dropped): ``(n_src, n_tgt)``.  A source word never
+        aligned to anything (:attr:`seen_` false) keeps the uniform row EM started from."""
         return self.t[: self.n_src]
+
+    def observed_translation(self) -> np.ndarray:
+        """:meth:`translation` with the rows of never-aligned source words set to 0 (no evidence), so
+        a similarity built from the rows does not call all such words identical."""
+        return np.where(self.seen_[:, None], self.translation(), 0.0)

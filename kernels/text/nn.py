@@ -62,30 +62,31 @@ class NearestNeighbour:
         return self
 
     # -------------------------------------------------------------- F1 machinery
-    def _level_features(self, docs, n_rows):
+    def _level_features(self, docs, stride: int):
         """Features (word, t) = [tf(w) >= t] * omega_w so that <x, y> = sum_w omega_w min(tf_x, tf_y)...
-        (with omega on one side only)."""
+        (with omega on one side only), coded ``word * stride + t − 1`` for the levels ``t ≤ stride``.
+
+        ``stride`` is the largest count of a word in one training document, so every training level has
+        its own code; a query's levels above it can match no training level (min(tf_q, tf_train) ≤
+        stride), so leaving them out is exact."""
         rows, cols, vals = [], [], []
         for r, d in enumerate(docs):
             if len(d) == 0:
                 continue
             u, c = np.unique(d, return_counts=True)
-            # at most 63 levels per word (codes word*64 + t-1 must not spill into the next word); the
-            # training side refuses more, so a query level above 63 could never match anyway
-            for t in range(1, min(int(c.max()), 63) + 1):
+            for t in range(1, min(int(c.max()), stride) + 1):
                 sel = u[c >= t]
                 rows.append(np.full(len(sel), r))
-                cols.append(sel * 64 + (t - 1))
+                cols.append(sel * stride + (t - 1))
                 vals.append(np.ones(len(sel)))
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(rows), np.concatenate(cols).astype(np.int64), np.concatenate(vals)
 
     def _level_matrix(self, docs):
-        r, c, v = self._level_features(docs, len(docs))
-        if len(c) and (c % 64).max() >= 63:
-            raise ValueError("a word repeated more than 63 times in one training document")
-        w = self.tk._omega_of(c // 64)
+        self._stride = max([int(np.unique(d, return_counts=True)[1].max()) for d in docs if len(d)] or [1])
+        r, c, v = self._level_features(docs, self._stride)
+        w = self.tk._omega_of(c // self._stride)
         self._cols = np.unique(c)
         pos = np.searchsorted(self._cols, c)
         return sp.csr_matrix((v * w, (r, pos)), shape=(len(docs), len(self._cols)))
@@ -96,7 +97,7 @@ class NearestNeighbour:
         if not self.variant.startswith("NN5_F1"):
             return self.tk.gram_queries(captions).astype(np.float64)
         qdocs = self.tk.encode_queries(captions)
-        r, c, v = self._level_features(qdocs, len(qdocs))
+        r, c, v = self._level_features(qdocs, self._stride)
         pos = np.searchsorted(self._cols, c)
         ok = (pos < len(self._cols)) & (self._cols[np.minimum(pos, len(self._cols) - 1)] == c) if len(c) else np.zeros(0, bool)
         Xq = sp.csr_matrix((v[ok], (r[ok], pos[ok])), shape=(len(qdocs), len(self._cols)))

@@ -286,7 +286,7 @@ def alignment_tables(processed, item_of, nouns, verbs, n_iter_model1=10, n_iter_
                         src.append(sents[a])
                         tgt.append(sents[b])
         model = IBMModel2(n_iter_model1, n_iter_model2).fit(src, tgt, len(vocab), len(vocab)) if vocab else None
-        out[name] = (vocab, None if model is None else model.translation())
+        out[name] = (vocab, None if model is None else model.observed_translation())
     return out
 
 
