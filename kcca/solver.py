@@ -64,7 +64,11 @@ float32 solver then works on the numerically meaningful range only — which als
 ``rank_X × rank_Y`` instead of ``N × N``.
 Centring always creates one such null direction (the constant vector).  Canonical pairs whose
 correlation is below ``min_corr`` (default 1e-9) carry no shared signal; their directions are undefined
-and they are dropped (``n_components_`` reports what is left: at most ``min(rank_X, rank_Y)``).
+and they are dropped (``n_components_`` reports what is left: at most ``min(rank_X, rank_Y)``).  So are
+pairs below the core's numerical resolution ``10 · √eps(dtype) · ρ₁`` (float64: 1.5e-7 · ρ₁, float32:
+3.5e-3 · ρ₁): ρ² is an eigenvalue of the squared core ``C Cᵀ``, accurate to about ``eps · ρ₁²``, so
+below that the long-side vectors ``Cᵀa / ρ`` are rounding noise and lose the normalisation
+``α'(K² + κK)α = 1`` (in float32 by up to 50 %).
 
 Out-of-sample projection and Eq. 4
 ----------------------------------
@@ -501,7 +505,11 @@ def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float
     mu, A = sla.eigh(S2, lower=True, driver="evd", check_finite=False, overwrite_a=True)
     mu, A = mu[::-1], A[:, ::-1]
     rho = np.sqrt(np.clip(mu.astype(np.float64), 0.0, None))
-    keep = rho > min_corr
+    # ρ² comes from the eigenvalues of the squared core, whose rounding error is about eps·ρ₁²: below
+    # ρ ≈ √eps·ρ₁ the pairs are noise and B = Csᵀ A / ρ loses its unit norm (float32: off by up to 50 %
+    # at ρ < 1e-3·ρ₁).  Pairs below 10·√eps(dtype)·ρ₁ are dropped with those below min_corr.
+    resolution = 10.0 * float(np.sqrt(np.finfo(S2.dtype).eps)) * float(rho[0]) if rho.size else 0.0
+    keep = rho > max(min_corr, resolution)
     if max_components is not None:
         keep &= np.arange(rho.size) < max_components
     rho, A = rho[keep], A[:, keep]
@@ -561,7 +569,8 @@ class KCCA:
         7.2e-4 for float32 at N = 6000, 1.3e-12 → 1e-10 for float64): eigenpairs below it are rounding
         noise in that precision, and dropping them makes every per-κ core solve ``rank × rank``.
     min_corr : float
-        Canonical pairs with correlation ``≤ min_corr`` are dropped (their directions are undefined).
+        Canonical pairs with correlation ``≤ min_corr`` are dropped (their directions are undefined), as
+        are those below the core's numerical resolution ``10 · √eps(dtype) · ρ₁`` (module docstring).
     kernel_x, kernel_y : callable ``kernel(A, B) -> (len(A), len(B))``, optional
         When given, :meth:`fit` and the transforms take *data* instead of kernel matrices (the low-rank
         solver then never forms an ``N × N`` matrix).
