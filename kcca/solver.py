@@ -635,6 +635,11 @@ class KCCA:
             _relative_floor(self.jitter, 1, np.float64)   # raises for anything but "auto"
         elif not (0 <= self.jitter < 1):
             raise ValueError(f"jitter must be in [0, 1) or 'auto', got {self.jitter!r}")
+        elif self.jitter == 0 and self.reg == 0 and self.solver == "exact":
+            warnings.warn("KCCA with reg (κ) = 0 and jitter = 0 keeps the kernels' rounding-noise eigenvalues "
+                          "and whitens them at full weight: expect spurious canonical correlations near 1. "
+                          "Use jitter='auto' (the working precision's numerical rank) or the default 1e-10.",
+                          RuntimeWarning, stacklevel=3)
         if not self.eta >= 0:
             raise ValueError(f"eta must be ≥ 0, got {self.eta!r}")
 

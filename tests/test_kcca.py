@@ -241,6 +241,10 @@ def test_rank_deficient_kernels_and_n_above_rank_are_finite():
     d = make_two_view(60, seed=0)
     m0 = KCCA(reg=0.0).fit(d.kx(d.X, d.X), d.ky(d.Y, d.Y))
     assert np.all(np.isfinite(m0.correlations_)) and m0.correlations_[0] > 0.999
+    # κ = 0 with no eigenvalue floor at all: finite, but the noise directions are whitened -> a warning
+    with pytest.warns(RuntimeWarning, match="jitter = 0 keeps the kernels' rounding-noise"):
+        m00 = KCCA(reg=0.0, jitter=0.0).fit(X @ X.T, Y @ Y.T)
+    assert np.all(np.isfinite(m00.correlations_))
 
 
 def test_clear_errors():
