@@ -112,6 +112,17 @@ def _as_gram(K, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be a square training Gram matrix, got shape {K.shape}")
     if not np.all(np.isfinite(K)):
         raise ValueError(f"{name} contains NaN or infinite values")
+    # a Gram matrix is symmetric (centring and the eigendecomposition assume it); rounding of float32
+    # products is allowed for, a kernel *row* block or a transposed cross-kernel is not.  Row blocks keep
+    # the check's memory at O(block · N).
+    tol = 1e-5 * float(np.abs(K).max()) if K.size else 0.0
+    for lo in range(0, K.shape[0], 1024):
+        diff = np.abs(K[lo:lo + 1024] - K[:, lo:lo + 1024].T)
+        if diff.max(initial=0.0) > tol:
+            i, j = np.unravel_index(int(diff.argmax()), diff.shape)
+            raise ValueError(f"{name} is not symmetric: K[{lo + i}, {j}] = {K[lo + i, j]:.6g} but "
+                             f"K[{j}, {lo + i}] = {K[j, lo + i]:.6g}; a training Gram matrix must be "
+                             f"k(x_i, x_j) over the same training items on both sides")
     return K
 
 

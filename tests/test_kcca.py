@@ -259,6 +259,9 @@ def test_clear_errors():
         KCCA(reg=-1).fit(K, K)
     with pytest.raises(ValueError, match="solver"):
         KCCA(solver="magic").fit(K, K)
+    A = np.random.default_rng(0).random((5, 5)) + 5 * np.eye(5)          # a non-symmetric "Gram"
+    with pytest.raises(ValueError, match=r"Kx is not symmetric: K\[\d, \d\]"):
+        KCCA().fit(A, K)
     with pytest.raises(ValueError, match="zero after centring"):
         KCCA().fit(np.ones((5, 5)), K)
     # an indefinite kernel is projected onto the PSD cone, with a warning
