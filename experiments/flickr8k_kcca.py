@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
               ITR_TRUST_TORCHSCRIPT=1  load OpenAI TorchScript weights files (they can run code)
               ITR_NO_CEXT=1, ITR_NO_NATIVE=1  use the numpy image-Gram and torch soft-TRI fallbacks
                                      instead of the compiled C kernels (the same up to float
-                                     rounding, slower)
+                                     rounding, slower); "0" or empty leaves them on
             """),
     )
     d = p.add_argument_group("data")

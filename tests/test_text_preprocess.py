@@ -238,3 +238,26 @@ def test_native_backend_fallback(monkeypatch):
         else:
             with pytest.raises(RuntimeError, match="native"):
                 tk._compute_gram()
+
+
+def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
+    """ITR_NO_NATIVE / ITR_NO_CEXT switch the compiled kernels off for a true value; "0" or "" leave them
+    on (as ITR_OFFLINE reads "0")."""
+    import kernels.image._cext as cext
+    import kernels.text.native as native
+
+    monkeypatch.setattr(cext, "_LIB", cext._LIB)       # restored afterwards, with _TRIED
+    monkeypatch.setattr(cext, "_TRIED", cext._TRIED)
+    tried = []
+    monkeypatch.setattr(native, "_compiler", lambda: tried.append("native"))    # None: nothing compiled
+    monkeypatch.setattr(cext, "_lib_path", lambda: tried.append("cext") or 1 / 0)
+    monkeypatch.setattr(cext, "log", type("Quiet", (), {"warning": staticmethod(lambda *a, **k: None)}))
+    for value, off in (("1", True), ("yes", True), ("0", False), ("", False)):
+        monkeypatch.setenv("ITR_NO_NATIVE", value)
+        monkeypatch.setenv("ITR_NO_CEXT", value)
+        native.load_softtri.cache_clear()
+        monkeypatch.setattr(cext, "_TRIED", False)
+        tried.clear()
+        assert native.load_softtri() is None and cext.load() is None
+        assert tried == ([] if off else ["native", "cext"]), (value, tried)
+    native.load_softtri.cache_clear()

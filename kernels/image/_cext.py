@@ -103,7 +103,7 @@ def load():
     if _TRIED:
         return _LIB
     _TRIED = True
-    if os.environ.get("ITR_NO_CEXT"):
+    if os.environ.get("ITR_NO_CEXT", "").strip() not in ("", "0"):
         return None
     try:
         path = _lib_path()

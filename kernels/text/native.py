@@ -36,7 +36,7 @@ def _compiler() -> str | None:
 @lru_cache(maxsize=1)
 def load_softtri():
     """The compiled library (``ctypes.CDLL``) or ``None`` when unavailable."""
-    if os.environ.get("ITR_NO_NATIVE") or not SOURCE.is_file():
+    if os.environ.get("ITR_NO_NATIVE", "").strip() not in ("", "0") or not SOURCE.is_file():
         return None
     cc = _compiler()
     if cc is None:
