@@ -340,6 +340,13 @@ def _scorer_output(score_fn: ScoreFn, ims, cands, refs, name: str, what: str) ->
     return scores
 
 
+def _check_sampling(name: str, n_refs, n_draws) -> None:
+    if n_refs is not None and (not isinstance(n_refs, (int, np.integer)) or n_refs < 1):
+        raise ValueError(f"{name}: n_refs must be None (all references) or an integer ≥ 1, got {n_refs!r}")
+    if not isinstance(n_draws, (int, np.integer)) or n_draws < 1:
+        raise ValueError(f"{name}: n_draws must be an integer ≥ 1, got {n_draws!r}")
+
+
 def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n_refs: int | None = None,
                       n_draws: int = 1, seed: int = 0) -> dict:
     """Pascal-50S-style accuracy: share of pairs where the scorer prefers the human-preferred candidate.
@@ -355,6 +362,7 @@ def pairwise_accuracy(records: Sequence[PairwiseRecord], score_fn: ScoreFn, *, n
     """
     if not records:
         raise ValueError("pairwise_accuracy: no records")
+    _check_sampling("pairwise_accuracy", n_refs, n_draws)
     for i, r in enumerate(records):
         if r.preferred not in (0, 1):
             raise ValueError(f"pairwise_accuracy: record {i} has preferred={r.preferred!r} (must be 0 or 1)")
@@ -397,6 +405,7 @@ def foil_accuracy(records: Sequence[FoilRecord], score_fn: ScoreFn, *, n_refs: i
     not return one finite score per record."""
     if not records:
         raise ValueError("foil_accuracy: no records")
+    _check_sampling("foil_accuracy", n_refs, 1)
     rng = np.random.default_rng(seed)
     refs = [_sample_refs(r.references, n_refs, rng) for r in records]
     ims = [r.image_id for r in records]

@@ -190,10 +190,15 @@ def test_pairwise_and_foil_accuracy():
     assert s1 == s2 and len(s1["per_draw"]) == 4
     with pytest.raises(ValueError, match="preferred"):
         pairwise_accuracy([PairwiseRecord("i", "a", "b", ("c",), 2)], overlap)
+    for kw, match in (({"n_refs": 1, "n_draws": 0}, "n_draws"), ({"n_refs": 0}, "n_refs"), ({"n_refs": 1.5}, "n_refs")):
+        with pytest.raises(ValueError, match=match):
+            pairwise_accuracy(recs, overlap, **kw)
 
     foils = [FoilRecord("i", "a dog on grass", "a cat on grass", ("a dog lies on the grass",)),
              FoilRecord("i", "a man", "a woman", ("a person",))]   # tie -> failure
     assert foil_accuracy(foils, overlap) == {"accuracy": 50.0, "n": 2}
+    with pytest.raises(ValueError, match="n_refs"):
+        foil_accuracy(foils, overlap, n_refs=0)
 
 
 def test_pairwise_and_foil_accuracy_reject_bad_scorer_output():
