@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="PAC-S fine-tuning tuples for real data: a JSON file of at least 4 generated "
                         "positives (see docs/neural.md); default: none (on the teaching set the generator "
                         "supplies them; otherwise the PAC-S formula runs on the backbone as given)")
+    s.add_argument("--reference", default="best", metavar="NAME",
+                   help="the system or scorer every other one is tested against in both tasks (the "
+                        "significance markers), e.g. TRI5SEM as in the paper's Tables 3-5; it must be "
+                        "one that runs. Default 'best': per task the system with the highest R@10 "
+                        "(then R@1, then median rank)")
     s.add_argument("--permutations", type=positive_int, default=10000, metavar="N",
                    help="reassignments of Fisher's paired randomisation test (default 10000; the "
                         "paper's 100000 is slower)")

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import platform
+import shlex
 import sys
 import time
 import warnings
@@ -183,20 +184,24 @@ def significance_table(results: Mapping, reference: str, *, permutations: int, s
 
 
 def evaluate_systems(outputs: Mapping[str, SystemOutput], pool: RankingPool, *, permutations: int,
-                     seed: int, cache: DiskCache | None = None) -> tuple[dict, dict, dict]:
-    """Evaluate every system on the test pool; significance against the best system per task
-    (:func:`significance_table`, cached in ``cache`` when given).
+                     seed: int, cache: DiskCache | None = None,
+                     reference_system: str | None = None) -> tuple[dict, dict, dict]:
+    """Evaluate every system on the test pool; significance against ``reference_system`` in both tasks
+    when given (``--reference``), else against the best system per task (:func:`significance_table`,
+    cached in ``cache`` when given).
 
     Returns ``(systems_json, per_query, reference)``.
     """
     evals = {name: evaluate_pool(o.test, pool) for name, o in outputs.items()}
+    if reference_system is not None and reference_system not in evals:
+        raise PipelineError(f"--reference {reference_system}: it did not run (ran: {', '.join(evals)})")
     systems: dict = {}
     reference: dict[str, str] = {}
     for task in ("annotation", "search"):
         # Best system: highest R@10, then R@1, then lowest median rank, then name (deterministic).
         ranked = sorted(evals, key=lambda s: (-evals[s][task].metrics["R@10"], -evals[s][task].metrics["R@1"],
                                               evals[s][task].metrics["median_rank"], s))
-        reference[task] = ranked[0]
+        reference[task] = reference_system or ranked[0]
     markers: dict[str, dict[str, dict[str, str]]] = {s: {} for s in evals}
     pvalues: dict[str, dict[str, dict[str, float]]] = {s: {} for s in evals}
     for task in ("annotation", "search"):
@@ -225,11 +230,22 @@ def _metrics(res) -> dict:
     return out
 
 
+def _command_line() -> str:
+    """The command as a user would type it again: ``python -m experiments.flickr8k_kcca`` for the module
+    (``sys.argv[0]`` is then its file path), arguments quoted for a POSIX shell."""
+    if not sys.argv:
+        return ""
+    prog = Path(sys.argv[0])
+    head = (["python", "-m", f"experiments.{prog.stem}"] if prog.parent.name == "experiments" and prog.suffix == ".py"
+            else [prog.name])
+    return shlex.join(head + sys.argv[1:])
+
+
 def provenance(args, corpus: Corpus, extra: Mapping | None = None) -> dict:
     versions = _library_versions(("numpy", "scipy", "scikit-learn", "opencv-python-headless", "nltk", "torch",
                                   "open_clip_torch", "statsmodels", "matplotlib", "image-text-ranking"))
     prov = {
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]) if sys.argv else "",
+        "command": _command_line(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "versions": versions,
@@ -392,6 +408,25 @@ def requested_methods(args) -> tuple[list[str], list[str]]:
     except ValueError as exc:
         raise PipelineError(str(exc)) from exc
     return systems, parse_list(args.metrics, DEFAULT_NEURAL, ALL_NEURAL, "metrics")
+
+
+def reference_choice(args, systems: Sequence[str], neural: Sequence[str]) -> str | None:
+    """``--reference`` as the name of a requested system or scorer (canonical spelling), or ``None`` for
+    'best'; an unknown or unrequested name is a :class:`PipelineError`."""
+    value = (getattr(args, "reference", None) or "best").strip()
+    if value.lower() == "best":
+        return None
+    from kcca.systems import canonical_name
+
+    by_lower = {n.lower(): n for n in neural}
+    try:
+        name = by_lower.get(value.lower()) or canonical_name(value)
+    except ValueError:
+        name = value
+    if name not in set(systems) | set(neural):
+        raise PipelineError(f"--reference {value}: not among the requested systems and scorers "
+                            f"({', '.join(list(systems) + list(neural)) or 'none'}); use one of them or 'best'")
+    return name
 
 
 def check_neural_options(args) -> None:
@@ -1101,6 +1136,7 @@ def run(args) -> dict[str, Path]:
     if not systems and not neural:
         raise PipelineError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                             "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+    reference_choice(args, systems, neural)
     if getattr(args, "pacs_positives", None) and not {"PAC-S", "RefPAC-S"} & set(neural):
         raise PipelineError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
     if neural:
@@ -1162,7 +1198,8 @@ def run(args) -> dict[str, Path]:
             outputs.update(neural_out)
         with timer.stage("evaluation and significance", 5, total):
             systems_json, evals, reference = ({}, {}, {}) if not outputs else evaluate_systems(
-                outputs, pools["test"], permutations=args.permutations, seed=args.seed, cache=cache)
+                outputs, pools["test"], permutations=args.permutations, seed=args.seed, cache=cache,
+                reference_system=reference_choice(args, systems, neural))
         with timer.stage("human correlation", 6, total):
             kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
             scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}
@@ -1189,6 +1226,10 @@ def run(args) -> dict[str, Path]:
                 "timings_s": {k: round(v, 2) for k, v in timer.timings.items()},
                 "provenance": provenance(args, corpus, {**neural_prov, "device_requested": args.device,
                                                         "permutations": args.permutations,
+                                                        "significance_reference_rule": (
+                                                            "chosen (--reference)"
+                                                            if reference_choice(args, systems, neural)
+                                                            else "best R@10 per task"),
                                                         "systems_requested": systems,
                                                         "neural_requested": neural,
                                                         "systems_run": systems_run,

@@ -159,7 +159,9 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, fontsize=7.5, loc="center left", bbox_to_anchor=(1.0, 0.5),
                    title="dotted: baseline, solid: classical, dashed: neural", title_fontsize=7.5)
-        fig.suptitle("Recall@k, k = 1…100" if kind == "recall"
+        k_top = max((min(100, len(outcomes[s][t].ranks)) for s in systems for t in TASKS if t in outcomes[s]),
+                    default=100)
+        fig.suptitle(f"Recall@k, k = 1…{k_top}" if kind == "recall"
                      else "Cumulative distribution of the rank of the original item")
         plots[kind] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, kind)
 
@@ -186,7 +188,9 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
             ax.grid(axis="x", alpha=0.3)
         axes[0].invert_yaxis()  # shared y axis: flip once so the order matches the tables
         fams = [f for f in ("baseline", "classical", "neural") if any(families.get(s) == f for s in have_rp)]
-        axes[1].legend(handles=[Patch(color=colours[f], label=f) for f in fams], fontsize=8, loc="lower right")
+        # beside the panels, like the curves' legend, so that it hides no bar or interval
+        fig.legend(handles=[Patch(color=colours[f], label=f) for f in fams], fontsize=8, loc="center left",
+                   bbox_to_anchor=(1.0, 0.5))
         fig.suptitle("R-precision per system")
         plots["r_precision"] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, "r_precision")
     return plots
@@ -304,14 +308,17 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
     tasks_note = ("ann. = image annotation (each test image ranks the pool's captions); sea. = image search "
                   "(each caption ranks the images); values in % except median ranks; higher is better except "
                   "where the header has ↓. ")
-    sig_note = (f"Significance against a reference per task — the system with the highest R@10 (ties: R@1, "
-                f"then median rank), marked “ref.” ({ref_txt}): two-sided tests, so * p ≤ 0.1, "
+    chosen = results.get("provenance", {}).get("significance_reference_rule") == "chosen (--reference)"
+    rule = ("the system chosen with --reference" if chosen else
+            "the system with the highest R@10 (ties: R@1, then median rank)")
+    sig_note = (f"Significance against a reference per task — {rule}, marked “ref.” ({ref_txt}): "
+                "two-sided tests, so * p ≤ 0.1, "
                 "** p ≤ 0.05, *** p ≤ 0.01 mark a difference in either direction, ↑ when the value is "
                 "better than the reference's (McNemar for R@k / S@k, Fisher's paired randomisation test "
                 "for median rank and R-precision). Ties in scores are broken pessimistically.")
     only_original = bool(test.get("images")) and test.get("relevant_pairs") == test.get("images")
     relevance_note = (" Only each caption's own image is relevant in this corpus (no crowd judgments), so S@k "
-                      "equals R@k and annotation R-precision equals R@1." if only_original else "")
+                      "equals R@k and R-precision equals R@1 in both tasks." if only_original else "")
 
     def left_out(keys):
         gone = missing_systems(results, keys)
@@ -382,7 +389,7 @@ def _summary_lines(results: Mapping) -> list[str]:
     t = results.get("timings_s", {})
     if t:
         lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items())
-                     + f"; total {sum(t.values()):.1f}")
+                     + f"; total before the report {sum(t.values()):.1f}")
     return lines
 
 

@@ -378,3 +378,42 @@ def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path,
     assert err.count("below its handler's level") == 1
     log = (tmp_path / "run.log").read_text(encoding="utf-8")
     assert "retrying the download" in log and "a note of our own" in log and "not propagated" not in log
+
+
+def test_reference_option_chooses_the_significance_reference(small_teaching_set, tmp_path, capsys):
+    """--reference NAME tests every system against NAME in both tasks (the paper's TRI5SEM); 'best' is the
+    highest R@10 per task; a name that is not requested is refused before any work."""
+    from argparse import Namespace
+
+    import numpy as np
+
+    from corpora.protocol import hodosh_pool
+    from evaluation import ScoreMatrices
+    from experiments.flickr8k_kcca import main
+    from experiments.pipeline import PipelineError, SystemOutput, evaluate_systems, reference_choice
+
+    pool = hodosh_pool(small_teaching_set, "test")
+    n = pool.n_images
+    rng = np.random.default_rng(0)
+    good = np.eye(n) + 0.5 * rng.random((n, n))                     # the gold item mostly on top
+    outputs = {name: SystemOutput(name, "classical", ScoreMatrices.from_affinity(S))
+               for name, S in (("TRI5SEM", rng.random((n, n))), ("BoW5", good))}
+    _, _, best = evaluate_systems(outputs, pool, permutations=200, seed=0)
+    assert best == {"annotation": "BoW5", "search": "BoW5"}
+    systems, _, ref = evaluate_systems(outputs, pool, permutations=200, seed=0, reference_system="TRI5SEM")
+    assert ref == {"annotation": "TRI5SEM", "search": "TRI5SEM"}
+    assert systems["TRI5SEM"]["p_values"] == {"annotation": {}, "search": {}}
+    assert systems["BoW5"]["significance"]["annotation"]["R@10"] == "***"
+    with pytest.raises(PipelineError, match="did not run"):
+        evaluate_systems(outputs, pool, permutations=200, seed=0, reference_system="TRI5")
+
+    args = Namespace(reference="tri5_a,d_ext+ic^sqrtidf")             # the paper's spelling
+    assert reference_choice(args, ["BoW5", "TRI5SEM"], ["CLIP-S"]) == "TRI5SEM"
+    assert reference_choice(Namespace(reference="clip-s"), ["BoW5"], ["CLIP-S"]) == "CLIP-S"
+    assert reference_choice(Namespace(reference="best"), ["BoW5"], []) is None
+    out = tmp_path / "out"
+    assert main(["--systems", "BoW1", "--metrics", "none", "--reference", "TRI5SEM", "--no-progress",
+                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "error: --reference TRI5SEM: not among the requested systems and scorers (BoW1)" in err, err
+    assert not out.exists()

@@ -212,8 +212,12 @@ def test_report_says_what_the_numbers_are_and_writes_strict_json(tmp_path):
     assert "Run: seed 0; 10,000 permutations per randomisation test; command `flickr8k_kcca.py --seed 0`" in md
     assert "<code>flickr8k_kcca.py --seed 0</code>" in paths["html"].read_text(encoding="utf-8")
     assert "![query image](plots/gallery-0.png)" in md and (tmp_path / "plots" / "gallery-0.png").is_file()
-    assert "; total 0.3" in md
+    assert "; total before the report 0.3" in md
     bleu = next(ln for ln in md.splitlines() if ln.startswith("| BLEU-4"))
     assert "| 38.0 |" not in bleu and "| 20.6 |" in bleu
     write_report(r, tmp_path)                                        # no gallery: its old image is removed
     assert not (tmp_path / "plots" / "gallery-0.png").exists()
+    r["provenance"]["significance_reference_rule"] = "chosen (--reference)"
+    md = write_report(r, tmp_path)["md"].read_text(encoding="utf-8")
+    assert "the system chosen with --reference" in md and "highest R@10" not in md
+    assert "R-precision equals R@1 in both tasks" in md
