@@ -1176,10 +1176,6 @@ def run(args) -> dict[str, Path]:
                 rest = ("only the text-only human-correlation tables are computed"
                         if (corpus.expert or corpus.crowd) else "the corpus has no human judgments either")
                 msg = "retrieval skipped: " + "; ".join(too_small) + f" (need at least 2 each); {rest}"
-                if not (corpus.expert or corpus.crowd):
-                    raise PipelineError(f"nothing to compute: {msg}. Put more of the split images in the "
-                                        f"image folder, or add ExpertAnnotations.txt / "
-                                        f"CrowdFlowerAnnotations.txt for the human-correlation tables.")
                 log.warning(msg)
                 corpus.notes.append(msg)
         systems_run, neural_run = (([], []) if too_small else (systems, neural))

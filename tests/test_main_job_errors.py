@@ -151,27 +151,6 @@ def test_missing_images_message_names_the_option_not_the_keyword(mini_flickr8k, 
         shutil.move(hidden, moved)
 
 
-def test_a_folder_with_nothing_to_compute_is_an_error(mini_flickr8k, tmp_path, capsys):
-    """Pools too small to rank and no human judgments: nothing could be reported, so the run stops with
-    one error line (exit 2) instead of writing an empty report with exit 0."""
-    from experiments.flickr8k_kcca import main
-
-    root, names = mini_flickr8k
-    one = tmp_path / "one"
-    (one / "Flickr8k_text").mkdir(parents=True)
-    (one / "Flicker8k_Dataset").symlink_to(root / "Flicker8k_Dataset")
-    for name in ("Flickr8k.token.txt", "Flickr8k.lemma.token.txt"):
-        (one / "Flickr8k_text" / name).symlink_to(root / "Flickr8k_text" / name)
-    for split, ids in (("train", names[:8]), ("dev", names[8:11]), ("test", names[11:12])):
-        (one / "Flickr8k_text" / f"Flickr_8k.{split}Images.txt").write_text("\n".join(ids) + "\n")
-    assert main(["--data", str(one), "--systems", "BoW1", "--metrics", "none", "--no-progress",
-                 "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert "error: nothing to compute: retrieval skipped: test pool has 1 image(s) on disk" in err, err
-    assert "ExpertAnnotations.txt" in err and "Traceback" not in err
-    assert not (tmp_path / "out" / "results.json").exists()
-
-
 def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
     from experiments.pipeline import ALL_NEURAL, PipelineError, parse_list
 
