@@ -568,7 +568,9 @@ def run_system(
                                done=final_models)
     timings["total"] = time.perf_counter() - t_start
     config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
-              "solver": solver, "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
+              "powers_searched": [int(x) for x in ps], "diag_factors_searched": [float(x) for x in ds],
+              "solver": solver, "kcca": {k: v for k, v in kk.items() if k != "solver"},
+              "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
               "selection": res.summary()}
     return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
                      config=config, timings=timings, selection=res, grid=grid, models=final_models)

@@ -241,6 +241,11 @@ def test_results_schema_and_report_files(clean_run):
             assert m["R@1"] <= m["S@1"] and m["R@10"] <= m["S@10"]  # the original item is relevant
             assert 1 <= m["median_rank"] <= n_test
     assert set(r["significance_reference"]) == {"annotation", "search"}
+    bow = r["systems"]["BoW1"]["config"]      # the default: p = 2, d = 1 fixed in advance, float32 KCCA
+    assert (bow["powers_searched"], bow["diag_factors_searched"]) == ([2], [1.0])
+    assert bow["kcca"] == {"dtype": "float32", "jitter": "auto"}
+    assert r["provenance"]["significance_reference_rule"] == "best R@10 per task"
+    assert r["provenance"]["command"].startswith("python -m experiments.flickr8k_kcca --teaching-size")
 
     # The teaching set has simulated Expert and CrowdFlower judgments: every pair scorer is correlated.
     hc = r["human_correlation"]
@@ -467,6 +472,18 @@ def _shared_jpegs(flickr8k_dir: Path) -> list[Path]:
     if not jpgs:
         pytest.skip(f"no shared Flickr8k JPEGs under {flickr8k_dir / 'Flicker8k_Dataset'}")
     return jpgs
+
+
+def test_full_selection_searches_p_and_d_on_dev_in_float64(tmp_path):
+    """--full-selection chooses the image power p ∈ {2, 3} and text diagonal factor d ∈ {1, 2, 5, 10, 15}
+    on dev (Hodosh Sec. 4.1.3) with float64 KCCA; the chosen pair is one of the grid's."""
+    out = tmp_path / "out"
+    run_job(["--teaching-size", "60", "--systems", "BoW1", "--metrics", "none", "--full-selection",
+             "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
+    cfg = load_results(out)["systems"]["BoW1"]["config"]
+    assert cfg["powers_searched"] == [2, 3] and cfg["diag_factors_searched"] == [1.0, 2.0, 5.0, 10.0, 15.0]
+    assert cfg["image_power"] in (2, 3) and cfg["text_diag"] in cfg["diag_factors_searched"]
+    assert cfg["kcca"] == {}                      # the estimator's defaults: float64, jitter 1e-10
 
 
 def test_kaggle_captions_txt_layout(flickr8k_dir, tmp_path):
