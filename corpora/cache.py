@@ -20,6 +20,7 @@ Usage
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -41,6 +42,10 @@ log = logging.getLogger(__name__)
 CACHE_ENV = "ITR_CACHE_DIR"
 _DIGEST_FIELD = "__digest__"
 _KEY_FIELD = "__key__"
+#: Read errors that say nothing about the entry itself (the process or the system could not read it now,
+#: or another process replaced / removed it meanwhile): the entry is kept, this call recomputes.
+_TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EACCES, errno.EPERM, errno.EIO, errno.EAGAIN,
+                               errno.EBUSY, errno.EINTR, errno.ENOMEM, errno.ENOENT})
 #: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
 STALE_TMP_AGE_S = 24 * 3600
 
@@ -204,7 +209,9 @@ class DiskCache:
     # ------------------------------------------------------------------ read
     def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
         """The stored arrays, or ``None`` if absent.  A corrupt entry is logged, removed and treated as
-        absent; a ``MemoryError`` while reading propagates and leaves the entry in place."""
+        absent; a ``MemoryError`` while reading propagates and leaves the entry in place, and an
+        operating-system error that says nothing about the file (too many open files, permission, I/O,
+        busy) is logged and treated as absent for this call, the entry kept."""
         if not self.enabled:
             return None
         p = self.path(namespace, key)
@@ -218,14 +225,23 @@ class DiskCache:
                 raise CacheCorruptError("digest mismatch")
         except MemoryError:        # no room to read a sound entry: not damage, keep it
             raise
+        except OSError as exc:
+            if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
+                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p, exc)
+                return None
+            return self._discard(p, exc)
         except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
-            log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
-            try:
-                p.unlink()
-            except OSError:
-                pass
-            return None
+            return self._discard(p, exc)
         return arrays
+
+    @staticmethod
+    def _discard(p: Path, exc: BaseException) -> None:
+        log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
+        try:
+            p.unlink()
+        except OSError:
+            pass
+        return None
 
     # ------------------------------------------------------------------ write
     def store(self, namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path | None:
@@ -233,6 +249,9 @@ class DiskCache:
         if not self.enabled:
             return None
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        reserved = sorted({_DIGEST_FIELD, _KEY_FIELD} & set(arrays))
+        if reserved:
+            raise ValueError(f"cache array name(s) {reserved} are reserved for the entry's own fields")
         for k, v in arrays.items():
             if v.dtype == object:
                 raise TypeError(f"cache array {k!r} has dtype object; only plain arrays are cached")

@@ -161,7 +161,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
     """
     path = Path(path)
     out: list[CaptionRecord] = []
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, int], int] = {}
     for ln, line in _read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
@@ -171,7 +171,8 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
         text = text.strip()
         if not text:
             raise CorpusError(f"empty caption for {cid}", path, ln)
-        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        # by (image, number): "x.jpg#0" and "x.jpg#00" are the same caption
+        _check_unique(seen, (image_id, k), f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, image_id, k, text, ln))
     return out
 

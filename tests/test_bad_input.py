@@ -94,6 +94,7 @@ def test_text_files_directly_in_root_and_images_folder_names(tmp_path):
     ("#0\tcaption", "malformed caption id"),
     ("1000_abc.jpg#0\t   ", "empty caption"),
     ("1000_abc.jpg#0\tduplicate", "duplicate caption id"),
+    ("1000_abc.jpg#00\tthe same number written with a zero", r"duplicate caption id 1000_abc\.jpg#00 \(first on line 1\)"),
 ])
 def test_malformed_caption_line(tmp_path, bad_line, match):
     good = "1000_abc.jpg#0\tA dog runs .\n1001_abc.jpg#0\tA cat sits .\n"

@@ -69,6 +69,27 @@ def test_any_damage_to_an_entry_is_removed_and_recomputed(tmp_path, monkeypatch)
     with pytest.raises(MemoryError):
         cache.load("ns", {"k": 1})
     assert cache.path("ns", {"k": 1}).exists()
+    # nor is an operating-system refusal (too many open files, permission): recompute now, keep the entry
+    import errno
+
+    for code in (errno.EMFILE, errno.EACCES):
+        def refused(*args, _code=code, **kw):
+            raise OSError(_code, "refused")
+        monkeypatch.setattr(cache_mod.np, "load", refused)
+        assert cache.load("ns", {"k": 1}) is None
+        assert cache.path("ns", {"k": 1}).exists()
+    monkeypatch.setattr(cache_mod.np, "load", real_load)
+    np.testing.assert_array_equal(cache.load("ns", {"k": 1})["a"], first["a"])
+
+
+def test_reserved_member_names_are_refused(tmp_path):
+    """The entry's own fields cannot be overwritten by an array of the same name (the entry could then
+    never be read back and would be recomputed on every call)."""
+    cache = DiskCache(tmp_path)
+    for name in ("__digest__", "__key__"):
+        with pytest.raises(ValueError, match="reserved"):
+            cache.store("ns", {"k": 2}, {name: np.arange(3)})
+    assert not (tmp_path / "ns").exists() or not list((tmp_path / "ns").iterdir())
 
 
 def test_a_killed_writers_temporary_is_swept_by_the_next_write(tmp_path):
