@@ -142,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    import json
+
+    from experiments.report import console_tables
+
+    tables = console_tables(json.loads(paths["results"].read_text(encoding="utf-8")))
+    if tables:
+        print("\n" + tables + "\n")
     print(f"Report: {paths['html']}  (also {paths['md'].name}, {paths['results'].name})")
     return 0
 

@@ -282,6 +282,34 @@ def specificity_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width plain-text table for a terminal: the first column left-aligned, the others right."""
+    cols = [list(map(str, c)) for c in zip(header, *rows)] if rows else [[h] for h in header]
+    width = [max(len(v) for v in c) for c in cols]
+
+    def line(cells):
+        return "  ".join(str(v).ljust(w) if j == 0 else str(v).rjust(w)
+                         for j, (v, w) in enumerate(zip(cells, width)))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in width)] + [line(r) for r in rows])
+
+
+def console_tables(results: Mapping) -> str:
+    """The two retrieval tables of the report (Hodosh Table 3/11 and Table 4/5/12 style) as plain text,
+    for the end of the main job's console output; the report has their notes."""
+    ref = results.get("significance_reference", {})
+    ref_txt = ", ".join(f"{t}: {s}" for t, s in ref.items())
+    out = []
+    for title, keys in (("Retrieval (Hodosh Table 3/11 style)", RETRIEVAL_KEYS),
+                        ("Relevance-based metrics (Hodosh Table 4/5/12 style)", RELEVANCE_KEYS)):
+        header, rows = table_rows(results, keys)
+        if rows:
+            out += [title, text_table(header, rows), ""]
+    if out and ref_txt:
+        out.append(f"* p ≤ 0.1, ** p ≤ 0.05, *** p ≤ 0.01 against the reference ({ref_txt}); ↑ better than it.")
+    return "\n".join(out).rstrip()
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -217,6 +217,11 @@ def test_results_schema_and_report_files(clean_run):
     for name in ("report.md", "report.html", "results.json", "run.log"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     assert "Report:" in proc.stdout and str(out / "report.html") in proc.stdout
+    # the two retrieval tables are printed too (issue 6 §4), one aligned row per system
+    for title in ("Retrieval (Hodosh Table 3/11 style)", "Relevance-based metrics (Hodosh Table 4/5/12 style)"):
+        assert title in proc.stdout
+    rows = [ln for ln in proc.stdout.splitlines() if ln.split(" ", 1)[0] in ("NN5_F1^idf", "BoW1", "CLIP-S")]
+    assert len(rows) == 6 and len({len(ln) for ln in rows[:3]}) == len({len(ln) for ln in rows[3:]}) == 1, rows
     for key in ("corpus", "systems", "human_correlation", "timings_s", "provenance"):
         assert key in r, key
 
