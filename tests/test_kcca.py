@@ -219,6 +219,27 @@ def test_centring_uses_training_statistics():
     np.testing.assert_allclose(np.abs(m_off.transform_x(Kn + 3.0)), np.abs(P_new), atol=1e-6)
 
 
+@pytest.mark.parametrize("solver", ["exact", "lowrank"])
+def test_uncentred_kcca_solves_eq3_on_the_raw_kernels(solver):
+    """center=False: the same problem on K itself (no H K H); new rows are used as given, so a training
+    item passed in again lands on its training projection, and a constant kernel offset now matters."""
+    d = make_two_view(150, seed=4)
+    Kx, Ky = d.kx(d.X, d.X), d.ky(d.Y, d.Y)
+    kappa = 0.5
+    m = KCCA(reg=kappa, center=False, solver=solver, eta=1e-12).fit(Kx, Ky)
+    np.testing.assert_allclose(m.transform_x(Kx[:15]), m.train_projections_x_[:15], atol=1e-7)
+    np.testing.assert_allclose(m.transform_y(Ky[40:55]), m.train_projections_y_[40:55], atol=1e-7)
+    if solver == "exact":
+        a, b, rho = m.alpha_[:, :4], m.beta_[:, :4], m.correlations_[:4]
+        lhs = Kx @ Ky @ b
+        np.testing.assert_allclose(lhs, (Kx @ Kx + kappa * Kx) @ a * rho, atol=1e-7 * np.abs(lhs).max())
+        np.testing.assert_allclose(a.T @ (Kx @ Kx + kappa * Kx) @ a, np.eye(4), atol=1e-8)
+        centred = KCCA(reg=kappa).fit(Kx, Ky)
+        assert not np.allclose(m.correlations_[:4], centred.correlations_[:4], atol=1e-4)
+        shifted = KCCA(reg=kappa, center=False).fit(Kx + 3.0, Ky)
+        assert not np.allclose(shifted.correlations_[:4], m.correlations_[:4], atol=1e-4)
+
+
 # ---------------------------------------------------------------------------- degenerate input
 def test_rank_deficient_kernels_and_n_above_rank_are_finite():
     rng = np.random.default_rng(1)
