@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = p.add_argument_group("run")
     r.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default: runs/<corpus>-<timestamp>/)")
-    r.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
+    r.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^32 (default 0)")
     r.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="device for the neural scorers (default auto: CUDA when available)")
     r.add_argument("--cache-dir", default=None, metavar="DIR",

@@ -1126,8 +1126,8 @@ def run(args) -> dict[str, Path]:
     from experiments.report import QueryOutcomes, write_report
     from kernels.text.preprocess import MissingResourceError
 
-    if args.seed < 0:
-        raise PipelineError("--seed must be ≥ 0")
+    if not 0 <= args.seed < 2 ** 32:
+        raise PipelineError(f"--seed must be in [0, 2^32) (got {args.seed})")
     corpus_label = "teaching" if args.data is None else Path(args.data).resolve().name.lower() or "flickr8k"
     out_dir = Path(args.out) if args.out else default_out_dir(corpus_label)
     # options are checked before anything is loaded, trained or written

@@ -279,6 +279,7 @@ def test_more_mistakes_are_refused_before_any_work(tmp_path, capsys, monkeypatch
         (["--data", str(tmp_path / "nope")], f"error: --data {tmp_path / 'nope'}: no such folder"),
         (["--data", str(afile)], f"error: --data {afile}: is a file; give the Flickr8k root folder"),
         (["--systems", ","], "error: --systems: no names in ','"),
+        (["--seed", str(2 ** 32)], "error: --seed must be in [0, 2^32) (got 4294967296)"),
         (["--systems", "BoW1", "--metrics", " , "], "error: --metrics: no names in ' , '"),
         (pacs + [str(tuples["too_few"])], f"{tuples['too_few']}: holds 2 tuple(s), need at least 4"),
         (clip + ["--clip-model", "auto"], "error: --clip-model auto infers the architecture from a weights file"),

@@ -158,6 +158,15 @@ def test_structure(ts):
     assert [split_caption_id(c)[0] for c in ts.fixed_pools["test"]] == list(ts.split("test"))
 
 
+def test_seed_outside_32_bits_is_refused():
+    """The random streams take 32-bit seeds: 2^32 would silently repeat seed 0's data under another
+    fingerprint, and a negative seed would wrap around."""
+    for bad in (2 ** 32, -1, 1.5):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^32\)"):
+            make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=bad)
+    assert make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=2 ** 32 - 1).image_ids
+
+
 def test_determinism_and_seed():
     a = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=3)
     b = make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=3)

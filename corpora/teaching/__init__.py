@@ -408,6 +408,9 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
         see :class:`~corpora.teaching.scene.Scene`).  Off by default: it did not measurably help the
         spatial pyramid and it blurs the global colour words of the backgrounds.
     """
+    if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2 ** 32):
+        raise ValueError(f"make_teaching_set: seed must be an integer in [0, 2^32), got {seed!r} (the "
+                         f"random streams take 32-bit seeds; a larger one would repeat a smaller one's data)")
     if n_images < 1 or n_train < 0 or n_dev < 0 or n_train + n_dev > n_images:
         raise ValueError(f"make_teaching_set: bad sizes n_images={n_images}, n_train={n_train}, "
                          f"n_dev={n_dev} (need 0 <= n_train + n_dev <= n_images)")
