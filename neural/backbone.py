@@ -361,8 +361,9 @@ class Backbone:
         return memo[1]
 
     def cache_identity(self) -> dict:
-        """Everything about the encoder that changes image features (part of every cache key); the
-        weights enter as :meth:`current_weights_id`."""
+        """Everything about the encoder that changes its image or text features (part of every cache
+        key: image features, affinity matrices, fine-tunes); the weights enter as
+        :meth:`current_weights_id`, the text side as the tokenizer and its context length."""
         return {
             "arch": self.arch,
             "name": self.name,
@@ -370,6 +371,8 @@ class Backbone:
             "config": self.model_config_id,
             "precision": self.precision,
             "preprocess": repr(self.preprocess),
+            "tokenizer": (f"{type(self.tokenizer).__module__}.{type(self.tokenizer).__name__}"
+                          f"/{int(self.context_length)}"),
         }
 
     def encode_corpus_images(self, corpus, image_ids: Sequence[str], cache=None,

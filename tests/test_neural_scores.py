@@ -286,6 +286,9 @@ def test_disk_caches_follow_in_place_weight_updates(random_tiny_backbone, tmp_ca
     fresh = backbone_from_model(copy.deepcopy(other), bb.preprocess, bb.tokenizer, name="twin", arch=bb.arch,
                                 device="cpu", show_progress=False)
     assert fresh.cache_identity() == ident1      # the same weights, however they came about: one key
+    import dataclasses                           # the text side is in the key too (affinity caches)
+    short = dataclasses.replace(fresh, context_length=fresh.context_length // 2)
+    assert {k for k in ident1 if short.cache_identity()[k] != ident1[k]} == {"tokenizer"}
     np.testing.assert_allclose(affinity_for_pool(CLIPScore(fresh), ts, pool), S1, atol=1e-5)
 
 
