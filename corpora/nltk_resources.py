@@ -4,13 +4,16 @@ WordNet, the Brown corpus).
 :func:`nltk_resource` looks in ``$NLTK_DATA`` and the shared ``nltk_data`` folder
 (:func:`corpora.paths.ensure_nltk_data_path`), downloads only when the network is reachable, and otherwise
 raises :class:`MissingResourceError` naming what is missing and how to get it.  :func:`english_wordnet` is
-the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarities, METEOR).
+the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarities, METEOR);
+:func:`english_stopwords` the one stop-word list (text kernels, Hodosh's caption metrics) and
+:func:`ensure_pos_tagger` the one check for NLTK's POS tagger (text kernels, SPECS detail units).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["MissingResourceError", "find_resource", "nltk_resource", "english_wordnet"]
+__all__ = ["MissingResourceError", "find_resource", "nltk_resource", "english_wordnet", "english_stopwords",
+           "ensure_pos_tagger"]
 
 
 class MissingResourceError(LookupError):
@@ -58,6 +61,21 @@ def nltk_resource(path: str, package: str):
         f"`python -m nltk.downloader -d <dir> {package}` on a machine with network access and point "
         f"NLTK_DATA (or ITR_SHARED/nltk_data) at <dir>."
     )
+
+
+@lru_cache(maxsize=1)
+def english_stopwords() -> frozenset[str]:
+    """NLTK's English stop-word list (179 words in NLTK 3.x), via :func:`nltk_resource`."""
+    nltk_resource("corpora/stopwords", "stopwords")
+    from nltk.corpus import stopwords
+
+    return frozenset(w.lower() for w in stopwords.words("english"))
+
+
+def ensure_pos_tagger() -> None:
+    """Make sure the resource of ``nltk.pos_tag`` (``averaged_perceptron_tagger_eng``) is available
+    (:func:`nltk_resource`)."""
+    nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
 
 
 @lru_cache(maxsize=1)

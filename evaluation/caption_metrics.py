@@ -38,6 +38,8 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse as sp
 
+from corpora.nltk_resources import english_stopwords
+
 __all__ = [
     "ptb_tokenize", "bleu", "corpus_bleu", "rouge_l", "cider_d", "CIDErD", "meteor_nltk",
     "hodosh_preprocess", "hodosh_bleu", "hodosh_rouge", "cohen_kappa", "binarise", "METRICS",
@@ -501,16 +503,9 @@ def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], 
 
 
 # ---------------------------------------------------------------------------------------------- Hodosh
-@lru_cache(maxsize=1)
-def _stopwords() -> frozenset:
-    """NLTK's English stop words (found, or downloaded when online, by
-    :func:`corpora.nltk_resources.nltk_resource`; a ``MissingResourceError`` naming them otherwise)."""
-    from corpora.nltk_resources import nltk_resource
-
-    nltk_resource("corpora/stopwords", "stopwords")
-    from nltk.corpus import stopwords
-
-    return frozenset(stopwords.words("english"))
+#: NLTK's English stop words, the toolkit's one list (found, or downloaded when online; a
+#: ``MissingResourceError`` naming them otherwise).
+_stopwords = english_stopwords
 
 
 @lru_cache(maxsize=1)

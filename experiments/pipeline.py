@@ -120,9 +120,7 @@ def load_corpus(args) -> Corpus:
     from corpora.base import CorpusError
     from corpora.flickr8k import load_flickr8k
 
-    root = Path(args.data)
-    if not root.exists():
-        raise PipelineError(f"--data {root}: no such folder")
+    root = Path(args.data).expanduser()   # a folder: check_data_options above
     try:
         return load_flickr8k(root)
     except (CorpusError, FileNotFoundError) as exc:
@@ -487,11 +485,10 @@ def check_neural_options(args) -> None:
         raise PipelineError(f"--clip-model auto infers the architecture from a weights file, but "
                             f"--clip-pretrained {pretrained!r} is not a file; give the file, or name the "
                             f"architecture (e.g. --clip-model ViT-B-32) for a pretrained tag")
-    if args.clip_model != "auto":
-        try:  # a tag: known, and cached or downloadable now (nothing is downloaded here)
-            check_pretrained_tag(args.clip_model, pretrained)
-        except (ValueError, MissingWeightsError) as exc:
-            raise PipelineError(str(exc)) from exc
+    try:  # a tag: known, and cached or downloadable now (nothing is downloaded here)
+        check_pretrained_tag(args.clip_model, pretrained)
+    except (ValueError, MissingWeightsError) as exc:
+        raise PipelineError(str(exc)) from exc
 
 
 # ---------------------------------------------------------------------------------------------- classical
@@ -632,11 +629,7 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, Callable],
     ``scorers`` maps a name to ``score_fn(image_ids, candidates, references) -> scores``.  Scorers named in
     ``image_based`` only see the rows whose image is on disk; ``n_expert`` / ``n_cf`` report the rows used.
     """
-    from evaluation.correlation import (
-        flickr8k_cf_rows,
-        flickr8k_expert_rows,
-        human_correlation,
-    )
+    from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows, human_correlation
 
     if not corpus.expert and not corpus.crowd:
         return {}
@@ -802,13 +795,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         scorers["CLIP-S"] = CLIPScore(bb)
         ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
     if "PAC-S" in names or "RefPAC-S" in names:
-        from neural.pacs import (
-            PACScore,
-            RefPACScore,
-            finetune_pacs,
-            load_tuples,
-            teaching_tuples,
-        )
+        from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
 
         t = time.perf_counter()
         pacs_bb = bb
@@ -1136,7 +1123,7 @@ def run(args) -> dict[str, Path]:
     if not systems and not neural:
         raise PipelineError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                             "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
-    reference_choice(args, systems, neural)
+    reference_name = reference_choice(args, systems, neural)   # None: the best system per task
     if getattr(args, "pacs_positives", None) and not {"PAC-S", "RefPAC-S"} & set(neural):
         raise PipelineError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
     if neural:
@@ -1195,7 +1182,7 @@ def run(args) -> dict[str, Path]:
         with timer.stage("evaluation and significance", 5, total):
             systems_json, evals, reference = ({}, {}, {}) if not outputs else evaluate_systems(
                 outputs, pools["test"], permutations=args.permutations, seed=args.seed, cache=cache,
-                reference_system=reference_choice(args, systems, neural))
+                reference_system=reference_name)
         with timer.stage("human correlation", 6, total):
             kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
             scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}
@@ -1223,8 +1210,7 @@ def run(args) -> dict[str, Path]:
                 "provenance": provenance(args, corpus, {**neural_prov, "device_requested": args.device,
                                                         "permutations": args.permutations,
                                                         "significance_reference_rule": (
-                                                            "chosen (--reference)"
-                                                            if reference_choice(args, systems, neural)
+                                                            "chosen (--reference)" if reference_name
                                                             else "best R@10 per task"),
                                                         "systems_requested": systems,
                                                         "neural_requested": neural,

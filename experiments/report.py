@@ -284,8 +284,7 @@ def specificity_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A fixed-width plain-text table for a terminal: the first column left-aligned, the others right."""
-    cols = [list(map(str, c)) for c in zip(header, *rows)] if rows else [[h] for h in header]
-    width = [max(len(v) for v in c) for c in cols]
+    width = [max(len(str(v)) for v in c) for c in zip(header, *rows)]
 
     def line(cells):
         return "  ".join(str(v).ljust(w) if j == 0 else str(v).rjust(w)
@@ -300,9 +299,7 @@ def console_tables(results: Mapping) -> str:
     ref = results.get("significance_reference", {})
     ref_txt = ", ".join(f"{t}: {s}" for t, s in ref.items())
     out = []
-    for title, keys in (("Retrieval (Hodosh Table 3/11 style)", RETRIEVAL_KEYS),
-                        ("Relevance-based metrics (Hodosh Table 4/5/12 style)", RELEVANCE_KEYS)):
-        header, rows = table_rows(results, keys)
+    for title, _note, (header, rows) in _sections(results)[:2]:   # the report's two retrieval sections
         if rows:
             out += [title, text_table(header, rows), ""]
     if out and ref_txt:

@@ -270,6 +270,10 @@ class Backbone:
         version counters (every optimiser step or ``copy_`` bumps them)."""
         return id(self.model), sum(int(p._version) for p in self.model.parameters())
 
+    def _as_created(self, state: tuple) -> bool:
+        """Whether ``state`` (:meth:`_weights_state`) is still the weights ``weights_id`` describes."""
+        return bool(self.weights_id) and state == self.__dict__.get("_created_state")
+
     def _weights_table(self, attr: str, shared: dict, shared_key, max_size: int) -> dict:
         """A memo table for the current weights.  While the weights are those the backbone was created
         with, the table is shared (in ``shared`` under ``shared_key``) by every backbone whose key is the
@@ -277,7 +281,7 @@ class Backbone:
         private to this object (``self.<attr>``) and restarted whenever the weights change again.  A
         table is restarted when it outgrows ``max_size``; at most 8 shared tables are kept."""
         state = self._weights_state()
-        if self.weights_id and state == self.__dict__.get("_created_state"):
+        if self._as_created(state):
             table = shared.get(shared_key)
             if table is None or len(table) > max_size:
                 if len(shared) >= 8:
@@ -352,7 +356,7 @@ class Backbone:
         ``weights_id`` was given — the SHA-256 prefix of the current state dict, computed once per state,
         so disk caches keyed by :meth:`cache_identity` never serve features of the old weights."""
         state = self._weights_state()
-        if self.weights_id and state == self.__dict__.get("_created_state"):
+        if self._as_created(state):
             return self.weights_id
         memo = self.__dict__.get("_current_id")
         if memo is None or memo[0] != state:

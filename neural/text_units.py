@@ -98,12 +98,12 @@ def tokenize(text: str) -> list[tuple[str, int, int]]:
 @lru_cache(maxsize=1)
 def _tagger():
     """NLTK's English POS tagger; its resource is found or downloaded by
-    :func:`corpora.nltk_resources.nltk_resource` (a :class:`~corpora.nltk_resources.MissingResourceError`
+    :func:`corpora.nltk_resources.ensure_pos_tagger` (a :class:`~corpora.nltk_resources.MissingResourceError`
     naming it when offline)."""
-    from corpora.nltk_resources import MissingResourceError, nltk_resource
+    from corpora.nltk_resources import MissingResourceError, ensure_pos_tagger
 
     try:
-        nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
+        ensure_pos_tagger()
     except MissingResourceError as exc:
         raise MissingResourceError(f"{exc} (or pass POS tags explicitly: Caption.pos)") from None
     import nltk

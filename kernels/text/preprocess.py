@@ -41,7 +41,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from corpora.base import Caption
-from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource  # noqa: F401 (re-export)
+from corpora.nltk_resources import (  # noqa: F401 (MissingResourceError, english_stopwords, nltk_resource: re-exported)
+    MissingResourceError,
+    english_stopwords,
+    english_wordnet,
+    ensure_pos_tagger,
+    nltk_resource,
+)
 
 #: Raw-text tokeniser: words (with inner hyphens / apostrophes), clitics ("'s", "n't"), punctuation.
 TOKEN_RE = re.compile(r"[A-Za-z0-9]+(?:[-'][A-Za-z0-9]+)*|'[A-Za-z]+|[^\sA-Za-z0-9]")
@@ -66,17 +72,8 @@ _WN_POS = {"N": "n", "V": "v", "J": "a", "R": "r"}
 
 
 @lru_cache(maxsize=1)
-def english_stopwords() -> frozenset[str]:
-    """NLTK's English stop-word list (179 words in NLTK 3.x)."""
-    nltk_resource("corpora/stopwords", "stopwords")
-    from nltk.corpus import stopwords
-
-    return frozenset(w.lower() for w in stopwords.words("english"))
-
-
-@lru_cache(maxsize=1)
 def _tagger():
-    nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
+    ensure_pos_tagger()
     import nltk
 
     return nltk.pos_tag_sents
