@@ -246,8 +246,8 @@ class Corpus:
         }
         self.fingerprint = _fingerprint(
             [self.name]
-            + [c.id + "\t" + c.text + "\t" + (c.lemma or "") + ("\t" + " ".join(c.pos) if c.pos else "")
-               for c in self._caption_index.values()]
+            + [c.id + "\t" + c.text + "\t" + ("\1" if c.lemma is None else "\2" + c.lemma)   # None ≠ ""
+               + ("" if c.pos is None else "\t\2" + " ".join(c.pos)) for c in self._caption_index.values()]
             + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
             + list(self._fingerprint_extra())
         )

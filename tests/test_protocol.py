@@ -132,6 +132,21 @@ def test_with_splits_copies_and_refingerprints():
         c.with_splits(val=c.splits["dev"])
 
 
+def test_fingerprint_tells_missing_from_empty_lemma_and_tags():
+    """``lemma=None`` (the text side tokenises the text) and ``lemma=""`` (no tokens) are different
+    corpora for every cache keyed by the fingerprint; so are ``pos=None`` and ``pos=()``."""
+    c = make_corpus()
+    first = c.image_ids[0]
+
+    def edited(**kw):
+        caps = {**c.captions, first: (replace(c.captions[first][0], **kw), *c.captions[first][1:])}
+        return replace(c, captions=caps).fingerprint
+
+    prints = {edited(lemma=None), edited(lemma=""), edited(lemma="caption"), edited(lemma="", pos=()),
+              edited(lemma="", pos=("NN",))}
+    assert len(prints) == 5 and c.fingerprint == edited(lemma=None)
+
+
 def test_fingerprinted_fields_cannot_be_reassigned():
     """Reassigning what the fingerprint covers would leave cache keys stale: refused, with the way out."""
     c = make_corpus()

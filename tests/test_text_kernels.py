@@ -394,6 +394,19 @@ def test_disk_cache_roundtrip(tmp_cache, small_teaching_set):
     assert tmp_cache.misses == misses + 1
 
 
+def test_query_cache_tells_missing_from_empty_lemma(tmp_cache, small_teaching_set):
+    """A query with ``lemma=None`` (the text is tokenised) and one with ``lemma=""`` (no tokens) are
+    different queries for the disk cache, even with the same id and text."""
+    ts = small_teaching_set
+    tk = TextKernel.from_name("BoW5", cache=tmp_cache, show_progress=False).fit(ts, ts.split("train"))
+    text = ts.captions_of(ts.split("test")[0])[0].text
+    q_none = tk.gram_queries([Caption("q#0", "q", 0, text, None)])
+    q_empty = tk.gram_queries([Caption("q#0", "q", 0, text, "")])
+    assert np.abs(q_none).sum() > 0 and np.abs(q_empty).sum() == 0
+    fresh = TextKernel.from_name("BoW5", show_progress=False).fit(ts, ts.split("train"))
+    np.testing.assert_array_equal(q_empty, fresh.gram_queries([Caption("q#0", "q", 0, text, "")]))
+
+
 @pytest.mark.parametrize("kw", [dict(kind="TRI", similarity="D_ic", min_count=2), dict(kind="TagRank"),
                                 dict(kind="TRI", idf="sqrt")])
 def test_second_fit_forgets_the_first(kw):

@@ -378,8 +378,9 @@ class TextKernel:
         self._check()
         captions = list(captions)
         h = hashlib.sha256()
-        for c in captions:
-            h.update((c.id + "\t" + c.text + "\t" + (c.lemma or "") + "\0").encode("utf-8"))
+        for c in captions:   # lemma None (tokenise the text) and "" (no tokens) are different queries
+            lemma = "\1" if c.lemma is None else "\2" + c.lemma
+            h.update((c.id + "\t" + c.text + "\t" + lemma + "\0").encode("utf-8"))
         key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
         return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
 
