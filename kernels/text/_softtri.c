@@ -75,8 +75,8 @@ int soft_tri_gram(const float *W, int64_t Vp, const int64_t *tokens, const int64
         if (offsets[a + 1] - offsets[a] > MAXL) bad = 1;
     if (bad) return -1;
 #ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#pragma omp parallel for schedule(dynamic, 4)
+    /* num_threads clause: this loop only, the process-wide OpenMP setting stays as it was */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads())
 #endif
     for (I = item_lo; I < item_hi; I++) {
         double buf[3 * MAXL];
@@ -111,8 +111,8 @@ int soft_tri_cross(const float *W, int64_t Vp, const int64_t *qtokens, const int
     for (int64_t a = 0; a < n_caps; a++)
         if (offsets[a + 1] - offsets[a] > MAXL) return -1;
 #ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#pragma omp parallel for schedule(dynamic, 4)
+    /* num_threads clause: this loop only, the process-wide OpenMP setting stays as it was */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(n_threads > 0 ? n_threads : omp_get_max_threads())
 #endif
     for (q = 0; q < n_q; q++) {
         double buf[3 * MAXL];
