@@ -100,6 +100,17 @@ def caption_id(image_id: ImageId, index: int) -> CaptionId:
     return f"{image_id}#{index}"
 
 
+def caption_key_text(c: "Caption", *, pos: bool = True) -> str:
+    """The text of caption ``c`` as cache keys hash it: id, text, lemma and (``pos=True``) POS tags.
+
+    ``lemma=None`` (the text side tokenises the text) and ``lemma=""`` (no tokens) give different keys, and
+    so do ``pos=None`` and ``pos=()``."""
+    key = c.id + "\t" + c.text + "\t" + ("\1" if c.lemma is None else "\2" + c.lemma)
+    if pos and c.pos is not None:
+        key += "\t\2" + " ".join(c.pos)
+    return key
+
+
 def split_caption_id(cid: CaptionId) -> tuple[ImageId, int]:
     """Inverse of :func:`caption_id`; raises :class:`ValueError` on a malformed id."""
     image_id, sep, k = cid.rpartition("#")
@@ -246,8 +257,7 @@ class Corpus:
         }
         self.fingerprint = _fingerprint(
             [self.name]
-            + [c.id + "\t" + c.text + "\t" + ("\1" if c.lemma is None else "\2" + c.lemma)   # None ≠ ""
-               + ("" if c.pos is None else "\t\2" + " ".join(c.pos)) for c in self._caption_index.values()]
+            + [caption_key_text(c) for c in self._caption_index.values()]
             + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
             + list(self._fingerprint_extra())
         )

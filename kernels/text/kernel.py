@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from corpora.base import Caption, Corpus
+from corpora.base import Caption, Corpus, caption_key_text
 from corpora.cache import NO_CACHE, DiskCache
 from kernels.text import bow as _bow
 from kernels.text import tri as _tri
@@ -378,9 +378,8 @@ class TextKernel:
         self._check()
         captions = list(captions)
         h = hashlib.sha256()
-        for c in captions:   # lemma None (tokenise the text) and "" (no tokens) are different queries
-            lemma = "\1" if c.lemma is None else "\2" + c.lemma
-            h.update((c.id + "\t" + c.text + "\t" + lemma + "\0").encode("utf-8"))
+        for c in captions:   # queries are not tagged: POS tags do not change their kernel rows
+            h.update((caption_key_text(c, pos=False) + "\0").encode("utf-8"))
         key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
         return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
 
