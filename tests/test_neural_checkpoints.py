@@ -45,7 +45,7 @@ def _outputs(bb, probe):
     ("state_dict", ".pt"),                 # OpenAI-style plain state dict
     ("open_clip-checkpoint", ".pt"),       # open_clip training checkpoint ("module." prefixes)
     ("safetensors", ".safetensors"),       # open_clip_model.safetensors
-    ("pacs", ".pth"),                      # PAC-S release: torch.load(p)['state_dict']
+    ("pacs", ".pth"),                      # PAC-S release: {'state_dict': ...} via torch.save
 ])
 def test_round_trip_identical_outputs(tiny, probe, tmp_path, fmt, suffix):
     p = save_state_dict(tiny.model, tmp_path / f"w{suffix}", fmt)
