@@ -2,6 +2,7 @@
 (Sec. 4.1.3), significance tests (Sec. 4.2.2), correlation with human judgments and classical n-gram
 caption metrics.  See ``docs/evaluation.md``.
 """
+from corpora.scoring import FunctionScorer, PairScorer, ScoreFn, borda, borda_points, fuse
 from evaluation.caption_metrics import (
     METRICS,
     CIDErD,
@@ -33,7 +34,6 @@ from evaluation.correlation import (
     score_rows,
     text_metric,
 )
-from evaluation.fusion import borda, borda_points, fuse
 from evaluation.ranking import (
     RankingResult,
     ScoreMatrices,
@@ -56,8 +56,8 @@ __all__ = [
     # ranking
     "RankingResult", "ScoreMatrices", "evaluate", "evaluate_pool", "pessimistic_order",
     "validate_scores",
-    # fusion
-    "borda", "borda_points", "fuse",
+    # fusion and the scoring contract (corpora.scoring)
+    "borda", "borda_points", "fuse", "FunctionScorer", "PairScorer", "ScoreFn",
     # significance
     "Comparison", "TestResult", "compare", "mcnemar_test", "paired_randomization_test",
     "ranking_agreement", "significance_marker",

@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from corpora.scoring import FunctionScorer, ScoreFn
+
 __all__ = [
     "ScoreFn", "JudgmentRows", "kendall_tau", "correlations", "flickr8k_expert_rows",
     "flickr8k_cf_rows", "score_rows", "human_correlation", "text_metric", "PairwiseRecord",
     "pairwise_accuracy", "FoilRecord", "foil_accuracy", "kappa_sweep", "CF_REFERENCE_RULES",
 ]
-
-ScoreFn = Callable[[list, list, list], np.ndarray]
-
 
 def _check_xy(x, y, name: str) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64).ravel()
@@ -296,14 +295,15 @@ def human_correlation(rows: JudgmentRows, score_fn_or_scores) -> dict:
     return out
 
 
-def text_metric(metric: Callable[[Sequence[str], Sequence[Sequence[str]]], np.ndarray]) -> ScoreFn:
-    """Adapt a reference-based text metric ``metric(candidates, references)`` to the scorer signature."""
+def text_metric(metric: Callable[[Sequence[str], Sequence[Sequence[str]]], np.ndarray],
+                identity: dict | None = None) -> FunctionScorer:
+    """Adapt a reference-based text metric ``metric(candidates, references)`` to a
+    :class:`~corpora.scoring.PairScorer` (the images are ignored); ``identity`` as there."""
 
     def score_fn(image_ids, candidates, references):
         return metric(candidates, references)
 
-    score_fn.__name__ = getattr(metric, "__name__", "text_metric")
-    return score_fn
+    return FunctionScorer(score_fn, identity=identity, name=getattr(metric, "__name__", "text_metric"))
 
 
 # ---------------------------------------------------------------------------------------------- pairwise

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpora.scoring import ScoreMatrices, descending_key, gold_ranks, rank_metrics, validate_scores
+
 __all__ = [
     "ScoreMatrices", "RankingResult", "evaluate", "evaluate_pool", "validate_scores",
     "pessimistic_order",
@@ -36,54 +38,6 @@ __all__ = [
 
 # rows per chunk when a full sort is needed (keeps temporaries around ~100 MB for 25k columns)
 _CHUNK_ELEMENTS = 4_000_000
-
-
-@dataclass
-class ScoreMatrices:
-    """Score matrices for the two tasks over one :class:`~corpora.base.RankingPool`.
-
-    Attributes
-    ----------
-    annotation : ndarray, shape (N_images, N_captions)
-        Image annotation: row ``i`` scores every pool caption for image ``i`` (higher = better).
-    search : ndarray, shape (N_captions, N_images)
-        Image search: row ``j`` scores every pool image for caption ``j`` (higher = better).
-
-    The two matrices may come from different models (Hodosh's per-task model selection, Borda
-    ensembles); when one affinity matrix ``S`` serves both, use :meth:`from_affinity`.
-    """
-
-    annotation: np.ndarray
-    search: np.ndarray
-
-    def __post_init__(self) -> None:
-        self.annotation = np.asarray(self.annotation)
-        self.search = np.asarray(self.search)
-        if self.annotation.ndim != 2 or self.search.ndim != 2:
-            raise ValueError(
-                f"ScoreMatrices: annotation and search must be 2-D, got shapes "
-                f"{self.annotation.shape} and {self.search.shape}"
-            )
-        if self.annotation.shape != self.search.shape[::-1]:
-            raise ValueError(
-                f"ScoreMatrices: annotation shape {self.annotation.shape} must be the transpose of "
-                f"search shape {self.search.shape} (annotation = (N_images, N_captions), "
-                f"search = (N_captions, N_images))"
-            )
-
-    @classmethod
-    def from_affinity(cls, S: np.ndarray) -> "ScoreMatrices":
-        """Both tasks from one affinity matrix ``S`` of shape ``(n_images, n_captions)``:
-        ``annotation = S``, ``search = S.T``."""
-        S = np.asarray(S)
-        if S.ndim != 2:
-            raise ValueError(f"ScoreMatrices.from_affinity: S must be 2-D, got shape {S.shape}")
-        return cls(annotation=S, search=S.T)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n_images, n_captions)``."""
-        return tuple(self.annotation.shape)  # type: ignore[return-value]
 
 
 @dataclass
@@ -163,26 +117,6 @@ class RankingResult:
         return f"RankingResult({', '.join(parts)}; Q={self.n_queries}, ties={self.n_ties})"
 
 
-def validate_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
-    """Check a score matrix: 2-D, numeric, no NaN (``±inf`` allowed).  Returns it as an array."""
-    scores = np.asarray(scores)
-    if scores.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (queries × candidates) matrix, got shape {scores.shape}")
-    if not np.issubdtype(scores.dtype, np.number) and scores.dtype != bool:
-        raise TypeError(f"{name} must be numeric, got dtype {scores.dtype}")
-    if scores.shape[0] == 0 or scores.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {scores.shape})")
-    if np.issubdtype(scores.dtype, np.floating):
-        bad = np.isnan(scores)
-        if bad.any():
-            rows = np.unique(np.nonzero(bad)[0])
-            raise ValueError(
-                f"{name} contains {int(bad.sum())} NaN value(s) in {rows.size} row(s) "
-                f"(first rows: {rows[:5].tolist()})"
-            )
-    return scores
-
-
 def _validate_gold(gold, n_queries: int, n_candidates: int) -> np.ndarray:
     gold = np.asarray(gold)
     if gold.ndim != 1 or gold.shape[0] != n_queries:
@@ -227,20 +161,6 @@ def _validate_relevance(relevance, shape: tuple[int, int], gold: np.ndarray) -> 
     return relevance
 
 
-def _descending_key(scores: np.ndarray) -> np.ndarray:
-    """An array whose ascending order is the descending order of ``scores``, ties kept exactly.
-
-    ``−float64(scores)`` for every dtype that float64 holds exactly (floats, bool, integers up to 2^53;
-    negating in float64 is also safe for unsigned types); 64-bit integers beyond 2^53 are replaced by
-    their negated dense rank (:func:`numpy.unique`), which float64 would round into false ties.
-    """
-    if scores.dtype.kind in "iu" and scores.dtype.itemsize == 8 and scores.size:
-        if max(abs(int(scores.min())), abs(int(scores.max()))) > 2 ** 53:
-            _, inv = np.unique(scores, return_inverse=True)
-            return -inv.reshape(scores.shape).astype(np.int64)
-    return -scores.astype(np.float64)
-
-
 def pessimistic_order(scores: np.ndarray, relevance: np.ndarray | None = None,
                       gold: np.ndarray | None = None) -> np.ndarray:
     """Column order of each row under the pessimistic tie policy.
@@ -256,7 +176,36 @@ def pessimistic_order(scores: np.ndarray, relevance: np.ndarray | None = None,
         cls[np.asarray(relevance, dtype=bool)] = 1
     if gold is not None:
         cls[np.arange(Q), np.asarray(gold)] = 2
-    return np.lexsort((cls, _descending_key(scores)), axis=1)
+    return np.lexsort((cls, descending_key(scores)), axis=1)
+
+
+def _relevance_outcomes(scores: np.ndarray, relevance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query: pessimistic position of the first relevant item, R-precision in [0, 1], ``r_q``."""
+    Q, N = scores.shape
+    success_rank = np.empty(Q, dtype=np.int64)
+    rprec = np.empty(Q, dtype=np.float64)
+    n_rel = relevance.sum(axis=1)
+    chunk = max(1, _CHUNK_ELEMENTS // max(N, 1))
+    for lo in range(0, Q, chunk):
+        hi = min(Q, lo + chunk)
+        S, R = scores[lo:hi], relevance[lo:hi]
+        rows = np.arange(hi - lo)
+        # S@k: pessimistic position of the first relevant item = 1 + #(s > s*) + #(non-relevant, s = s*)
+        # with s* the best relevant score
+        best = np.where(R, S, -np.inf).max(axis=1)[:, None]
+        success_rank[lo:hi] = 1 + (S > best).sum(axis=1) + ((S == best) & ~R).sum(axis=1)
+        # R-precision: t = r-th largest score; the items above t are all in the top r, the remaining
+        # r − #(s > t) slots are filled from the items tied at t, non-relevant ones first
+        r = n_rel[lo:hi]
+        t = np.sort(S, axis=1)[rows, N - r][:, None]      # no negation: safe for unsigned / bool
+        above = S > t
+        at = S == t
+        slots = r - above.sum(axis=1)
+        n_at_nonrel = (at & ~R).sum(axis=1)
+        n_at_rel = (at & R).sum(axis=1)
+        from_ties = np.clip(slots - n_at_nonrel, 0, n_at_rel)
+        rprec[lo:hi] = ((above & R).sum(axis=1) + from_ties) / r
+    return success_rank, rprec, n_rel
 
 
 def evaluate(
@@ -301,45 +250,13 @@ def evaluate(
     if relevance is not None:
         relevance = _validate_relevance(relevance, scores.shape, gold)
 
-    ranks = np.empty(Q, dtype=np.int64)
-    tied = np.empty(Q, dtype=np.int64)
-    chunk = max(1, _CHUNK_ELEMENTS // max(N, 1))
-    success_rank = np.empty(Q, dtype=np.int64) if relevance is not None else None
-    rprec = np.empty(Q, dtype=np.float64) if relevance is not None else None
-    n_rel = relevance.sum(axis=1) if relevance is not None else None
-    for lo in range(0, Q, chunk):
-        hi = min(Q, lo + chunk)
-        S = scores[lo:hi]
-        g = S[np.arange(hi - lo), gold[lo:hi]][:, None]
-        above = (S > g).sum(axis=1)
-        equal = (S == g).sum(axis=1) - 1
-        ranks[lo:hi] = 1 + above + equal
-        tied[lo:hi] = equal
-        if relevance is not None:
-            R = relevance[lo:hi]
-            rows = np.arange(hi - lo)
-            # S@k: pessimistic position of the first relevant item = 1 + #(s > s*) + #(non-relevant, s = s*)
-            # with s* the best relevant score
-            best = np.where(R, S, -np.inf).max(axis=1)[:, None]
-            success_rank[lo:hi] = 1 + (S > best).sum(axis=1) + ((S == best) & ~R).sum(axis=1)
-            # R-precision: t = r-th largest score; the items above t are all in the top r, the remaining
-            # r − #(s > t) slots are filled from the items tied at t, non-relevant ones first
-            r = n_rel[lo:hi]
-            t = np.sort(S, axis=1)[rows, N - r][:, None]      # no negation: safe for unsigned / bool
-            above = S > t
-            at = S == t
-            slots = r - above.sum(axis=1)
-            n_at_nonrel = (at & ~R).sum(axis=1)
-            n_at_rel = (at & R).sum(axis=1)
-            from_ties = np.clip(slots - n_at_nonrel, 0, n_at_rel)
-            rprec[lo:hi] = ((above & R).sum(axis=1) + from_ties) / r
+    ranks, tied = gold_ranks(scores, gold, return_ties=True)
+    success_rank = rprec = n_rel = None
+    if relevance is not None:
+        success_rank, rprec, n_rel = _relevance_outcomes(scores, relevance)
 
-    metrics: dict[str, float] = {}
+    metrics = rank_metrics(ranks, ks)
     hits = {k: ranks <= k for k in ks}
-    for k in ks:
-        metrics[f"R@{k}"] = 100.0 * float(hits[k].mean())
-    metrics["median_rank"] = float(np.median(ranks))
-    metrics["mean_rank"] = float(ranks.mean())
     success = None
     if relevance is not None:
         success = {k: success_rank <= k for k in ks}

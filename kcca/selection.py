@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpora.scoring import ScoreMatrices, affinity_gold_ranks, borda, rank_metrics
 from kcca.solver import KCCA, KernelView, cosine_affinity, cosine_sweep, log_spaced_ns
 
 __all__ = [
     "PAPER_KAPPAS", "PAPER_POWERS", "DEFAULT_DIAG_FACTORS", "CRITERIA", "ChosenModel", "SweepTable",
-    "SelectionResult", "gold_ranks", "sweep_dev", "select_top", "select_and_ensemble",
+    "SelectionResult", "sweep_dev", "select_top", "select_and_ensemble",
     "choose_power_and_diag", "scale_diagonal",
 ]
 
@@ -59,22 +60,6 @@ def scale_diagonal(K: np.ndarray, d: float) -> np.ndarray:
     K = np.array(K, dtype=np.float64, copy=True)
     K[np.diag_indices_from(K)] *= d
     return K
-
-
-def gold_ranks(S: np.ndarray, gold_caption: np.ndarray, gold_image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pessimistic 1-based ranks of the gold items for both tasks from one affinity ``S`` (N, M).
-
-    annotation: ``rank_i = #{j : S[i, j] ≥ S[i, gold_caption[i]]}``;
-    search: ``rank_s = #{i : S[i, s] ≥ S[gold_image[s], s]}`` (the gold item itself counts once)."""
-    N, M = S.shape
-    if not np.all(np.isfinite(S)):
-        raise ValueError("gold_ranks: the affinity matrix contains NaN or infinite values (a NaN would count "
-                         "as rank 1)")
-    ga = S[np.arange(N), gold_caption]
-    ra = (S >= ga[:, None]).sum(axis=1)
-    gs = S[gold_image, np.arange(M)]
-    rs = (S >= gs[None, :]).sum(axis=0)
-    return ra, rs
 
 
 @dataclass
@@ -155,8 +140,9 @@ class SelectionResult:
 
 
 def _metric_row(ranks: np.ndarray) -> np.ndarray:
-    return np.array([100.0 * np.mean(ranks <= 1), 100.0 * np.mean(ranks <= 5),
-                     100.0 * np.mean(ranks <= 10), float(np.median(ranks)), float(np.mean(ranks))])
+    """The sweep table's columns (:attr:`SweepTable.columns`) from one task's gold ranks."""
+    m = rank_metrics(ranks, (1, 5, 10))
+    return np.array([m[c] for c in SweepTable.columns])
 
 
 def sweep_dev(models: Mapping[float, KCCA], Fx_dev: np.ndarray, Fy_dev: np.ndarray, pool_dev,
@@ -182,7 +168,7 @@ def sweep_dev(models: Mapping[float, KCCA], Fx_dev: np.ndarray, Fy_dev: np.ndarr
         P = m.project_features_x(Fx_dev, m.n_components_)
         Q = m.project_features_y(Fy_dev, m.n_components_)
         for n, S in cosine_sweep(P, Q, capped[kappa]):
-            ra, rs = gold_ranks(S, gc, gi)
+            ra, rs = affinity_gold_ranks(S, gc, gi)
             metrics["annotation"][a, col[n]] = _metric_row(ra)
             metrics["search"][a, col[n]] = _metric_row(rs)
     return SweepTable(kappas=kappas, ns=ns_union, metrics=metrics,
@@ -205,18 +191,6 @@ def select_top(table: SweepTable, task: str, criterion: str, top: int = 5) -> li
     return [ChosenModel(task, criterion, float(k), int(n), float(v)) for _, _, n, k, v in cand[:top]]
 
 
-def _borda(mats: list[np.ndarray]) -> np.ndarray:
-    from evaluation import borda
-
-    return borda(mats)
-
-
-def _score_matrices(annotation: np.ndarray, search: np.ndarray):
-    from evaluation import ScoreMatrices
-
-    return ScoreMatrices(annotation=annotation, search=search)
-
-
 def _ensemble(models: Mapping[float, KCCA], chosen: Mapping[str, list[ChosenModel]], Fx, Fy):
     cache: dict[tuple[float, int], np.ndarray] = {}
     proj: dict[float, tuple[np.ndarray, np.ndarray]] = {}
@@ -231,9 +205,9 @@ def _ensemble(models: Mapping[float, KCCA], chosen: Mapping[str, list[ChosenMode
             cache[(kappa, n)] = cosine_affinity(P[:, :n], Q[:, :n])
         return cache[(kappa, n)]
 
-    ann = _borda([aff(c.kappa, c.n) for c in chosen["annotation"]])
-    sea = _borda([aff(c.kappa, c.n).T for c in chosen["search"]])
-    return _score_matrices(ann, sea)
+    ann = borda([aff(c.kappa, c.n) for c in chosen["annotation"]])
+    sea = borda([aff(c.kappa, c.n).T for c in chosen["search"]])
+    return ScoreMatrices(annotation=ann, search=sea)
 
 
 def fit_models(Kx_train, Ky_train, kappas: Sequence[float] = PAPER_KAPPAS, **kcca_kwargs) -> dict[float, KCCA]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpora.scoring import ScoreMatrices
 from kcca.selection import (
     CRITERIA, DEFAULT_DIAG_FACTORS, PAPER_KAPPAS, PAPER_POWERS, SelectionResult, fit_models,
     select_and_ensemble,
@@ -349,7 +350,6 @@ def _run_to_arrays(res: SelectionResult, grid: list, p: int, d: float, score: fl
 def _run_from_arrays(arrays) -> tuple[SelectionResult, list, int, float, float]:
     import json
 
-    from evaluation.ranking import ScoreMatrices
     from kcca.selection import ChosenModel, SweepTable
 
     meta = json.loads(str(np.asarray(arrays["meta"])))

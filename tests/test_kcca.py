@@ -430,7 +430,7 @@ def test_incomplete_cholesky_pivots_on_the_largest_residual_diagonal():
 def test_non_finite_rows_zero_components_and_numpy_reg_are_handled():
     """NaN in new kernel rows or in an affinity is an error (a NaN affinity would count as rank 1 in the
     dev sweep); kernels sharing no direction are refused at fit; a numpy integer κ is a number."""
-    from kcca.selection import gold_ranks
+    from corpora.scoring import affinity_gold_ranks
 
     d = make_two_view(60, seed=2)
     tr, te = slice(0, 45), slice(45, 60)
@@ -442,7 +442,7 @@ def test_non_finite_rows_zero_components_and_numpy_reg_are_handled():
         with pytest.raises(ValueError, match=r"NaN or infinite values \(rows \[3\]\)"):
             m.transform_x(kt)
     with pytest.raises(ValueError, match="NaN"):
-        gold_ranks(np.full((3, 3), np.nan, np.float32), np.arange(3), np.arange(3))
+        affinity_gold_ranks(np.full((3, 3), np.nan, np.float32), np.arange(3), np.arange(3))
     Kn = Kx.copy()
     Kn[4, 9] = Kn[9, 4] = np.nan
     with pytest.raises(ValueError, match=r"kernel column \d+ contains NaN"):

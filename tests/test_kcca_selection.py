@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corpora.scoring import affinity_gold_ranks
 from evaluation import ScoreMatrices, borda, evaluate_pool
 from kcca.selection import (
-    PAPER_KAPPAS, choose_power_and_diag, fit_models, gold_ranks, scale_diagonal, select_and_ensemble,
+    PAPER_KAPPAS, choose_power_and_diag, fit_models, scale_diagonal, select_and_ensemble,
     select_top, sweep_dev,
 )
 from kcca.solver import KCCA
@@ -38,7 +39,7 @@ def test_gold_ranks_match_the_evaluator_including_ties():
     rng = np.random.default_rng(0)
     S = rng.integers(0, 4, (30, 30)).astype(np.float32)      # many ties
     pool = toy_pool(30)
-    ra, rs = gold_ranks(S, pool.gold_caption, pool.gold_image)
+    ra, rs = affinity_gold_ranks(S, pool.gold_caption, pool.gold_image)
     res = evaluate_pool(S, pool)
     np.testing.assert_array_equal(ra, res["annotation"].ranks)
     np.testing.assert_array_equal(rs, res["search"].ranks)

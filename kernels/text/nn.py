@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from corpora.base import Caption, Corpus
+from corpora.scoring import ScoreMatrices
 
 VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 
@@ -116,7 +117,5 @@ class NearestNeighbour:
         return T[:, nn].T.astype(np.float32)
 
     def scores(self, image_gram_test_train: np.ndarray, pool):
-        """:class:`evaluation.ScoreMatrices` for ``pool`` (its captions), annotation and search."""
-        from evaluation import ScoreMatrices
-
+        """:class:`~corpora.scoring.ScoreMatrices` for ``pool`` (its captions), annotation and search."""
         return ScoreMatrices.from_affinity(self.affinity(image_gram_test_train, pool.captions))

@@ -1,0 +1,51 @@
+"""The scoring contract at the bottom of the import graph (corpora/scoring.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corpora.scoring import (
+    FunctionScorer, PairScorer, ScoreMatrices, affinity_gold_ranks, borda, gold_ranks, rank_metrics,
+)
+from evaluation import evaluate, text_metric
+
+
+def test_gold_ranks_are_pessimistic_and_count_ties():
+    S = np.array([[0.5, 0.5, 0.1], [0.9, 0.2, 0.2], [0.3, 0.3, 0.3]], np.float32)
+    ranks, tied = gold_ranks(S, np.array([0, 2, 1]), return_ties=True)
+    # row 0: gold tied with one other -> rank 2; row 1: tied with col 1, one above -> 3; row 2: all tied -> 3
+    np.testing.assert_array_equal(ranks, [2, 3, 3])
+    np.testing.assert_array_equal(tied, [1, 1, 2])
+
+
+def test_rank_metrics_match_the_evaluator_and_both_tasks_share_one_rank_rule():
+    rng = np.random.default_rng(3)
+    S = rng.integers(0, 5, (40, 40)).astype(np.float32)        # many ties
+    gold = rng.permutation(40)
+    res = evaluate(S, gold, ks=(1, 5, 10))
+    m = rank_metrics(gold_ranks(S, gold), (1, 5, 10))
+    for key in ("R@1", "R@5", "R@10", "median_rank", "mean_rank"):
+        assert m[key] == res.metrics[key]
+    ra, rs = affinity_gold_ranks(S, gold, np.argsort(gold))
+    np.testing.assert_array_equal(ra, res.ranks)
+    np.testing.assert_array_equal(rs, evaluate(S.T, np.argsort(gold)).ranks)
+    with pytest.raises(ValueError, match="NaN"):
+        gold_ranks(np.full((2, 2), np.nan), np.array([0, 1]))
+
+
+def test_pair_scorer_protocol_and_function_scorer():
+    fs = FunctionScorer(lambda ims, c, r: np.arange(len(c), dtype=float), identity={"v": 1}, name="idx")
+    assert isinstance(fs, PairScorer)
+    np.testing.assert_array_equal(fs(["a", "b"], ["x", "y"], [[], []]), [0.0, 1.0])
+    assert fs.identity == {"v": 1}
+    tm = text_metric(lambda c, r: np.zeros(len(c)))
+    assert isinstance(tm, PairScorer) and tm.identity is None
+    assert not isinstance(lambda a, b, c: None, PairScorer)      # a bare function has no identity
+
+
+def test_borda_keeps_score_matrices_per_task():
+    a = ScoreMatrices.from_affinity(np.array([[3.0, 2.0, 1.0]]))
+    b = ScoreMatrices.from_affinity(np.array([[1.0, 3.0, 2.0]]))
+    fused = borda([a, b])
+    np.testing.assert_array_equal(fused.annotation, [[2.0, 3.0, 1.0]])
+    assert fused.search.shape == (3, 1)
