@@ -6,6 +6,7 @@ from corpora.base import (
     CorpusError,
     CrowdJudgment,
     ExpertJudgment,
+    GeneratedCorpus,
     MissingImagesError,
     RankingPool,
     caption_id,
@@ -18,7 +19,7 @@ from corpora.karpathy import load_karpathy
 from corpora.protocol import caption_pools, hodosh_pool, relevance_stats, train_items
 
 __all__ = [
-    "CROWD_RELEVANCE_THRESHOLD", "Caption", "Corpus", "CorpusError", "CrowdJudgment", "ExpertJudgment",
+    "CROWD_RELEVANCE_THRESHOLD", "Caption", "Corpus", "CorpusError", "CrowdJudgment", "ExpertJudgment", "GeneratedCorpus",
     "MissingImagesError", "RankingPool", "caption_id", "split_caption_id", "DiskCache", "cache_key",
     "default_cache_dir", "load_flickr8k", "load_captions_csv", "load_karpathy", "read_image", "hodosh_pool",
     "caption_pools", "relevance_stats", "train_items",

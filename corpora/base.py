@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -400,6 +401,32 @@ class Corpus:
             "fingerprint": self.fingerprint,
             "notes": list(self.notes),
         }
+
+
+@runtime_checkable
+class GeneratedCorpus(Protocol):
+    """A corpus whose images and captions come from a generator that can make more of them.
+
+    The teaching set (:class:`corpora.teaching.TeachingCorpus`) is one; the scorers that need new
+    positives, templates or negatives from the generator (PAC-S positives, BRIDGE templates, SPECS
+    negatives) test ``isinstance(corpus, GeneratedCorpus)`` instead of probing attributes.
+    """
+
+    def rerender(self, image_id: str, seed: int) -> np.ndarray:
+        """The image's facts drawn again with another layout: ``(H, W, 3)`` uint8 RGB."""
+        ...
+
+    def paraphrase(self, caption_id: str, seed: int) -> Caption:
+        """A caption with the same facts in other words."""
+        ...
+
+    def describe(self, image_id: str, seed: int = 0) -> tuple[Caption, list[str]]:
+        """A detailed caption of the image and its noun-chunk units."""
+        ...
+
+    def negative_unit(self, image_id: str, seed: int) -> str:
+        """A detail that is false of the image."""
+        ...
 
 
 @dataclass(frozen=True)

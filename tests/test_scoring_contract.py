@@ -49,3 +49,15 @@ def test_borda_keeps_score_matrices_per_task():
     fused = borda([a, b])
     np.testing.assert_array_equal(fused.annotation, [[2.0, 3.0, 1.0]])
     assert fused.search.shape == (3, 1)
+
+
+def test_generated_corpus_protocol_tells_the_teaching_set_from_a_plain_corpus():
+    from corpora import GeneratedCorpus
+    from corpora.base import Caption, Corpus
+    from corpora.teaching import make_teaching_set
+
+    assert isinstance(make_teaching_set(n_images=60, n_train=40, n_dev=10, seed=0), GeneratedCorpus)
+    cap = Caption(id="a.jpg#0", image_id="a.jpg", index=0, text="a dog")
+    plain = Corpus(name="plain", image_ids=["a.jpg"], captions={"a.jpg": (cap,)},
+                   splits={"train": ["a.jpg"], "dev": [], "test": []})
+    assert not isinstance(plain, GeneratedCorpus)
