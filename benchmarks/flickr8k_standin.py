@@ -25,7 +25,7 @@ layout is not supported).  The file names come from the MD5 list when there is o
     python benchmarks/flickr8k_standin.py OUT --source /path/to/flickr8k --limit 500
     python benchmarks/main_job.py --data /tmp/flickr8k-standin --json      # then time the main job on it
 
-Measured (2-core machine, 2026-11-21): building the 8,091 images takes ≈ 20 s and 0.5 GB of disk; the
+Measured (2-core machine): building the 8,091 images takes ≈ 20 s and 0.5 GB of disk; the
 default main job on the stand-in, see docs/tutorial.md ("Run on the real Flickr8k").
 """
 from __future__ import annotations

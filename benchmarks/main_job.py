@@ -2,10 +2,8 @@
 teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured idle: 112–119 s cold on the machine's faster days, 137–164 s on slower ones — these without
-the C-kernel compile, which the cold run includes since 2026-11-22: 128–154 s on later days; warm
-16–22 s until 2026-11-22, ≈ 8–10 s since the neural stage and the significance tables are cached as a
-whole; README "Runtime").
+(measured idle: 128–154 s cold, the C-kernel compile included; 7.6–9.7 s warm, the neural stage and
+the significance tables read from the cache as a whole; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...

@@ -219,8 +219,7 @@ def flickr8k_cf_rows(corpus, references: str = "image") -> JudgmentRows:
         normalised match finds the same 723 judgments there.)
     ``references="row"``
         from the references of the row that judges it only; every other row of the image keeps all its
-        captions (τ-b 18.8 / 17.3 / 20.4 / 25.5 with the same metrics).  Before the text match was added
-        (2026-11-22) this rule matched ids only; 2 of the real rows differ, no figure at one decimal.
+        captions (τ-b 18.8 / 17.3 / 20.4 / 25.5 with the same metrics).
 
     Raises ``ValueError`` for another rule, a corpus without crowd judgments, or an image left without
     references.
