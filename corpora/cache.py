@@ -10,7 +10,8 @@ process-id namespace; the first write into a namespace removes the temporaries t
 (same tag, process no longer running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`),
 so killed runs do not leave their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
 whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted and
-recomputed – never silently used.
+recomputed – never silently used.  Whatever a cache warning quotes of an exception is escaped and capped
+(:func:`quote_error`).
 
 Usage
 -----
@@ -48,6 +49,8 @@ _TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EACCES, errno.E
                                errno.EBUSY, errno.EINTR, errno.ENOMEM, errno.ENOENT})
 #: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
 STALE_TMP_AGE_S = 24 * 3600
+#: The most characters of an exception's text that a cache warning quotes (:func:`quote_error`).
+QUOTE_LIMIT = 200
 
 
 def _pid_namespace() -> str:
@@ -106,6 +109,43 @@ def stale_temporary(path: Path, now: float | None = None) -> bool:
     except OSError:
         return False
     return age > STALE_TMP_AGE_S
+
+
+def quote_error(error: object, limit: int = QUOTE_LIMIT) -> str:
+    """The text of ``error`` (an exception, or any object) made safe to quote in one log or warning line.
+
+    Characters that are not printable (control characters, raw bytes decoded as text, line breaks, lone
+    surrogates) are written as their ``repr`` escapes (``\\x9b``, ``\\n``), and a text longer than
+    ``limit`` characters once escaped is cut there (never inside an escape) and ends with ``...`` and
+    its total length, so a damaged file's header quoted by an exception cannot flood the console.
+
+    Parameters
+    ----------
+    error : object
+        Usually an exception; ``str(error)`` is quoted, or the exception's type name when that is empty.
+    limit : int
+        The most characters kept of the escaped text.
+
+    Returns
+    -------
+    str
+        At most ``limit`` characters plus a short ``... [N characters in all]`` suffix.
+    """
+    try:
+        text = str(error)
+    except Exception:   # a broken __str__ must not hide the warning that quotes it
+        text = ""
+    if not text and isinstance(error, BaseException):
+        text = type(error).__name__
+    pieces: list[str] = []
+    used = 0
+    for c in text:
+        piece = c if c.isprintable() else repr(c)[1:-1]
+        if used + len(piece) > limit:
+            return f"{''.join(pieces)}... [{len(text)} characters in all]"
+        pieces.append(piece)
+        used += len(piece)
+    return "".join(pieces)
 
 
 def default_cache_dir() -> Path:
@@ -227,7 +267,8 @@ class DiskCache:
             raise
         except OSError as exc:
             if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
-                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p, exc)
+                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
+                            quote_error(exc))
                 return None
             return self._discard(p, exc)
         except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
@@ -236,7 +277,7 @@ class DiskCache:
 
     @staticmethod
     def _discard(p: Path, exc: BaseException) -> None:
-        log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
+        log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, quote_error(exc))
         try:
             p.unlink()
         except OSError:

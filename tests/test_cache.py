@@ -205,3 +205,48 @@ def test_array_bytes_is_tobytes_without_the_copy():
     view = array_bytes(big)
     big[0, 0] = 99.0                       # a view, not a copy, of a contiguous array
     assert bytes(view[:8]) == np.float64(99.0).tobytes()
+
+
+# ------------------------------------------------------------------ what warnings quote
+def test_quote_error_escapes_and_caps():
+    from corpora.cache import quote_error
+
+    assert quote_error(ValueError("digest mismatch")) == "digest mismatch"
+    assert quote_error(ValueError()) == "ValueError"
+    assert quote_error("é ok") == "é ok"
+    assert quote_error("a\x1b[2Jb\nc\x00\udcff\u202e") == "a\\x1b[2Jb\\nc\\x00\\udcff\\u202e"
+    junk = "\x9b" * 61803
+    q = quote_error(OSError(junk))
+    assert q.endswith("... [61803 characters in all]")
+    head = q[: q.index("...")]
+    assert len(head) <= 200 and head == "\\x9b" * 50                 # never cut inside an escape
+    assert len(quote_error("y" * 1000, limit=20)) < 60
+    assert quote_error("z" * 200) == "z" * 200
+
+
+def test_a_damaged_entrys_long_binary_error_is_quoted_short_and_escaped(tmp_path, caplog):
+    """A damaged ``.npy`` header makes numpy quote the whole header (thousands of characters of binary
+    junk): the warning quotes at most ~200 escaped characters and the total length."""
+    import struct
+    import zipfile
+
+    cache = DiskCache(tmp_path)
+    key = {"k": 1}
+    p = cache.store("ns", key, {"a": np.arange(3)})
+    with zipfile.ZipFile(p) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    rng = np.random.default_rng(0)
+    junk = "".join(map(chr, rng.integers(1, 0x800, 6000))).encode()
+    header = b"{'descr': " + junk
+    members["a.npy"] = b"\x93NUMPY\x03\x00" + struct.pack("<I", len(header)) + header
+    with zipfile.ZipFile(p, "w") as zf:
+        for n, data in members.items():
+            zf.writestr(n, data)
+    with caplog.at_level("WARNING", logger="corpora.cache"):
+        assert cache.load("ns", key) is None
+    (record,) = [r for r in caplog.records if "is corrupt" in r.getMessage()]
+    msg = record.getMessage()
+    assert "Cannot parse header" in msg and "characters in all]" in msg
+    assert len(msg) < len(str(p)) + 350, len(msg)
+    assert all(c.isprintable() for c in msg)
+    assert not p.exists()
