@@ -8,10 +8,11 @@ the same directory, is flushed and fsync'ed, and only then renamed over the fina
 entry under a valid name.  Temporary names carry the writer's process id and a tag of its host and
 process-id namespace; the first write into a namespace removes the temporaries there whose writer is gone
 (same tag, process no longer running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`),
-so killed runs do not leave their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
-whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted and
-recomputed – never silently used.  Whatever a cache warning quotes of an exception is escaped and capped
-(:func:`quote_error`).
+so killed runs do not leave their partial writes behind for good.  Each entry also stores its key and a
+SHA-256 digest of its arrays; an entry whose key is not the one asked for (files renamed or copied over
+each other) or whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted
+and recomputed – never silently used.  Whatever a cache warning quotes of an exception is escaped and
+capped (:func:`quote_error`).
 
 Usage
 -----
@@ -221,6 +222,12 @@ def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
 _digest = array_digest  # the name the entries' integrity checks (and their tests) use
 
 
+def _stored_key_digest(stored: np.ndarray) -> str:
+    """:func:`cache_key` of an entry's stored key field (its canonical JSON), to compare with the entry's
+    name: equal exactly when the entry was written for the key asked for."""
+    return cache_key(json.loads(str(stored)))
+
+
 class CacheCorruptError(RuntimeError):
     """A cache entry exists but fails its integrity check."""
 
@@ -248,10 +255,14 @@ class DiskCache:
 
     # ------------------------------------------------------------------ read
     def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
-        """The stored arrays, or ``None`` if absent.  A corrupt entry is logged, removed and treated as
-        absent; a ``MemoryError`` while reading propagates and leaves the entry in place, and an
+        """The stored arrays, or ``None`` if absent.
+
+        A corrupt entry is logged, removed and treated as absent: one whose stored key is not ``key``
+        (another key's file under this name), or whose arrays do not match their digest, or that cannot
+        be parsed.  A ``MemoryError`` while reading propagates and leaves the entry in place, and an
         operating-system error that says nothing about the file (too many open files, permission, I/O,
-        busy) is logged and treated as absent for this call, the entry kept."""
+        busy) is logged and treated as absent for this call, the entry kept.
+        """
         if not self.enabled:
             return None
         p = self.path(namespace, key)
@@ -259,6 +270,8 @@ class DiskCache:
             return None
         try:
             with np.load(p, allow_pickle=False) as z:
+                if _KEY_FIELD not in z.files or _stored_key_digest(z[_KEY_FIELD]) != p.stem:
+                    raise CacheCorruptError("its stored key is not the key asked for: another entry's data")
                 arrays = {k: z[k] for k in z.files if k not in (_DIGEST_FIELD, _KEY_FIELD)}
                 stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
             if stored is None or stored != _digest(arrays):

@@ -207,6 +207,51 @@ def test_array_bytes_is_tobytes_without_the_copy():
     assert bytes(view[:8]) == np.float64(99.0).tobytes()
 
 
+# ------------------------------------------------------------------ the stored key
+def test_entries_swapped_on_disk_are_recomputed_not_served(tmp_path, caplog):
+    """Two entries' files renamed over each other: each load finds the other key stored, warns, removes it
+    and recomputes, instead of returning the other key's (intact, digest-matching) arrays."""
+    import os
+
+    cache = DiskCache(tmp_path)
+    ka, kb = {"k": "a"}, {"k": "b"}
+    cache.store("ns", ka, {"x": np.zeros(3)})
+    cache.store("ns", kb, {"x": np.ones(3)})
+    pa, pb = cache.path("ns", ka), cache.path("ns", kb)
+    os.replace(pa, tmp_path / "swap")
+    os.replace(pb, pa)
+    os.replace(tmp_path / "swap", pb)
+    with caplog.at_level("WARNING", logger="corpora.cache"):
+        assert cache.load("ns", ka) is None
+        out = cache.get_or_compute("ns", kb, lambda: {"x": np.ones(3)})
+    np.testing.assert_array_equal(out["x"], np.ones(3))
+    assert caplog.text.count("is corrupt") == 2 and "stored key" in caplog.text
+    assert str(pa) in caplog.text and str(pb) in caplog.text
+    assert not pa.exists()                                       # removed, to be rewritten
+    np.testing.assert_array_equal(cache.load("ns", kb)["x"], np.ones(3))
+    # a copy of an entry under another name is refused the same way
+    (cache.path("ns", {"k": "c"})).write_bytes(pb.read_bytes())
+    assert cache.load("ns", {"k": "c"}) is None
+
+
+def test_every_kind_of_key_reads_back_its_own_entry(tmp_path):
+    """The stored-key check never rejects an entry written for the same key (floats, numpy values and
+    arrays, paths, nested and non-string mapping keys, unicode, None)."""
+    from pathlib import Path
+
+    cache = DiskCache(tmp_path)
+    keys = [{"x": 0.1, "tiny": 1e-300, "big": 2 ** 70, "neg": -0.0, "nan": float("nan")},
+            {"arr": np.arange(5, dtype=np.float32), "n": np.int64(3), "f": np.float32(0.3), "b": np.bool_(1)},
+            {"path": Path("/data/é x"), "nested": {"b": [1, (2, 3)], "a": None}, 7: "int key"},
+            ["a list", "ünïcödé \u202e", ""], "plain string", 42]
+    for n, key in enumerate(keys):
+        cache.store("ns", key, {"a": np.arange(n)})
+    for n, key in enumerate(keys):
+        back = cache.load("ns", key)
+        assert back is not None, key
+        np.testing.assert_array_equal(back["a"], np.arange(n))
+
+
 # ------------------------------------------------------------------ what warnings quote
 def test_quote_error_escapes_and_caps():
     from corpora.cache import quote_error
