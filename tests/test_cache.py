@@ -207,6 +207,136 @@ def test_array_bytes_is_tobytes_without_the_copy():
     assert bytes(view[:8]) == np.float64(99.0).tobytes()
 
 
+# ------------------------------------------------------------------ unwritable folders
+def test_check_cache_dir_creates_and_accepts_a_writable_folder(tmp_path):
+    from corpora.cache import check_cache_dir
+
+    folder = tmp_path / "a" / "b"
+    assert check_cache_dir(folder) == folder
+    assert folder.is_dir() and not list(folder.iterdir())      # its write check leaves nothing behind
+    assert check_cache_dir(folder) == folder                   # an existing folder is fine too
+
+
+def test_check_cache_dir_refuses_a_folder_that_cannot_be_created_or_written(tmp_path, monkeypatch):
+    import errno
+
+    import corpora.cache as cache_mod
+    from corpora.cache import CacheDirError, check_cache_dir
+
+    plain = tmp_path / "plain"
+    plain.write_text("not a folder")
+    for folder, reason in ((plain / "c", "Not a directory"), (plain, "File exists")):
+        with pytest.raises(CacheDirError) as info:
+            check_cache_dir(folder)
+        msg = str(info.value)
+        assert str(folder) in msg and reason in msg and "cannot be created" in msg and "\n" not in msg
+        assert isinstance(info.value, ValueError)
+    # a folder that exists but refuses new files (what a read-only folder does to a non-root user)
+    ok = tmp_path / "ro"
+    ok.mkdir()
+
+    def refused(*args, **kw):
+        raise PermissionError(errno.EACCES, "Permission denied", str(ok / "x.tmp"))
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refused)
+    with pytest.raises(CacheDirError, match=r"ro is not writable: Permission denied$"):
+        check_cache_dir(ok)
+    monkeypatch.undo()
+    # a full disk shows when the test file is flushed: refused, and the test file removed
+    real_fsync = cache_mod.os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(cache_mod.os, "fsync", full)
+    with pytest.raises(CacheDirError, match="No space left on device"):
+        check_cache_dir(ok)
+    monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+    assert not list(ok.iterdir())
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only folders")
+def test_a_read_only_folder_is_refused_up_front_and_skipped_mid_run(tmp_path):
+    import os
+    import warnings
+
+    from corpora.cache import CacheDirError, CacheWriteWarning, check_cache_dir
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    try:
+        with pytest.raises(CacheDirError, match="Permission denied"):
+            check_cache_dir(ro)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = DiskCache(ro).get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+        np.testing.assert_array_equal(out["a"], np.arange(3))
+        assert [w.category for w in caught] == [CacheWriteWarning]
+    finally:
+        os.chmod(ro, 0o755)
+
+
+def test_a_failing_write_warns_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Disk full / permission / read-only file system in the middle of a run: every computed value is still
+    returned, one warning per cache object names the folder and the reason, later writes are skipped
+    without more warnings, no temporary file is left, and the entries already there are still read."""
+    import errno
+    import warnings
+
+    import corpora.cache as cache_mod
+    from corpora.cache import CacheWriteWarning
+
+    root = tmp_path / "c"
+    cache = DiskCache(root)
+    cache.store("ns", {"k": 0}, {"a": np.arange(2)})
+    real_fsync = cache_mod.os.fsync
+    calls = []
+
+    def full(fd):
+        calls.append(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(cache_mod.os, "fsync", full)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in (1, 2, 3):
+            out = cache.get_or_compute("ns", {"k": k}, lambda k=k: {"a": np.full(4, k)})
+            np.testing.assert_array_equal(out["a"], np.full(4, k))
+        back = cache.get_or_compute("ns", {"k": 0}, lambda: pytest.fail("a stored entry was recomputed"))
+    np.testing.assert_array_equal(back["a"], np.arange(2))
+    assert len(calls) == 1                      # writes after the failure are not even tried
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    msg = str(caught[0].message)
+    assert str(root) in msg and "No space left on device" in msg
+    assert isinstance(cache.write_error, OSError) and cache.write_error.errno == errno.ENOSPC
+    assert not list(root.rglob("*.tmp"))
+    assert {p.name for p in root.rglob("*.npz")} == {cache.path("ns", {"k": 0}).name}
+    # each cache object warns for itself
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert DiskCache(root).store("ns", {"k": 5}, {"a": np.arange(1)}) is None
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+    assert cache.store("ns", {"k": 6}, {"a": np.arange(1)}) is None      # this object stays read-only
+    assert DiskCache(root).store("ns", {"k": 6}, {"a": np.arange(1)}) is not None
+
+
+def test_a_cache_folder_that_cannot_be_created_warns_and_computes(tmp_path):
+    """Not simulated: a cache root below a regular file fails at its first ``mkdir`` (even for root)."""
+    import warnings
+
+    from corpora.cache import CacheWriteWarning
+
+    (tmp_path / "plain").write_text("x")
+    cache = DiskCache(tmp_path / "plain" / "c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            assert cache.get_or_compute("ns", {"k": k}, lambda k=k: {"a": np.arange(k)})["a"].shape == (k,)
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    assert str(tmp_path / "plain" / "c") in str(caught[0].message)
+    assert cache.misses == 3 and cache.hits == 0
+
+
 # ------------------------------------------------------------------ the stored key
 def test_entries_swapped_on_disk_are_recomputed_not_served(tmp_path, caplog):
     """Two entries' files renamed over each other: each load finds the other key stored, warns, removes it
