@@ -337,6 +337,37 @@ def test_a_cache_folder_that_cannot_be_created_warns_and_computes(tmp_path):
     assert cache.misses == 3 and cache.hits == 0
 
 
+def test_the_command_line_tools_refuse_an_unwritable_cache_folder(tmp_path, capsys):
+    """``neural.score`` and ``caption_metrics_vs_humans`` print one ``error:`` line and exit 2 before any
+    work; ``--no-cache`` skips the check."""
+    import json
+
+    from experiments import caption_metrics_vs_humans
+    from neural import score
+
+    (tmp_path / "plain").write_text("x")
+    bad = tmp_path / "plain" / "cache"
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "a.jpg").write_bytes(b"not read before the check")
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps({"a": "a dog runs"}))
+    with pytest.raises(SystemExit) as info:
+        score.main(["--candidates", str(cands), "--images", str(tmp_path / "imgs"), "--metric", "clip-s",
+                    "--clip-model", "tiny", "--cache-dir", str(bad)])
+    msg = str(info.value.code)
+    assert msg.startswith("error: cache folder ") and str(bad) in msg and "--no-cache" in msg
+    assert "\n" not in msg
+    data = tmp_path / "flickr"
+    data.mkdir()
+    capsys.readouterr()
+    assert caption_metrics_vs_humans.main(["--data", str(data), "--cache-dir", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cache folder ") and str(bad) in err and err.count("\n") == 1
+    # --no-cache: no check, the tool gets as far as the corpus (an empty folder is not Flickr8k)
+    assert caption_metrics_vs_humans.main(["--data", str(data), "--cache-dir", str(bad), "--no-cache"]) == 2
+    assert "cache folder" not in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ the stored key
 def test_entries_swapped_on_disk_are_recomputed_not_served(tmp_path, caplog):
     """Two entries' files renamed over each other: each load finds the other key stored, warns, removes it
