@@ -8,9 +8,16 @@ the same directory, is flushed and fsync'ed, and only then renamed over the fina
 entry under a valid name.  Temporary names carry the writer's process id and a tag of its host and
 process-id namespace; the first write into a namespace removes the temporaries there whose writer is gone
 (same tag, process no longer running) or that are older than a day (:meth:`DiskCache.sweep_temporaries`),
-so killed runs do not leave their partial writes behind for good.  Each entry also stores a SHA-256 digest of its arrays; an entry
-whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted and
-recomputed – never silently used.
+so killed runs do not leave their partial writes behind for good.  Each entry also stores its key and a
+SHA-256 digest of its arrays; an entry whose key is not the one asked for (files renamed or copied over
+each other) or whose digest does not match (bit rot, a hand-edited or truncated file) is reported, deleted
+and recomputed – never silently used.
+
+A folder that cannot be written does not stop a run: :func:`check_cache_dir` lets a command-line tool
+refuse it up front with a one-line :class:`CacheDirError`, and a write that fails later (permission, disk
+full, read-only file system) warns once per :class:`DiskCache` (:class:`CacheWriteWarning`), after which
+that cache only reads.  Whatever a cache warning quotes of an exception is escaped and capped
+(:func:`quote_error`).
 
 Usage
 -----
@@ -29,6 +36,7 @@ import re
 import socket
 import tempfile
 import time
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,6 +56,8 @@ _TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EACCES, errno.E
                                errno.EBUSY, errno.EINTR, errno.ENOMEM, errno.ENOENT})
 #: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
 STALE_TMP_AGE_S = 24 * 3600
+#: The most characters of an exception's text that a cache warning quotes (:func:`quote_error`).
+QUOTE_LIMIT = 200
 
 
 def _pid_namespace() -> str:
@@ -106,6 +116,103 @@ def stale_temporary(path: Path, now: float | None = None) -> bool:
     except OSError:
         return False
     return age > STALE_TMP_AGE_S
+
+
+def quote_error(error: object, limit: int = QUOTE_LIMIT) -> str:
+    """The text of ``error`` (an exception, or any object) made safe to quote in one log or warning line.
+
+    Characters that are not printable (control characters, raw bytes decoded as text, line breaks, lone
+    surrogates) are written as their ``repr`` escapes (``\\x9b``, ``\\n``), and a text longer than
+    ``limit`` characters once escaped is cut there (never inside an escape) and ends with ``...`` and
+    its total length, so a damaged file's header quoted by an exception cannot flood the console.
+
+    Parameters
+    ----------
+    error : object
+        Usually an exception; ``str(error)`` is quoted, or the exception's type name when that is empty.
+    limit : int
+        The most characters kept of the escaped text.
+
+    Returns
+    -------
+    str
+        At most ``limit`` characters plus a short ``... [N characters in all]`` suffix.
+    """
+    try:
+        text = str(error)
+    except Exception:   # a broken __str__ must not hide the warning that quotes it
+        text = ""
+    if not text and isinstance(error, BaseException):
+        text = type(error).__name__
+    pieces: list[str] = []
+    used = 0
+    for c in text:
+        piece = c if c.isprintable() else repr(c)[1:-1]
+        if used + len(piece) > limit:
+            return f"{''.join(pieces)}... [{len(text)} characters in all]"
+        pieces.append(piece)
+        used += len(piece)
+    return "".join(pieces)
+
+
+class CacheDirError(ValueError):
+    """The cache folder cannot be created or written; the message names the folder and the reason, and
+    reads as one line (a command-line tool prints it as ``error: <message>``)."""
+
+
+class CacheWriteWarning(RuntimeWarning):
+    """A cache write failed (permission, disk full, read-only file system); the run goes on uncached."""
+
+
+def _os_reason(exc: OSError) -> str:
+    """The reason an ``OSError`` gives (``Permission denied``), without the path it repeats."""
+    return exc.strerror or str(exc)
+
+
+def check_cache_dir(root: str | Path | None = None) -> Path:
+    """Check up front that a cache folder can be created and written; returns the folder.
+
+    The folder (and its parents) is created if missing, and a small temporary file is written, flushed to
+    disk and removed in it, so a read-only folder or file system, a folder owned by someone else, a full
+    disk or a path through a regular file is refused before any work is done.
+
+    Parameters
+    ----------
+    root : path, optional
+        The folder a :class:`DiskCache` would be given; ``None`` checks :func:`default_cache_dir`.
+
+    Returns
+    -------
+    Path
+        The folder, as :class:`DiskCache` resolves it.
+
+    Raises
+    ------
+    CacheDirError
+        When the folder cannot be created or a file cannot be written and removed in it.
+    """
+    folder = Path(root) if root is not None else default_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheDirError(f"cache folder {folder} cannot be created: {quote_error(_os_reason(exc))}") from exc
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-check.", suffix=".tmp")
+    except OSError as exc:
+        raise CacheDirError(f"cache folder {folder} is not writable: {quote_error(_os_reason(exc))}") from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"cache write check\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.unlink(tmp)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CacheDirError(f"cache folder {folder} is not writable: {quote_error(_os_reason(exc))}") from exc
+    return folder
 
 
 def default_cache_dir() -> Path:
@@ -181,6 +288,40 @@ def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
 _digest = array_digest  # the name the entries' integrity checks (and their tests) use
 
 
+def _stored_key_digest(stored: np.ndarray) -> str:
+    """:func:`cache_key` of an entry's stored key field (its canonical JSON), to compare with the entry's
+    name: equal exactly when the entry was written for the key asked for."""
+    return cache_key(json.loads(str(stored)))
+
+
+def _write_atomically(p: Path, payload: Mapping[str, np.ndarray]) -> None:
+    """Write ``payload`` as the ``.npz`` ``p``: into a temporary file beside it, flushed and fsync'ed, then
+    renamed over ``p``; the temporary is removed when the write fails (where it can be)."""
+    for attempt in (1, 2):
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f"{p.stem}.{os.getpid()}-{_HOST_TAG}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), _FILE_MODE)
+                # straight into the file: no in-memory copy of the entry (a Gram matrix) next to it
+                _write_npz(f, payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+            return
+        except FileNotFoundError:
+            # the temporary was removed under us (by hand, or a sweeper that could not tell our pid
+            # apart, e.g. without /proc); write it once more
+            if attempt == 2 or not p.parent.is_dir():
+                raise
+            log.warning("cache temporary %s vanished before its rename; writing it again", tmp)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
 class CacheCorruptError(RuntimeError):
     """A cache entry exists but fails its integrity check."""
 
@@ -194,6 +335,12 @@ class DiskCache:
         Cache directory (created on first write).  Defaults to :func:`default_cache_dir`.
     enabled : bool
         With ``False`` nothing is read or written (``--no-cache``); ``get_or_compute`` just computes.
+
+    Attributes
+    ----------
+    write_error : OSError or None
+        The error of the first write that failed (permission, disk full, read-only file system); from
+        then on this object only reads, and :meth:`store` skips its writes without a further warning.
     """
 
     def __init__(self, root: str | Path | None = None, enabled: bool = True):
@@ -201,6 +348,7 @@ class DiskCache:
         self.enabled = enabled
         self.hits = 0
         self.misses = 0
+        self.write_error: OSError | None = None
         self._swept: set[str] = set()
 
     def path(self, namespace: str, key: Any) -> Path:
@@ -208,10 +356,14 @@ class DiskCache:
 
     # ------------------------------------------------------------------ read
     def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
-        """The stored arrays, or ``None`` if absent.  A corrupt entry is logged, removed and treated as
-        absent; a ``MemoryError`` while reading propagates and leaves the entry in place, and an
+        """The stored arrays, or ``None`` if absent.
+
+        A corrupt entry is logged, removed and treated as absent: one whose stored key is not ``key``
+        (another key's file under this name), or whose arrays do not match their digest, or that cannot
+        be parsed.  A ``MemoryError`` while reading propagates and leaves the entry in place, and an
         operating-system error that says nothing about the file (too many open files, permission, I/O,
-        busy) is logged and treated as absent for this call, the entry kept."""
+        busy) is logged and treated as absent for this call, the entry kept.
+        """
         if not self.enabled:
             return None
         p = self.path(namespace, key)
@@ -219,6 +371,8 @@ class DiskCache:
             return None
         try:
             with np.load(p, allow_pickle=False) as z:
+                if _KEY_FIELD not in z.files or _stored_key_digest(z[_KEY_FIELD]) != p.stem:
+                    raise CacheCorruptError("its stored key is not the key asked for: another entry's data")
                 arrays = {k: z[k] for k in z.files if k not in (_DIGEST_FIELD, _KEY_FIELD)}
                 stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
             if stored is None or stored != _digest(arrays):
@@ -227,7 +381,8 @@ class DiskCache:
             raise
         except OSError as exc:
             if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
-                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p, exc)
+                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
+                            quote_error(exc))
                 return None
             return self._discard(p, exc)
         except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
@@ -236,7 +391,7 @@ class DiskCache:
 
     @staticmethod
     def _discard(p: Path, exc: BaseException) -> None:
-        log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, exc)
+        log.warning("cache entry %s is corrupt (%s); removing it and recomputing", p, quote_error(exc))
         try:
             p.unlink()
         except OSError:
@@ -245,7 +400,14 @@ class DiskCache:
 
     # ------------------------------------------------------------------ write
     def store(self, namespace: str, key: Any, arrays: Mapping[str, np.ndarray]) -> Path | None:
-        """Atomically write ``arrays`` under ``key``.  Returns the path (``None`` when disabled)."""
+        """Atomically write ``arrays`` under ``key``.
+
+        Returns the path, or ``None`` when the cache is disabled or the entry could not be written: a
+        write that fails with an ``OSError`` (permission, disk full, read-only file system) warns once
+        per cache object (:class:`CacheWriteWarning`, naming the folder and the reason) and leaves no
+        temporary file behind where it can be removed; the writes after it are skipped silently.  Arrays
+        that cannot be cached (dtype object, reserved names) raise ``TypeError`` / ``ValueError``.
+        """
         if not self.enabled:
             return None
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
@@ -255,35 +417,22 @@ class DiskCache:
         for k, v in arrays.items():
             if v.dtype == object:
                 raise TypeError(f"cache array {k!r} has dtype object; only plain arrays are cached")
+        if self.write_error is not None:
+            return None
         p = self.path(namespace, key)
-        p.parent.mkdir(parents=True, exist_ok=True)
         payload = dict(arrays)
         payload[_DIGEST_FIELD] = np.array(_digest(arrays))
         payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
-        for attempt in (1, 2):
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f"{p.stem}.{os.getpid()}-{_HOST_TAG}.",
-                                       suffix=".tmp")
-            try:
-                os.fchmod(fd, _FILE_MODE)
-                with os.fdopen(fd, "wb") as f:
-                    # straight into the file: no in-memory copy of the entry (a Gram matrix) next to it
-                    _write_npz(f, payload)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, p)
-                break
-            except FileNotFoundError:
-                # the temporary was removed under us (by hand, or a sweeper that could not tell our pid
-                # apart, e.g. without /proc); write it once more
-                if attempt == 2 or not p.parent.is_dir():
-                    raise
-                log.warning("cache temporary %s vanished before its rename; writing it again", tmp)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(p, payload)
+        except OSError as exc:
+            self.write_error = exc
+            warnings.warn(f"cache folder {self.root}: cannot write a {namespace!r} entry "
+                          f"({quote_error(_os_reason(exc))}); going on without caching, the results computed "
+                          "from now on are not stored (entries already there are still read)",
+                          CacheWriteWarning, stacklevel=2)
+            return None
         if namespace not in self._swept:
             self._swept.add(namespace)
             self.sweep_temporaries(namespace)

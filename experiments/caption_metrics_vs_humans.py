@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from corpora.cache import CacheDirError, DiskCache, check_cache_dir
 from evaluation.caption_metrics import (
     bleu,
     cider_d,
@@ -273,6 +274,16 @@ def format_pool_statistics(st: dict) -> str:
     ])
 
 
+def cache_dir_error(cache_dir: str | None) -> str | None:
+    """Why the cache folder (``--cache-dir``, or the default) cannot be used, as the text of one
+    ``error:`` line, or ``None`` when it can be created and written."""
+    try:
+        check_cache_dir(cache_dir)
+    except CacheDirError as exc:
+        return f"{exc} (pass another --cache-dir, or --no-cache)"
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.caption_metrics_vs_humans",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,7 +315,6 @@ def main(argv=None) -> int:
         p.error(err)
 
     from corpora.base import CorpusError
-    from corpora.cache import DiskCache
     from corpora.flickr8k import load_flickr8k
     from corpora.nltk_resources import MissingResourceError
     from corpora.paths import ensure_nltk_data_path
@@ -312,6 +322,10 @@ def main(argv=None) -> int:
     ensure_nltk_data_path()
     if not Path(args.data).is_dir():
         print(f"error: --data {args.data}: no such folder", file=sys.stderr)
+        return 2
+    cache_error = None if args.no_cache else cache_dir_error(args.cache_dir)
+    if cache_error:
+        print(f"error: {cache_error}", file=sys.stderr)
         return 2
     try:
         with warnings.catch_warnings():

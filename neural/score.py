@@ -130,6 +130,19 @@ def _backbone(args, cache):
         raise SystemExit(f"error: {exc}") from None              # unknown model or tag, no CUDA
 
 
+def _check_cache_option(args) -> None:
+    """Refuse an unwritable cache folder (``--cache-dir`` or the default) up front, as one ``error:`` line
+    (exit 2), instead of a traceback at the first cache write after the work."""
+    from corpora.cache import CacheDirError, check_cache_dir   # here like main's: --help imports no corpora
+
+    if args.no_cache:
+        return
+    try:
+        check_cache_dir(args.cache_dir)
+    except CacheDirError as exc:
+        raise SystemExit(f"error: {exc} (pass another --cache-dir, or --no-cache)") from None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from corpora.cache import DiskCache
@@ -164,6 +177,7 @@ def main(argv=None) -> int:
     if missing:
         raise SystemExit(f"error: {len(missing)} image(s) not found in {args.images}, e.g. {missing[:3]} "
                          f"(expected files named <image_id> or <image_id>{IMAGE_EXTS[0]} …)")
+    _check_cache_option(args)
     from corpora.base import CorpusError
 
     try:  # every image is read (and a damaged one named) before a backbone is loaded or trained

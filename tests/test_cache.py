@@ -205,3 +205,254 @@ def test_array_bytes_is_tobytes_without_the_copy():
     view = array_bytes(big)
     big[0, 0] = 99.0                       # a view, not a copy, of a contiguous array
     assert bytes(view[:8]) == np.float64(99.0).tobytes()
+
+
+# ------------------------------------------------------------------ unwritable folders
+def test_check_cache_dir_creates_and_accepts_a_writable_folder(tmp_path):
+    from corpora.cache import check_cache_dir
+
+    folder = tmp_path / "a" / "b"
+    assert check_cache_dir(folder) == folder
+    assert folder.is_dir() and not list(folder.iterdir())      # its write check leaves nothing behind
+    assert check_cache_dir(folder) == folder                   # an existing folder is fine too
+
+
+def test_check_cache_dir_refuses_a_folder_that_cannot_be_created_or_written(tmp_path, monkeypatch):
+    import errno
+
+    import corpora.cache as cache_mod
+    from corpora.cache import CacheDirError, check_cache_dir
+
+    plain = tmp_path / "plain"
+    plain.write_text("not a folder")
+    for folder, reason in ((plain / "c", "Not a directory"), (plain, "File exists")):
+        with pytest.raises(CacheDirError) as info:
+            check_cache_dir(folder)
+        msg = str(info.value)
+        assert str(folder) in msg and reason in msg and "cannot be created" in msg and "\n" not in msg
+        assert isinstance(info.value, ValueError)
+    # a folder that exists but refuses new files (what a read-only folder does to a non-root user)
+    ok = tmp_path / "ro"
+    ok.mkdir()
+
+    def refused(*args, **kw):
+        raise PermissionError(errno.EACCES, "Permission denied", str(ok / "x.tmp"))
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", refused)
+    with pytest.raises(CacheDirError, match=r"ro is not writable: Permission denied$"):
+        check_cache_dir(ok)
+    monkeypatch.undo()
+    # a full disk shows when the test file is flushed: refused, and the test file removed
+    real_fsync = cache_mod.os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(cache_mod.os, "fsync", full)
+    with pytest.raises(CacheDirError, match="No space left on device"):
+        check_cache_dir(ok)
+    monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+    assert not list(ok.iterdir())
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "geteuid") or __import__("os").geteuid() == 0,
+                    reason="root writes into read-only folders")
+def test_a_read_only_folder_is_refused_up_front_and_skipped_mid_run(tmp_path):
+    import os
+    import warnings
+
+    from corpora.cache import CacheDirError, CacheWriteWarning, check_cache_dir
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    try:
+        with pytest.raises(CacheDirError, match="Permission denied"):
+            check_cache_dir(ro)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = DiskCache(ro).get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+        np.testing.assert_array_equal(out["a"], np.arange(3))
+        assert [w.category for w in caught] == [CacheWriteWarning]
+    finally:
+        os.chmod(ro, 0o755)
+
+
+def test_a_failing_write_warns_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    """Disk full / permission / read-only file system in the middle of a run: every computed value is still
+    returned, one warning per cache object names the folder and the reason, later writes are skipped
+    without more warnings, no temporary file is left, and the entries already there are still read."""
+    import errno
+    import warnings
+
+    import corpora.cache as cache_mod
+    from corpora.cache import CacheWriteWarning
+
+    root = tmp_path / "c"
+    cache = DiskCache(root)
+    cache.store("ns", {"k": 0}, {"a": np.arange(2)})
+    real_fsync = cache_mod.os.fsync
+    calls = []
+
+    def full(fd):
+        calls.append(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(cache_mod.os, "fsync", full)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in (1, 2, 3):
+            out = cache.get_or_compute("ns", {"k": k}, lambda k=k: {"a": np.full(4, k)})
+            np.testing.assert_array_equal(out["a"], np.full(4, k))
+        back = cache.get_or_compute("ns", {"k": 0}, lambda: pytest.fail("a stored entry was recomputed"))
+    np.testing.assert_array_equal(back["a"], np.arange(2))
+    assert len(calls) == 1                      # writes after the failure are not even tried
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    msg = str(caught[0].message)
+    assert str(root) in msg and "No space left on device" in msg
+    assert isinstance(cache.write_error, OSError) and cache.write_error.errno == errno.ENOSPC
+    assert not list(root.rglob("*.tmp"))
+    assert {p.name for p in root.rglob("*.npz")} == {cache.path("ns", {"k": 0}).name}
+    # each cache object warns for itself
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert DiskCache(root).store("ns", {"k": 5}, {"a": np.arange(1)}) is None
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+    assert cache.store("ns", {"k": 6}, {"a": np.arange(1)}) is None      # this object stays read-only
+    assert DiskCache(root).store("ns", {"k": 6}, {"a": np.arange(1)}) is not None
+
+
+def test_a_cache_folder_that_cannot_be_created_warns_and_computes(tmp_path):
+    """Not simulated: a cache root below a regular file fails at its first ``mkdir`` (even for root)."""
+    import warnings
+
+    from corpora.cache import CacheWriteWarning
+
+    (tmp_path / "plain").write_text("x")
+    cache = DiskCache(tmp_path / "plain" / "c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            assert cache.get_or_compute("ns", {"k": k}, lambda k=k: {"a": np.arange(k)})["a"].shape == (k,)
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    assert str(tmp_path / "plain" / "c") in str(caught[0].message)
+    assert cache.misses == 3 and cache.hits == 0
+
+
+def test_the_command_line_tools_refuse_an_unwritable_cache_folder(tmp_path, capsys):
+    """``neural.score`` and ``caption_metrics_vs_humans`` print one ``error:`` line and exit 2 before any
+    work; ``--no-cache`` skips the check."""
+    import json
+
+    from experiments import caption_metrics_vs_humans
+    from neural import score
+
+    (tmp_path / "plain").write_text("x")
+    bad = tmp_path / "plain" / "cache"
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "a.jpg").write_bytes(b"not read before the check")
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps({"a": "a dog runs"}))
+    with pytest.raises(SystemExit) as info:
+        score.main(["--candidates", str(cands), "--images", str(tmp_path / "imgs"), "--metric", "clip-s",
+                    "--clip-model", "tiny", "--cache-dir", str(bad)])
+    msg = str(info.value.code)
+    assert msg.startswith("error: cache folder ") and str(bad) in msg and "--no-cache" in msg
+    assert "\n" not in msg
+    data = tmp_path / "flickr"
+    data.mkdir()
+    capsys.readouterr()
+    assert caption_metrics_vs_humans.main(["--data", str(data), "--cache-dir", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cache folder ") and str(bad) in err and err.count("\n") == 1
+    # --no-cache: no check, the tool gets as far as the corpus (an empty folder is not Flickr8k)
+    assert caption_metrics_vs_humans.main(["--data", str(data), "--cache-dir", str(bad), "--no-cache"]) == 2
+    assert "cache folder" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the stored key
+def test_entries_swapped_on_disk_are_recomputed_not_served(tmp_path, caplog):
+    """Two entries' files renamed over each other: each load finds the other key stored, warns, removes it
+    and recomputes, instead of returning the other key's (intact, digest-matching) arrays."""
+    import os
+
+    cache = DiskCache(tmp_path)
+    ka, kb = {"k": "a"}, {"k": "b"}
+    cache.store("ns", ka, {"x": np.zeros(3)})
+    cache.store("ns", kb, {"x": np.ones(3)})
+    pa, pb = cache.path("ns", ka), cache.path("ns", kb)
+    os.replace(pa, tmp_path / "swap")
+    os.replace(pb, pa)
+    os.replace(tmp_path / "swap", pb)
+    with caplog.at_level("WARNING", logger="corpora.cache"):
+        assert cache.load("ns", ka) is None
+        out = cache.get_or_compute("ns", kb, lambda: {"x": np.ones(3)})
+    np.testing.assert_array_equal(out["x"], np.ones(3))
+    assert caplog.text.count("is corrupt") == 2 and "stored key" in caplog.text
+    assert str(pa) in caplog.text and str(pb) in caplog.text
+    assert not pa.exists()                                       # removed, to be rewritten
+    np.testing.assert_array_equal(cache.load("ns", kb)["x"], np.ones(3))
+    # a copy of an entry under another name is refused the same way
+    (cache.path("ns", {"k": "c"})).write_bytes(pb.read_bytes())
+    assert cache.load("ns", {"k": "c"}) is None
+
+
+def test_every_kind_of_key_reads_back_its_own_entry(tmp_path):
+    """The stored-key check never rejects an entry written for the same key (floats, numpy values and
+    arrays, paths, nested and non-string mapping keys, unicode, None)."""
+    from pathlib import Path
+
+    cache = DiskCache(tmp_path)
+    keys = [{"x": 0.1, "tiny": 1e-300, "big": 2 ** 70, "neg": -0.0, "nan": float("nan")},
+            {"arr": np.arange(5, dtype=np.float32), "n": np.int64(3), "f": np.float32(0.3), "b": np.bool_(1)},
+            {"path": Path("/data/é x"), "nested": {"b": [1, (2, 3)], "a": None}, 7: "int key"},
+            ["a list", "ünïcödé \u202e", ""], "plain string", 42]
+    for n, key in enumerate(keys):
+        cache.store("ns", key, {"a": np.arange(n)})
+    for n, key in enumerate(keys):
+        back = cache.load("ns", key)
+        assert back is not None, key
+        np.testing.assert_array_equal(back["a"], np.arange(n))
+
+
+# ------------------------------------------------------------------ what warnings quote
+def test_quote_error_escapes_and_caps():
+    from corpora.cache import quote_error
+
+    assert quote_error(ValueError("digest mismatch")) == "digest mismatch"
+    assert quote_error(ValueError()) == "ValueError"
+    assert quote_error("é ok") == "é ok"
+    assert quote_error("a\x1b[2Jb\nc\x00\udcff\u202e") == "a\\x1b[2Jb\\nc\\x00\\udcff\\u202e"
+    junk = "\x9b" * 61803
+    q = quote_error(OSError(junk))
+    assert q.endswith("... [61803 characters in all]")
+    head = q[: q.index("...")]
+    assert len(head) <= 200 and head == "\\x9b" * 50                 # never cut inside an escape
+    assert len(quote_error("y" * 1000, limit=20)) < 60
+    assert quote_error("z" * 200) == "z" * 200
+
+
+def test_a_damaged_entrys_long_binary_error_is_quoted_short_and_escaped(tmp_path, caplog):
+    """A damaged ``.npy`` header makes numpy quote the whole header (thousands of characters of binary
+    junk): the warning quotes at most ~200 escaped characters and the total length."""
+    import struct
+    import zipfile
+
+    cache = DiskCache(tmp_path)
+    key = {"k": 1}
+    p = cache.store("ns", key, {"a": np.arange(3)})
+    with zipfile.ZipFile(p) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    rng = np.random.default_rng(0)
+    junk = "".join(map(chr, rng.integers(1, 0x800, 6000))).encode()
+    header = b"{'descr': " + junk
+    members["a.npy"] = b"\x93NUMPY\x03\x00" + struct.pack("<I", len(header)) + header
+    with zipfile.ZipFile(p, "w") as zf:
+        for n, data in members.items():
+            zf.writestr(n, data)
+    with caplog.at_level("WARNING", logger="corpora.cache"):
+        assert cache.load("ns", key) is None
+    (record,) = [r for r in caplog.records if "is corrupt" in r.getMessage()]
+    msg = record.getMessage()
+    assert "Cannot parse header" in msg and "characters in all]" in msg
+    assert len(msg) < len(str(p)) + 350, len(msg)
+    assert all(c.isprintable() for c in msg)
+    assert not p.exists()
