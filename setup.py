@@ -36,7 +36,10 @@ setup(
         "pillow>=10",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "import-linter>=2.1"],
+        "test": ["pytest>=7.4", "import-linter>=2.1", "pycocoevalcap>=1.2"],
+        # The official METEOR 1.5 (Java jar + paraphrase table) of the COCO caption evaluation;
+        # needs a Java runtime (evaluation/meteor.py).
+        "meteor": ["pycocoevalcap>=1.2"],
         # Third-party CCA implementations compared against ours in benchmarks/kcca.py.
         # mvlearn 0.5.0 pins matplotlib <= 3.3.4 (no wheels for Python >= 3.10): 0.4.1 is the last usable one.
         "bench": ["pyrcca", "cca-zoo", "mvlearn<0.5"],

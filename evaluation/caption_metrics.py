@@ -43,7 +43,7 @@ from corpora.nltk_resources import english_stopwords
 __all__ = [
     "ptb_tokenize", "bleu", "corpus_bleu", "rouge_l", "cider_d", "CIDErD", "meteor_nltk",
     "hodosh_preprocess", "hodosh_bleu", "hodosh_rouge", "cohen_kappa", "binarise", "METRICS",
-    "lcs_length", "meteor_available",
+    "lcs_length", "meteor_available", "check_caption_inputs",
 ]
 
 # ---------------------------------------------------------------------------------------------- tokenizer
@@ -77,7 +77,9 @@ def ptb_tokenize(text: str) -> list[str]:
     return list(_ptb_tokenize_cached(text))
 
 
-def _check_inputs(candidates: Sequence[str], references: Sequence[Sequence[str]], name: str) -> None:
+def check_caption_inputs(candidates: Sequence[str], references: Sequence[Sequence[str]], name: str) -> None:
+    """Refuse a bare string for a list, mismatched lengths and a candidate without references
+    (``TypeError`` / ``ValueError`` naming ``name``, the metric)."""
     if isinstance(candidates, str):
         raise TypeError(f"{name}: candidates must be a list of strings, not one string")
     if len(candidates) != len(references):
@@ -154,7 +156,7 @@ def bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int 
     ndarray, shape (len(candidates), n)
         Column ``m − 1`` is BLEU-m.
     """
-    _check_inputs(candidates, references, "bleu")
+    check_caption_inputs(candidates, references, "bleu")
     out = np.empty((len(candidates), n), dtype=np.float64)
     expo = 1.0 / np.arange(1, n + 1)
     for i, (c, refs) in enumerate(zip(candidates, references)):
@@ -171,7 +173,7 @@ def bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int 
 def corpus_bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> np.ndarray:
     """Corpus-level BLEU-1..n (COCO): matches, n-gram counts and lengths summed over the corpus before
     the precisions and the brevity penalty are formed.  Returns an array of length ``n``."""
-    _check_inputs(candidates, references, "corpus_bleu")
+    check_caption_inputs(candidates, references, "corpus_bleu")
     tc = tr = 0
     correct = np.zeros(n)
     guess = np.zeros(n)
@@ -220,7 +222,7 @@ def rouge_l(candidates: Sequence[str], references: Sequence[Sequence[str]], beta
         \\quad \\mathrm{ROUGE\\text{-}L} = \\frac{(1 + \\beta^2) P R}{R + \\beta^2 P}
         \\;(0 \\text{ if } P = 0 \\text{ or } R = 0),\\; \\beta = 1.2.
     """
-    _check_inputs(candidates, references, "rouge_l")
+    check_caption_inputs(candidates, references, "rouge_l")
     out = np.zeros(len(candidates), dtype=np.float64)
     b2 = beta * beta
     for i, (c, refs) in enumerate(zip(candidates, references)):
@@ -323,7 +325,7 @@ class CIDErD:
         """CIDEr-D of every candidate against its own references (requires :meth:`fit`)."""
         if self.df_ is None:
             raise RuntimeError("CIDErD.score called before fit()")
-        _check_inputs(candidates, references, "CIDErD.score")
+        check_caption_inputs(candidates, references, "CIDErD.score")
         # unique sentences -> sparse count matrix
         sent_index: dict[str, int] = {}
         for c in candidates:
@@ -383,7 +385,7 @@ def cider_d(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
     ``df_references`` – the reference corpus that defines document frequencies; default: the given
     ``references`` (one document per candidate, as COCO's scorer does).
     """
-    _check_inputs(candidates, references, "cider_d")
+    check_caption_inputs(candidates, references, "cider_d")
     scorer = CIDErD(n=n, sigma=sigma).fit(references if df_references is None else df_references)
     return scorer.score(candidates, references)
 
@@ -477,7 +479,7 @@ def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], 
     Raises ``LookupError`` with instructions when WordNet is missing (nothing is downloaded).
     ``progress=True`` shows a tqdm bar (≈ 0.4 ms per candidate once WordNet is warm).
     """
-    _check_inputs(candidates, references, "meteor_nltk")
+    check_caption_inputs(candidates, references, "meteor_nltk")
     ok, why = meteor_available()
     if not ok:
         raise LookupError(why)
@@ -544,7 +546,7 @@ def hodosh_bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], 
 
     (0 for an empty candidate).  ``pre=True`` applies :func:`hodosh_preprocess` first.
     """
-    _check_inputs(candidates, references, "hodosh_bleu")
+    check_caption_inputs(candidates, references, "hodosh_bleu")
     out = np.zeros(len(candidates))
     for i, (c, refs) in enumerate(zip(candidates, references)):
         cc = Counter(_hodosh_tokens(c, pre))
@@ -567,7 +569,7 @@ def hodosh_rouge(candidates: Sequence[str], references: Sequence[Sequence[str]],
 
     ``pre=True`` applies :func:`hodosh_preprocess` first.
     """
-    _check_inputs(candidates, references, "hodosh_rouge")
+    check_caption_inputs(candidates, references, "hodosh_rouge")
     out = np.zeros(len(candidates))
     for i, (c, refs) in enumerate(zip(candidates, references)):
         cc = Counter(_hodosh_tokens(c, pre))
