@@ -34,8 +34,15 @@ def test_availability_names_what_is_missing(monkeypatch, tmp_path):
         Meteor15()
 
 
+@pytest.fixture(scope="module")
+def jar():
+    """One METEOR process for the module (starting one loads the paraphrase table: ~10-20 s)."""
+    with Meteor15() as m:
+        yield m
+
+
 @needs_meteor
-def test_segment_scores_of_the_jar():
+def test_segment_scores_of_the_jar(jar):
     refs = [["a dog runs on the grass", "a brown dog is running"]] * 4
     cands = ["a dog runs on the grass",          # identical to a reference: one chunk, near 1
              "A dog runs on the grass.",         # same after PTB tokenisation and lower-casing
@@ -46,16 +53,16 @@ def test_segment_scores_of_the_jar():
     assert s[0] > 0.95 and s[1] == s[0]
     assert 0.2 < s[2] < s[0]
     assert s[3] < 0.1
-    with Meteor15() as m:                       # one process answers several requests alike
-        np.testing.assert_array_equal(m.score(cands[:2], refs[:2]), s[:2])
-        np.testing.assert_array_equal(m.score(cands[2:], refs[2:]), s[2:])
+    # one running process answers several requests alike
+    np.testing.assert_array_equal(jar.score(cands[:2], refs[:2]), s[:2])
+    np.testing.assert_array_equal(jar.score(cands[2:], refs[2:]), s[2:])
     with pytest.raises(ValueError, match="empty"):
-        meteor15(["a dog"], [[]])
+        jar.score(["a dog"], [[]])
 
 
 @needs_meteor
 @pytest.mark.skipif(not FLICKR.is_dir(), reason=f"shared Flickr8k text bundle not found at {FLICKR}")
-def test_published_flickr8k_correlations_of_meteor():
+def test_published_flickr8k_correlations_of_meteor(jar):
     """Expert τ-c 41.8 as published; CF τ-b 22.3 against the published 22.2 (the official PTBTokenizer
     gives the same per-caption scores as ours on these rows, so the 0.07 is not the tokenisation)."""
     from corpora.flickr8k import load_flickr8k
@@ -64,12 +71,11 @@ def test_published_flickr8k_correlations_of_meteor():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # Flickr8k's known token-file quirk
         corpus = load_flickr8k(FLICKR, with_images=False)
-    with Meteor15() as m:
-        expert = flickr8k_expert_rows(corpus)
-        _, cands, refs = expert.unique_items()
-        tau_c = correlations(m.score(cands, refs)[expert.pair_index], expert.human)["tau_c"]
-        cf = flickr8k_cf_rows(corpus)
-        _, cands, refs = cf.unique_items()
-        tau_b = correlations(m.score(cands, refs)[cf.pair_index], cf.human)["tau_b"]
+    expert = flickr8k_expert_rows(corpus)
+    _, cands, refs = expert.unique_items()
+    tau_c = correlations(jar.score(cands, refs)[expert.pair_index], expert.human)["tau_c"]
+    cf = flickr8k_cf_rows(corpus)
+    _, cands, refs = cf.unique_items()
+    tau_b = correlations(jar.score(cands, refs)[cf.pair_index], cf.human)["tau_b"]
     assert round(100 * tau_c, 1) == 41.8
     assert abs(100 * tau_b - 22.2) < 0.1
