@@ -137,6 +137,20 @@ def test_composite_reads_rows_references_and_scores(composite_dir):
     assert "2 rows without an image URL skipped" in rows.notes[0] and "1 unrated skipped" in rows.notes[0]
 
 
+def test_composite_captions_per_row_keeps_the_first_columns(composite_dir):
+    rows = load_composite(composite_dir, captions_per_row=3)
+    assert len(rows) == 3 + 2 + 3 + 3
+    assert [c.rsplit("#", 1)[1] for c in rows.candidate_ids] == ["1", "2", "3", "1", "2", "1", "2", "3", "1", "2", "3"]
+    # a dropped fourth caption was still judged: the reference equal to it stays out of the references
+    _amt_csv(composite_dir / "coco_correctness.csv", 4, [
+        ("http://mscoco.org/images/COCO_val2014_000000391895.jpg",
+         ["a man on a motorbike", "a red car", "a person rides a bike", COCO[391895][1][0]], ["4", "1", "3", "5"])])
+    rows = load_composite(composite_dir, captions_per_row=3)
+    assert rows.references[-1] == COCO[391895][1][1:] and COCO[391895][1][0] not in rows.candidates
+    with pytest.raises(ValueError, match="captions_per_row"):
+        load_composite(composite_dir, captions_per_row=0)
+
+
 def test_composite_repeated_assignments_share_an_item(composite_dir):
     url = "http://mscoco.org/images/COCO_val2014_000000522418.jpg"
     caps = ["A woman cutting a large white sheet cake.", "a woman cuts a cake", "a cake", "a knife"]

@@ -134,8 +134,9 @@ def _reference_captions(part: str, path: Path) -> dict[str, list[str]]:
 
 
 def _part_rows(part: str, judged: list[CompositeJudgment], refs_of: Mapping[str, list[str]], csv_path: Path,
-               ref_path: Path, out: dict) -> None:
-    """Append the rows of one part to ``out`` (lists keyed like :class:`JudgmentRows`' fields)."""
+               ref_path: Path, out: dict, limit: int | None) -> None:
+    """Append the rows of one part to ``out`` (lists keyed like :class:`JudgmentRows`' fields), the first
+    ``limit`` captions of each judged row (all with ``None``)."""
     judged_text: dict[str, set[str]] = {}
     for j in judged:
         if j.image_file not in refs_of:
@@ -146,7 +147,7 @@ def _part_rows(part: str, judged: list[CompositeJudgment], refs_of: Mapping[str,
         if not refs:
             raise BenchmarkFormatError(f"image {j.image_file}: no reference caption left in {ref_path} once the "
                                        f"judged captions are removed", csv_path, j.line)
-        for k, (cap, s) in enumerate(zip(j.captions, j.scores), start=1):
+        for k, (cap, s) in enumerate(zip(j.captions[:limit], j.scores[:limit]), start=1):
             if s is None:
                 out["unrated"] += 1
                 continue
@@ -161,7 +162,8 @@ def _part_rows(part: str, judged: list[CompositeJudgment], refs_of: Mapping[str,
             out["pair_index"].append(out["pairs"][key])
 
 
-def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] | None = None) -> JudgmentRows:
+def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] | None = None,
+                   captions_per_row: int | None = None) -> JudgmentRows:
     """Composite correctness judgments as :class:`~evaluation.correlation.JudgmentRows` (see the module
     docstring for the files and the protocol).
 
@@ -173,6 +175,12 @@ def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] |
     references : mapping, optional
         Part (``"flickr8k"``, ``"flickr30k"``, ``"coco"``) -> its caption file, overriding
         ``folder / COMPOSITE_REFERENCE_FILES[part]``.
+    captions_per_row : int, optional
+        Keep the first ``captions_per_row`` judged captions of each row (``Input.text1`` …); all by
+        default.  The release rates 3 captions per Flickr8k image and 4 per Flickr30k / COCO image
+        (14,983 judgments); CLIPScore and PAC-S report 3 per image (3,995 × 3 = 11,985, Hessel in
+        github.com/jmhessel/clipscore issue #13) without saying which three: ``captions_per_row=3``
+        gives that count with the first three.
 
     Returns
     -------
@@ -190,6 +198,8 @@ def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] |
         its reference file, or a malformed reference file.
     """
     folder = Path(folder)
+    if captions_per_row is not None and (not isinstance(captions_per_row, int) or captions_per_row < 1):
+        raise ValueError(f"load_composite: captions_per_row must be None or an integer ≥ 1, got {captions_per_row!r}")
     references = dict(references or {})
     unknown = sorted(set(references) - set(COMPOSITE_FILES))
     if unknown:
@@ -206,7 +216,7 @@ def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] |
         ref_path = Path(references.get(part, folder / COMPOSITE_REFERENCE_FILES[part]))
         judged, skipped = parse_composite_csv(csv_path)
         before, unrated = len(acc["human"]), acc["unrated"]
-        _part_rows(part, judged, _reference_captions(part, ref_path), csv_path, ref_path, acc)
+        _part_rows(part, judged, _reference_captions(part, ref_path), csv_path, ref_path, acc, captions_per_row)
         notes.append(f"{part}: {csv_path.name}, {len(judged)} judged rows ({skipped} rows without an image URL "
                      f"skipped), {len(acc['human']) - before} rated captions ({acc['unrated'] - unrated} unrated "
                      f"skipped); references from {ref_path.name}")
