@@ -51,6 +51,16 @@ from evaluation.significance import (
     ranking_agreement,
     significance_marker,
 )
+from evaluation.benchmarks import (
+    BenchmarkFormatError,
+    LoadedBenchmarks,
+    benchmark_table,
+    format_benchmark_table,
+    load_benchmarks,
+    load_composite,
+    load_foil,
+    load_pascal50s,
+)
 
 __all__ = [
     # ranking
@@ -68,4 +78,7 @@ __all__ = [
     # caption metrics
     "METRICS", "CIDErD", "binarise", "bleu", "cider_d", "cohen_kappa", "corpus_bleu", "hodosh_bleu",
     "hodosh_preprocess", "hodosh_rouge", "meteor_available", "meteor_nltk", "ptb_tokenize", "rouge_l",
+    # standard benchmarks (Composite, Pascal-50S, FOIL; PAC-S Tables 1–3)
+    "BenchmarkFormatError", "LoadedBenchmarks", "benchmark_table", "format_benchmark_table", "load_benchmarks",
+    "load_composite", "load_foil", "load_pascal50s",
 ]
