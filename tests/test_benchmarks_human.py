@@ -443,3 +443,14 @@ def test_load_benchmarks_keeps_going_past_a_malformed_file(composite_dir, foil_f
     res = benchmark_table({"BLEU-4": BLEU4}, loaded.benchmarks)
     text = format_benchmark_table(res, loaded.errors)
     assert res["rows"]["BLEU-4"]["pascal50s_mean"] is None and "error: pascal50s: " in text
+
+
+def test_table_keeps_the_other_cells_when_a_scorer_cannot_run_on_a_benchmark(benchmarks, foil_files):
+    # without the COCO captions the first FOIL image has no reference left: BLEU refuses it, -length does not
+    benchmarks = {**benchmarks, "foil": load_foil(foil_files[0])}
+    res = benchmark_table({"BLEU-4": BLEU4, "length": LENGTH}, benchmarks)
+    assert res["rows"]["BLEU-4"]["foil_1ref"] is None and res["rows"]["BLEU-4"]["foil_4ref"] is None
+    assert res["rows"]["BLEU-4"]["composite_tau_c"] is not None and res["rows"]["BLEU-4"]["pascal50s_mean"] is not None
+    assert res["rows"]["length"]["foil_1ref"] is not None
+    assert list(res["errors"]) == ["BLEU-4 on foil"] and "references[0] is empty" in res["errors"]["BLEU-4 on foil"]
+    assert format_benchmark_table(res).splitlines()[-1].startswith("error: BLEU-4 on foil: bleu: references[0]")

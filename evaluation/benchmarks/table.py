@@ -92,22 +92,30 @@ def _check_benchmarks(benchmarks: Mapping[str, object]) -> None:
                              f"got {type(value).__name__}")
 
 
-def _scorer_row(scorer: PairScorer, benchmarks: Mapping[str, object], seed: int, pascal: tuple[int, int]) -> dict:
-    row = dict.fromkeys(_RESULT_KEYS)
-    for tag in ("flickr8k_expert", "flickr8k_cf", "composite"):
-        if tag in benchmarks:
-            c = human_correlation(benchmarks[tag], scorer)
-            row[f"{tag}_tau_b"], row[f"{tag}_tau_c"] = 100 * c["tau_b"], 100 * c["tau_c"]
-    if "pascal50s" in benchmarks:
-        acc = pairwise_accuracy(benchmarks["pascal50s"], scorer, n_refs=pascal[0], n_draws=pascal[1], seed=seed)
-        cats = acc["per_category"]
-        for c in _CATS:
-            row[f"pascal50s_{c}"] = cats.get(c)
+def _benchmark_values(tag: str, data, scorer: PairScorer, seed: int, pascal: tuple[int, int]) -> dict:
+    """The result keys of one benchmark for one scorer."""
+    if tag == "pascal50s":
+        cats = pairwise_accuracy(data, scorer, n_refs=pascal[0], n_draws=pascal[1], seed=seed)["per_category"]
         present = [cats[c] for c in _CATS if c in cats]
-        row["pascal50s_mean"] = sum(present) / len(present)
-    if "foil" in benchmarks:
-        for k in (1, 4):
-            row[f"foil_{k}ref"] = foil_accuracy(with_first_references(benchmarks["foil"], k), scorer)["accuracy"]
+        return {**{f"pascal50s_{c}": cats.get(c) for c in _CATS}, "pascal50s_mean": sum(present) / len(present)}
+    if tag == "foil":
+        return {f"foil_{k}ref": foil_accuracy(with_first_references(data, k), scorer)["accuracy"] for k in (1, 4)}
+    c = human_correlation(data, scorer)
+    return {f"{tag}_tau_b": 100 * c["tau_b"], f"{tag}_tau_c": 100 * c["tau_c"]}
+
+
+def _scorer_row(name: str, scorer: PairScorer, benchmarks: Mapping[str, object], seed: int,
+                pascal: tuple[int, int], errors: dict) -> dict:
+    """One scorer's row; a benchmark it cannot be run on (the protocol's ``ValueError``, e.g. a
+    reference-based metric on records without references) stays ``None`` and its message goes to
+    ``errors["<scorer> on <benchmark>"]``."""
+    row = dict.fromkeys(_RESULT_KEYS)
+    for tag in BENCHMARKS:
+        if tag in benchmarks:
+            try:
+                row.update(_benchmark_values(tag, benchmarks[tag], scorer, seed, pascal))
+            except ValueError as exc:
+                errors[f"{name} on {tag}"] = str(exc)
     return row
 
 
@@ -135,20 +143,24 @@ def benchmark_table(scorers: Mapping[str, PairScorer], benchmarks: Mapping[str, 
         ``{"rows": {scorer: {key: value × 100 or None}}, "benchmarks": {key: n}, "seed", "pascal_refs",
         "pascal_draws"}``; the keys of a row are ``<flickr8k_expert|flickr8k_cf|composite>_tau_<b|c>``,
         ``pascal50s_<HC|HI|HM|MM|mean>`` (mean = mean of the categories present) and ``foil_<1|4>ref``;
-        ``None`` where the benchmark was not given.
+        ``None`` where the benchmark was not given; ``"errors"``: ``{"<scorer> on <benchmark>": message}``
+        for each cell the protocol refused (a scorer that does not return one finite score per item, a
+        reference-based metric on items without references), whose values stay ``None`` while the
+        rest of the table is computed.
 
     Raises
     ------
     ValueError
-        For an unknown benchmark key, a value of the wrong kind, no scorer, or a scorer that does not
-        return one finite score per item (from the protocol functions).
+        For an unknown benchmark key, a value of the wrong kind or no scorer.
     """
     if not scorers:
         raise ValueError("benchmark_table: no scorers")
     _check_benchmarks(benchmarks)
-    rows = {name: _scorer_row(s, benchmarks, seed, (pascal_refs, pascal_draws)) for name, s in scorers.items()}
+    errors: dict[str, str] = {}
+    rows = {name: _scorer_row(name, s, benchmarks, seed, (pascal_refs, pascal_draws), errors)
+            for name, s in scorers.items()}
     return {"rows": rows, "benchmarks": {k: len(v) for k, v in benchmarks.items()}, "seed": seed,
-            "pascal_refs": pascal_refs, "pascal_draws": pascal_draws}
+            "pascal_refs": pascal_refs, "pascal_draws": pascal_draws, "errors": errors}
 
 
 def _cell(v, width: int) -> str:
@@ -164,7 +176,7 @@ def format_benchmark_table(result: Mapping, errors: Mapping[str, Exception] | No
     """The PAC-S Tables 1–3 layout of a :func:`benchmark_table` result: one line per scorer, groups
     separated by ``|``, ``–`` for a benchmark not run; below, the sizes and protocol, and one
     ``error:`` line per benchmark that could not be loaded (``errors``, e.g.
-    :attr:`LoadedBenchmarks.errors`)."""
+    :attr:`LoadedBenchmarks.errors`) and per cell the protocol refused (``result["errors"]``)."""
     names = list(result["rows"])
     w = max([len(n) for n in names] + [6]) + 2
     widths = [len(g) + 1 if i < 3 else 6 for i, (g, _, _) in enumerate(TABLE_COLUMNS)]
@@ -186,5 +198,5 @@ def format_benchmark_table(result: Mapping, errors: Mapping[str, Exception] | No
     sizes = ", ".join(f"{k} n = {v}" for k, v in result["benchmarks"].items()) or "none"
     lines.append(f"benchmarks: {sizes}; Pascal-50S: {result['pascal_refs']} references sampled per draw, mean of "
                  f"{result['pascal_draws']} draws (seed {result['seed']}); FOIL: first 1 / 4 references")
-    lines.extend(f"error: {k}: {e}" for k, e in (errors or {}).items())
+    lines.extend(f"error: {k}: {e}" for k, e in {**(errors or {}), **result.get("errors", {})}.items())
     return "\n".join(lines)
