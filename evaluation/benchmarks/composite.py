@@ -8,8 +8,8 @@ with a header row.  The columns read: ``Input.image_url`` (the image; its file n
 component), ``Input.text1`` … ``Input.textK`` (the K judged captions: 3 in the Flickr8k part, 4 in the
 others) and ``Answer.Q1Answer`` … ``Answer.QKAnswer`` (their *correctness* on a 1–5 scale); the AMT
 bookkeeping columns are ignored.  The ``*_throughness.csv`` files (thoroughness) are not used.  Rows
-without an image URL (the release's trailing summary rows) are skipped, as is a caption whose answer is
-empty (unrated); both are counted in the rows' notes.
+without an image URL are skipped (public readers drop the last two rows of each file), as is a caption
+whose answer is empty (unrated); both are counted in the rows' notes.
 
 References are not in the release: they are the image's captions in its source corpus
 (``Flickr8k.token.txt``, Flickr30k's ``results_20130124.token``, COCO's ``captions_val2014.json``),
