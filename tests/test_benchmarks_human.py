@@ -454,3 +454,15 @@ def test_table_keeps_the_other_cells_when_a_scorer_cannot_run_on_a_benchmark(ben
     assert res["rows"]["length"]["foil_1ref"] is not None
     assert list(res["errors"]) == ["BLEU-4 on foil"] and "references[0] is empty" in res["errors"]["BLEU-4 on foil"]
     assert format_benchmark_table(res).splitlines()[-1].startswith("error: BLEU-4 on foil: bleu: references[0]")
+
+
+def test_errors_of_reused_corpus_readers_are_benchmark_errors(composite_dir, foil_files):
+    tok = composite_dir / "Flickr8k.token.txt"
+    tok.write_text(tok.read_text() + "no tab on this line\n", encoding="utf-8")
+    msg = _error(load_composite, composite_dir)
+    assert msg == f"{tok}:11: no TAB between caption id and caption"
+    csv8k = composite_dir / "8k_correctness.csv"
+    csv8k.write_bytes(csv8k.read_bytes().replace(b"a dog runs", b"a dog r\xfcns"))
+    assert _error(load_composite, composite_dir).startswith(f"{csv8k}:2: not valid UTF-8")
+    foil_files[0].write_bytes(b'{"images": [], "annotations": [\n{"caption": "\xff"}]}')
+    assert _error(load_foil, foil_files[0]).startswith(f"{foil_files[0]}:2: not valid UTF-8")

@@ -1,11 +1,13 @@
 """What the benchmark loaders share: the one error type and caption normalisation."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from corpora.base import CorpusError
 
-__all__ = ["BenchmarkFormatError", "normalise_caption", "require_file"]
+__all__ = ["BenchmarkFormatError", "normalise_caption", "require_file", "as_benchmark_errors"]
 
 
 class BenchmarkFormatError(CorpusError):
@@ -44,3 +46,19 @@ def require_file(path: str | Path, what: str) -> Path:
     if not p.is_file():
         raise BenchmarkFormatError(f"{what} not found (no such file)", p)
     return p
+
+
+@contextmanager
+def as_benchmark_errors() -> Iterator[None]:
+    """Re-raise a :class:`~corpora.base.CorpusError` of the corpus readers reused here (UTF-8 check,
+    Flickr caption token files) as a :class:`BenchmarkFormatError` with the same file, line and message,
+    so every loader raises the one error type."""
+    try:
+        yield
+    except BenchmarkFormatError:
+        raise
+    except CorpusError as exc:
+        where = f"{exc.path}:{exc.line}: " if exc.line is not None else f"{exc.path}: "
+        msg = str(exc)
+        raise BenchmarkFormatError(msg[len(where):] if msg.startswith(where) else msg, exc.path or "?",
+                                   exc.line) from None

@@ -31,7 +31,7 @@ import numpy as np
 
 from corpora.base import decode_utf8
 from corpora.flickr8k import parse_token_file
-from evaluation.benchmarks.common import BenchmarkFormatError, normalise_caption
+from evaluation.benchmarks.common import BenchmarkFormatError, as_benchmark_errors, normalise_caption
 from evaluation.benchmarks.foil import coco_captions_by_file
 from evaluation.correlation import JudgmentRows
 
@@ -94,7 +94,8 @@ def parse_composite_csv(path: str | Path) -> tuple[list[CompositeJudgment], int]
     a number in 1–5.
     """
     path = Path(path)
-    text = decode_utf8(path.read_bytes(), path)
+    with as_benchmark_errors():
+        text = decode_utf8(path.read_bytes(), path)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=";")
     try:
         header = next(reader)
@@ -121,7 +122,9 @@ def parse_composite_csv(path: str | Path) -> tuple[list[CompositeJudgment], int]
 
 def _token_file_captions(path: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for rec in parse_token_file(path):
+    with as_benchmark_errors():
+        records = parse_token_file(path)
+    for rec in records:
         out.setdefault(rec.image_id, []).append(rec.text)
     return out
 

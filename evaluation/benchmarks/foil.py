@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from corpora.base import decode_utf8
-from evaluation.benchmarks.common import BenchmarkFormatError, normalise_caption, require_file
+from evaluation.benchmarks.common import BenchmarkFormatError, as_benchmark_errors, normalise_caption, require_file
 from evaluation.correlation import FoilRecord
 
 __all__ = ["FOIL_TEST_FILE", "COCO_CAPTIONS_FILE", "read_json", "coco_captions_by_file", "load_foil",
@@ -36,7 +36,8 @@ def read_json(path: str | Path, what: str):
     """The parsed JSON of ``path``; a missing file, bad UTF-8 or bad JSON (a truncated file) is one
     :class:`BenchmarkFormatError` naming the file and line."""
     p = require_file(path, what)
-    text = decode_utf8(p.read_bytes(), p)
+    with as_benchmark_errors():
+        text = decode_utf8(p.read_bytes(), p)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
