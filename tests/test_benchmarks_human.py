@@ -437,7 +437,8 @@ def test_table_refuses_unknown_or_wrong_benchmarks(benchmarks):
 def test_load_benchmarks_keeps_going_past_a_malformed_file(composite_dir, foil_files, tmp_path):
     _write_pascal(tmp_path / "pascal", drop="category")
     loaded = load_benchmarks(composite=composite_dir, pascal50s=tmp_path / "pascal", foil=foil_files[0],
-                             foil_coco_captions=foil_files[1])
+                             foil_coco_captions=foil_files[1], composite_captions_per_row=3)
+    assert len(loaded.benchmarks["composite"]) == 11 and loaded.benchmarks["foil"][0].references
     assert set(loaded.benchmarks) == {"composite", "foil"} and set(loaded.errors) == {"pascal50s"}
     assert str(loaded.errors["pascal50s"]).startswith(f"{tmp_path / 'pascal' / 'pair_pascal.mat'}: ")
     res = benchmark_table({"BLEU-4": BLEU4}, loaded.benchmarks)

@@ -57,16 +57,17 @@ class LoadedBenchmarks:
 
 def load_benchmarks(*, composite: str | Path | None = None, pascal50s: str | Path | None = None,
                     foil: str | Path | None = None, foil_coco_captions: str | Path | None = None,
-                    seed: int = 0) -> LoadedBenchmarks:
+                    composite_captions_per_row: int | None = None, seed: int = 0) -> LoadedBenchmarks:
     """Load the benchmarks whose location is given; a malformed or missing file costs only its own
     benchmark: its :class:`BenchmarkFormatError` is kept in ``errors`` and the others load.
 
-    ``composite``: folder for :func:`load_composite`; ``pascal50s``: folder for :func:`load_pascal50s`
+    ``composite``: folder for :func:`load_composite` (with ``composite_captions_per_row`` as its
+    ``captions_per_row``); ``pascal50s``: folder for :func:`load_pascal50s`
     (``seed`` breaks its tied votes); ``foil``: file for :func:`load_foil`, with ``foil_coco_captions``
     (``captions_val2014.json``) as its reference source when given.
     """
     out = LoadedBenchmarks()
-    loaders = {"composite": (composite, lambda p: load_composite(p)),
+    loaders = {"composite": (composite, lambda p: load_composite(p, captions_per_row=composite_captions_per_row)),
                "pascal50s": (pascal50s, lambda p: load_pascal50s(p, seed=seed)),
                "foil": (foil, lambda p: load_foil(p, coco_captions=foil_coco_captions))}
     for key, (where, load) in loaders.items():
