@@ -59,12 +59,27 @@ def load_benchmarks(*, composite: str | Path | None = None, pascal50s: str | Pat
                     foil: str | Path | None = None, foil_coco_captions: str | Path | None = None,
                     composite_captions_per_row: int | None = None, seed: int = 0) -> LoadedBenchmarks:
     """Load the benchmarks whose location is given; a malformed or missing file costs only its own
-    benchmark: its :class:`BenchmarkFormatError` is kept in ``errors`` and the others load.
+    benchmark.
 
-    ``composite``: folder for :func:`load_composite` (with ``composite_captions_per_row`` as its
-    ``captions_per_row``); ``pascal50s``: folder for :func:`load_pascal50s`
-    (``seed`` breaks its tied votes); ``foil``: file for :func:`load_foil`, with ``foil_coco_captions``
-    (``captions_val2014.json``) as its reference source when given.
+    Parameters
+    ----------
+    composite : str or Path, optional
+        Folder for :func:`load_composite` (``composite_captions_per_row`` is its ``captions_per_row``).
+    pascal50s : str or Path, optional
+        Folder for :func:`load_pascal50s` (``seed`` breaks its tied votes).
+    foil : str or Path, optional
+        File for :func:`load_foil`, with ``foil_coco_captions`` (``captions_val2014.json``) as its
+        reference source when given.
+    composite_captions_per_row : int, optional
+    foil_coco_captions : str or Path, optional
+    seed : int
+
+    Returns
+    -------
+    LoadedBenchmarks
+        ``benchmarks`` keyed ``"composite"`` / ``"pascal50s"`` / ``"foil"`` (ready for
+        :func:`benchmark_table`) for those that loaded; ``errors``: the :class:`BenchmarkFormatError`
+        (file and line / record in its message) of each that did not.
     """
     out = LoadedBenchmarks()
     loaders = {"composite": (composite, lambda p: load_composite(p, captions_per_row=composite_captions_per_row)),
@@ -174,10 +189,23 @@ def _separator(i: int) -> str:
 
 
 def format_benchmark_table(result: Mapping, errors: Mapping[str, Exception] | None = None) -> str:
-    """The PAC-S Tables 1–3 layout of a :func:`benchmark_table` result: one line per scorer, groups
-    separated by ``|``, ``–`` for a benchmark not run; below, the sizes and protocol, and one
-    ``error:`` line per benchmark that could not be loaded (``errors``, e.g.
-    :attr:`LoadedBenchmarks.errors`) and per cell the protocol refused (``result["errors"]``)."""
+    """The PAC-S (Sarto et al. 2023) Tables 1–3 layout of a :func:`benchmark_table` result.
+
+    Parameters
+    ----------
+    result : mapping
+        What :func:`benchmark_table` returned.
+    errors : mapping of str to Exception, optional
+        Benchmarks that could not be loaded, e.g. :attr:`LoadedBenchmarks.errors`.
+
+    Returns
+    -------
+    str
+        A title, two header lines (benchmark groups separated by ``|``, then τ-c / τ-b / HC … / 1-ref
+        4-ref), one line per scorer (one decimal, ``–`` for a benchmark not run), a line with the
+        benchmark sizes and the protocol, and one ``error: <what>: <message>`` line per benchmark in
+        ``errors`` and per cell the protocol refused (``result["errors"]``).
+    """
     names = list(result["rows"])
     w = max([len(n) for n in names] + [6]) + 2
     widths = [len(g) + 1 if i < 3 else 6 for i, (g, _, _) in enumerate(TABLE_COLUMNS)]
