@@ -137,6 +137,13 @@ def test_composite_reads_rows_references_and_scores(composite_dir):
     assert "2 rows without an image URL skipped" in rows.notes[0] and "1 unrated skipped" in rows.notes[0]
 
 
+def test_composite_image_url_without_extension_matches_by_stem(composite_dir):
+    _amt_csv(composite_dir / "30k_correctness.csv", 4, [
+        ("http://example.org/flickr30k/1000092795", ["two men", "a yard", "a horse", "people"], ["5", "3", "1", "2"])])
+    rows = load_composite(composite_dir)
+    assert [i for i in rows.image_ids if i.startswith("flickr30k/")] == ["flickr30k/1000092795.jpg"] * 4
+
+
 def test_composite_captions_per_row_keeps_the_first_columns(composite_dir):
     rows = load_composite(composite_dir, captions_per_row=3)
     assert len(rows) == 3 + 2 + 3 + 3

@@ -136,25 +136,38 @@ def _reference_captions(part: str, path: Path) -> dict[str, list[str]]:
     return coco_captions_by_file(path) if path.suffix == ".json" else _token_file_captions(path)
 
 
+def _image_files(judged: list[CompositeJudgment], refs_of: Mapping[str, list[str]], csv_path: Path,
+                 ref_path: Path) -> list[str]:
+    """The reference file's name of each judged row's image: the URL's file name, or the caption file's
+    name with the same stem (the public readers match ``1000092795`` with ``1000092795.jpg``)."""
+    by_stem = {Path(name).stem: name for name in refs_of}
+    out = []
+    for j in judged:
+        name = j.image_file if j.image_file in refs_of else by_stem.get(Path(j.image_file).stem)
+        if name is None:
+            raise BenchmarkFormatError(f"image {j.image_file} has no captions in {ref_path}", csv_path, j.line)
+        out.append(name)
+    return out
+
+
 def _part_rows(part: str, judged: list[CompositeJudgment], refs_of: Mapping[str, list[str]], csv_path: Path,
                ref_path: Path, out: dict, limit: int | None) -> None:
     """Append the rows of one part to ``out`` (lists keyed like :class:`JudgmentRows`' fields), the first
     ``limit`` captions of each judged row (all with ``None``)."""
+    files = _image_files(judged, refs_of, csv_path, ref_path)
     judged_text: dict[str, set[str]] = {}
-    for j in judged:
-        if j.image_file not in refs_of:
-            raise BenchmarkFormatError(f"image {j.image_file} has no captions in {ref_path}", csv_path, j.line)
-        judged_text.setdefault(j.image_file, set()).update(normalise_caption(c) for c in j.captions)
-    for j in judged:
-        refs = [r for r in refs_of[j.image_file] if normalise_caption(r) not in judged_text[j.image_file]]
+    for j, f in zip(judged, files):
+        judged_text.setdefault(f, set()).update(normalise_caption(c) for c in j.captions)
+    for j, f in zip(judged, files):
+        refs = [r for r in refs_of[f] if normalise_caption(r) not in judged_text[f]]
         if not refs:
-            raise BenchmarkFormatError(f"image {j.image_file}: no reference caption left in {ref_path} once the "
+            raise BenchmarkFormatError(f"image {f}: no reference caption left in {ref_path} once the "
                                        f"judged captions are removed", csv_path, j.line)
         for k, (cap, s) in enumerate(zip(j.captions[:limit], j.scores[:limit]), start=1):
             if s is None:
                 out["unrated"] += 1
                 continue
-            image_id = f"{part}/{j.image_file}"
+            image_id = f"{part}/{f}"
             key = (image_id, cap)
             out["pairs"].setdefault(key, len(out["pairs"]))
             out["image_ids"].append(image_id)
@@ -188,8 +201,9 @@ def load_composite(folder: str | Path, *, references: Mapping[str, str | Path] |
     Returns
     -------
     JudgmentRows
-        ``protocol="composite"``; one row per rated caption; ``image_ids`` are ``"<part>/<file name>"``,
-        i.e. relative to a Composite image folder holding ``flickr8k/`` (Flickr8k's
+        ``protocol="composite"``; one row per rated caption; ``image_ids`` are ``"<part>/<file name>"``
+        (the name in the reference file, matched to the URL's file name directly or by stem), i.e.
+        relative to a Composite image folder holding ``flickr8k/`` (Flickr8k's
         ``Flicker8k_Dataset``), ``flickr30k/`` (``flickr30k-images``) and ``coco/`` (``val2014``);
         ``candidate_ids`` add ``#k`` (the ``Input.textk`` column); ``human`` is the 1–5 correctness.
 
