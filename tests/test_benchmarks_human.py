@@ -474,3 +474,21 @@ def test_errors_of_reused_corpus_readers_are_benchmark_errors(composite_dir, foi
     assert _error(load_composite, composite_dir).startswith(f"{csv8k}:2: not valid UTF-8")
     foil_files[0].write_bytes(b'{"images": [], "annotations": [\n{"caption": "\xff"}]}')
     assert _error(load_foil, foil_files[0]).startswith(f"{foil_files[0]}:2: not valid UTF-8")
+
+
+def test_table_with_the_real_flickr8k_rows_reproduces_clipscore_table_1(flickr8k_dir, benchmarks):
+    """The Flickr8k columns on the real files: BLEU-4 Expert τ-c 30.8 and CF τ-b 16.9 (CLIPScore, Hessel
+    et al. 2021, Table 1; PAC-S Table 1), next to the tiny Composite / Pascal-50S / FOIL files."""
+    import warnings
+
+    from corpora.flickr8k import load_flickr8k
+    from evaluation import flickr8k_cf_rows, flickr8k_expert_rows
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = load_flickr8k(flickr8k_dir)
+    res = benchmark_table({"BLEU-4": BLEU4}, {"flickr8k_expert": flickr8k_expert_rows(corpus),
+                                              "flickr8k_cf": flickr8k_cf_rows(corpus), **benchmarks})
+    row = format_benchmark_table(res).splitlines()[4].split()
+    assert row[:4] == ["BLEU-4", "30.8", "|", "16.9"]
+    assert res["benchmarks"]["flickr8k_expert"] == 16992 and res["benchmarks"]["flickr8k_cf"] == 47830
