@@ -1,4 +1,4 @@
-"""Pascal-50S (Vedantam et al. 2015, "CIDEr: Consensus-based image description evaluation", Sec. 5–6)
+"""Pascal-50S (Vedantam et al. 2015, "CIDEr: Consensus-based image description evaluation", CVPR)
 in its public release format, as read by CLIPScore (Hessel et al. 2021, Sec. 4 and App.;
 github.com/jmhessel/clipscore issue #4) and PAC-S (Sarto et al. 2023, Table 2).
 
@@ -36,7 +36,7 @@ from evaluation.correlation import PairwiseRecord
 __all__ = ["PASCAL50S_CATEGORIES", "PASCAL50S_PAIR_FILE", "PASCAL50S_CONSENSUS_FILE", "PASCAL50S_VOTES_PER_PAIR",
            "find_pascal50s_files", "load_pascal50s"]
 
-#: ``category`` value -> name (Vedantam et al. 2015, Sec. 6).
+#: ``category`` value -> name (Vedantam et al. 2015).
 PASCAL50S_CATEGORIES = {1: "HC", 2: "HI", 3: "HM", 4: "MM"}
 PASCAL50S_PAIR_FILE = "pair_pascal.mat"
 PASCAL50S_CONSENSUS_FILE = "consensus_pascal.mat"
