@@ -464,6 +464,19 @@ def test_table_keeps_the_other_cells_when_a_scorer_cannot_run_on_a_benchmark(ben
     assert format_benchmark_table(res).splitlines()[-1].startswith("error: BLEU-4 on foil: bleu: references[0]")
 
 
+def test_table_keeps_going_when_an_image_scorer_cannot_find_an_image(benchmarks):
+    features = {"COCO_val2014_000000391895.jpg": 1.0}                     # a scorer that knows one image
+
+    def image_score(image_ids, candidates, references):
+        return np.array([features[i] for i in image_ids])
+
+    res = benchmark_table({"length": LENGTH, "lookup": image_score}, benchmarks)
+    assert set(res["errors"]) == {"lookup on composite", "lookup on pascal50s", "lookup on foil"}
+    assert res["errors"]["lookup on pascal50s"] == "KeyError: '2008_000032.jpg'"
+    assert all(v is None for v in res["rows"]["lookup"].values())
+    assert all(v is not None for k, v in res["rows"]["length"].items() if not k.startswith("flickr8k"))
+
+
 def test_errors_of_reused_corpus_readers_are_benchmark_errors(composite_dir, foil_files):
     tok = composite_dir / "Flickr8k.token.txt"
     tok.write_text(tok.read_text() + "no tab on this line\n", encoding="utf-8")

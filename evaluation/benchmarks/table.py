@@ -122,16 +122,18 @@ def _benchmark_values(tag: str, data, scorer: PairScorer, seed: int, pascal: tup
 
 def _scorer_row(name: str, scorer: PairScorer, benchmarks: Mapping[str, object], seed: int,
                 pascal: tuple[int, int], errors: dict) -> dict:
-    """One scorer's row; a benchmark it cannot be run on (the protocol's ``ValueError``, e.g. a
-    reference-based metric on records without references) stays ``None`` and its message goes to
-    ``errors["<scorer> on <benchmark>"]``."""
+    """One scorer's row; a benchmark it cannot be run on stays ``None`` and its message goes to
+    ``errors["<scorer> on <benchmark>"]``: the protocol's ``ValueError`` (e.g. a reference-based metric
+    on records without references), a ``LookupError`` or ``OSError`` of a scorer that cannot find an
+    image (an image-based scorer given no loader for the benchmark's image folder)."""
     row = dict.fromkeys(_RESULT_KEYS)
     for tag in BENCHMARKS:
         if tag in benchmarks:
             try:
                 row.update(_benchmark_values(tag, benchmarks[tag], scorer, seed, pascal))
-            except ValueError as exc:
-                errors[f"{name} on {tag}"] = str(exc)
+            except (ValueError, LookupError, OSError) as exc:
+                errors[f"{name} on {tag}"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
+                    else str(exc)
     return row
 
 
@@ -160,9 +162,10 @@ def benchmark_table(scorers: Mapping[str, PairScorer], benchmarks: Mapping[str, 
         "pascal_draws"}``; the keys of a row are ``<flickr8k_expert|flickr8k_cf|composite>_tau_<b|c>``,
         ``pascal50s_<HC|HI|HM|MM|mean>`` (mean = mean of the categories present) and ``foil_<1|4>ref``;
         ``None`` where the benchmark was not given; ``"errors"``: ``{"<scorer> on <benchmark>": message}``
-        for each cell the protocol refused (a scorer that does not return one finite score per item, a
-        reference-based metric on items without references), whose values stay ``None`` while the
-        rest of the table is computed.
+        for each cell that could not be computed (a scorer that does not return one finite score per
+        item, a reference-based metric on items without references, an image-based scorer that cannot
+        find an image: ``ValueError``, ``LookupError``, ``OSError``), whose values stay ``None`` while
+        the rest of the table is computed.
 
     Raises
     ------
