@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from corpora.base import Caption, Corpus
 from corpora.scoring import ScoreMatrices
+from kernels.text.kernel import TextKernel
 
 VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 
@@ -45,8 +46,6 @@ class NearestNeighbour:
         self.variant, self.cache, self.show_progress = variant, cache, show_progress
 
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "NearestNeighbour":
-        from kernels.text.kernel import TextKernel
-
         self.train_ids = tuple(train_ids)
         if self.variant == "NN5_TRI":
             self.tk = TextKernel("TRI", 5, cache=self.cache, show_progress=self.show_progress)
