@@ -60,7 +60,7 @@ import math
 import re
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,11 +74,12 @@ from corpora.base import (
     CrowdJudgment,
     ExpertJudgment,
     ImageId,
-    _is_index,
     caption_id,
     decode_utf8,
+    is_caption_index,
 )
 from corpora.images import PathImageLoader
+from corpora.textfiles import check_unique, read_lines
 
 __all__ = [
     "BOGUS_IMAGE_ID", "IMAGE_DIR_NAMES", "TOKEN_FILE", "LEMMA_FILE", "SPLIT_FILES", "EXPERT_FILE",
@@ -107,24 +108,12 @@ _IMAGE_EXT = re.compile(rf".+\.{_EXTENSIONS}$", re.IGNORECASE)
 #: A line inside a multi-line CSV caption that looks like a record of its own (``<image file>,…``).
 _SWALLOWED_RECORD = re.compile(rf"[\r\n]\s*[^\s,]+\.{_EXTENSIONS}(#[0-9]+)?\s*,", re.IGNORECASE)
 #: A token-file caption number (``#0`` … ``#4``) left on an image id in captions.txt (ASCII digits, as
-#: :func:`corpora.base._is_index`: the token file refuses ``#٣``, and so does captions.txt).
+#: :func:`corpora.base.is_caption_index`: the token file refuses ``#٣``, and so does captions.txt).
 _CAPTION_NUMBER = re.compile(r"#[0-9]+$")
 _FRACTION_TOL = 0.01
 
 
 # ---------------------------------------------------------------------------------------- reading
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line_number, line)`` for every non-blank line, 1-based, without line ends.
-
-    Non-UTF-8 bytes raise :class:`CorpusError` naming the line of the first bad byte.
-    """
-    text = decode_utf8(path.read_bytes(), path)
-    # \r\n (Windows) and a bare \r (old Mac) end a line too: a caption never holds either
-    for i, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
-        if line.strip():
-            yield i, line
-
-
 @dataclass(frozen=True)
 class CaptionRecord:
     """One line of a caption file as stated there."""
@@ -136,17 +125,9 @@ class CaptionRecord:
     line: int
 
 
-def _check_unique(seen: dict, key, what: str, path: Path, ln: int) -> None:
-    """Record ``key`` as seen on line ``ln``; seen before: :class:`CorpusError` ``"<what> (first on line N)"``
-    naming both lines (duplicate caption ids, split entries, judgment rows)."""
-    if key in seen:
-        raise CorpusError(f"{what} (first on line {seen[key]})", path, ln)
-    seen[key] = ln
-
-
 def _parse_caption_id(cid: str, path: Path, line: int) -> tuple[str, int]:
     image_id, sep, k = cid.rpartition("#")
-    if not sep or not image_id or not _is_index(k) or image_id != image_id.strip():
+    if not sep or not image_id or not is_caption_index(k) or image_id != image_id.strip():
         raise CorpusError(f"malformed caption id {cid!r} (expected '<image>#<k>' with k a number)",
                           path, line)
     return image_id, int(k)
@@ -162,7 +143,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
     path = Path(path)
     out: list[CaptionRecord] = []
     seen: dict[tuple[str, int], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
             raise CorpusError("no TAB between caption id and caption", path, ln)
@@ -172,7 +153,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
         if not text:
             raise CorpusError(f"empty caption for {cid}", path, ln)
         # by (image, number): "x.jpg#0" and "x.jpg#00" are the same caption
-        _check_unique(seen, (image_id, k), f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, (image_id, k), f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, image_id, k, text, ln))
     return out
 
@@ -186,13 +167,13 @@ def parse_lemma_file(path: str | Path) -> dict[CaptionId, tuple[str, int]]:
     path = Path(path)
     out: dict[CaptionId, tuple[str, int]] = {}
     seen: dict[str, int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
             raise CorpusError("no TAB between caption id and lemmatised caption", path, ln)
         cid = cid.strip()
         _parse_caption_id(cid, path, ln)
-        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out[cid] = (" ".join(text.split()), ln)
     return out
 
@@ -202,11 +183,11 @@ def parse_split_file(path: str | Path) -> list[tuple[ImageId, int]]:
     path = Path(path)
     out: list[tuple[ImageId, int]] = []
     seen: dict[str, int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im = line.strip()
         if "\t" in im or " " in im:
             raise CorpusError(f"expected one image id per line, got {line!r}", path, ln)
-        _check_unique(seen, im, f"image {im} listed twice", path, ln)
+        check_unique(seen, im, f"image {im} listed twice", path, ln)
         out.append((im, ln))
     return out
 
@@ -237,10 +218,10 @@ def parse_expert_file(path: str | Path, known_images=None, known_captions=None) 
     path = Path(path)
     out: list[ExpertJudgment] = []
     seen: dict[tuple[str, str], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im, cid, *s = _split_row(line, 5, path, ln, "image, caption id, three expert scores")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
+        check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             scores = tuple(int(v) for v in s)
         except ValueError:
@@ -260,11 +241,11 @@ def parse_crowd_file(path: str | Path, known_images=None, known_captions=None) -
     path = Path(path)
     out: list[CrowdJudgment] = []
     seen: dict[tuple[str, str], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im, cid, frac_s, yes_s, no_s = _split_row(line, 5, path, ln, "image, caption id, fraction yes, "
                                                   "#yes, #no")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
+        check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             frac = float(frac_s)
             n_yes, n_no = int(yes_s), int(no_s)
@@ -339,7 +320,7 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
         k = int(stated.group()[1:]) if stated else counter[im]
         counter[im] = max(counter[im], k + 1)
         cid = caption_id(im, k)
-        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, im, k, cap, ln))
     return out
 
