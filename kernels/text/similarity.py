@@ -39,11 +39,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from corpora.base import file_signature
-from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource
+from corpora.nltk_resources import MissingResourceError, english_stopwords, english_wordnet, nltk_resource
 from kernels.text.ibm import IBMModel2
-from kernels.text.preprocess import (
-    TOKEN_RE, WN_POS, english_stopwords, is_noun_tag, is_verb_tag, is_word, lemmatizer,
-)
+from kernels.text.preprocess import TOKEN_RE, WN_POS, is_noun_tag, is_verb_tag, is_word, lemmatizer
 
 #: thresholds below which kernel entries are zeroed (Sec. 3.5)
 KAPPA_D_MIN = 0.01
