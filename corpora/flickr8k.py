@@ -1,3 +1,4 @@
+# Size (~650 lines): the parsers of the six Flickr8k text files and the loader that cross-checks them.
 """Flickr8k loader (Hodosh, Young & Hockenmaier 2013, "Framing Image Description as a Ranking Task",
 JAIR 47) – the standard text bundle and the Kaggle ``captions.txt`` variant.
 
@@ -452,15 +453,10 @@ def _warn(notes: list[str], msg: str) -> None:
     warnings.warn(msg, UserWarning, stacklevel=4)
 
 
-def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8kLayout, *,
-           with_images: bool, split_seed: int, name: str) -> Corpus:
-    notes: list[str] = []
-    by_image: dict[str, list[CaptionRecord]] = defaultdict(list)
-    for r in records:
-        by_image[r.image_id].append(r)
-    notes.append(f"{caption_path.name}: {len(records)} caption lines, {len(by_image)} image ids")
-
-    # ---- splits (official files, else seeded)
+def _read_splits(layout: Flickr8kLayout, by_image: Mapping[str, list[CaptionRecord]],
+                 caption_path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, Path, int]]]:
+    """The official split files found: ``{split: image ids}`` and each listed image's
+    ``(split, file, line)``; an image without captions or in two splits is a :class:`CorpusError`."""
     splits: dict[str, tuple[str, ...]] = {}
     owner: dict[str, tuple[str, Path, int]] = {}
     for s in ("train", "dev", "test"):
@@ -477,9 +473,13 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
             owner[im] = (s, p, ln)
             ids.append(im)
         splits[s] = tuple(ids)
-    official_splits = len(splits) == 3
+    return splits, owner
 
-    # ---- the bogus id: keep it in the raw parse, exclude it from the corpus
+
+def _bogus_ids(by_image: Mapping[str, list[CaptionRecord]], owner: Mapping, caption_path: Path,
+               notes: list[str]) -> list[str]:
+    """Image ids that name no image file and are in no split (kept in the raw parse, excluded from the
+    corpus, with a note); every id bogus (or none at all) is a :class:`CorpusError`."""
     bogus = sorted(im for im in by_image if _looks_bogus(im) and im not in owner)
     if not by_image:
         raise CorpusError("no caption lines", caption_path)
@@ -491,11 +491,14 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         _warn(notes, f"{caption_path.name}: image id {im!r} (lines {min(lines)}-{max(lines)}, "
                      f"{len(lines)} captions) names no image file and is in no split – a known quirk of "
                      "Flickr8k; excluded from the corpus (raw counts above include it)")
-    bogus_set = set(bogus)
-    image_ids = tuple(im for im in by_image if im not in bogus_set)
-    captions: dict[str, tuple[Caption, ...]] = {}
+    return bogus
 
-    # ---- lemmas, mapped by caption id
+
+def _captions_with_lemmas(image_ids: Sequence[str], by_image: Mapping[str, list[CaptionRecord]], bogus,
+                          layout: Flickr8kLayout, notes: list[str]) -> tuple[dict[str, tuple[Caption, ...]], set[str]]:
+    """Each image's captions in index order with their lemma lines (mapped by caption id), and the set of
+    caption ids; missing and unknown lemma lines are noted."""
+    captions: dict[str, tuple[Caption, ...]] = {}
     lemmas: dict[str, tuple[str, int]] = {}
     if layout.lemma_file is not None:
         lemmas = parse_lemma_file(layout.lemma_file)
@@ -519,17 +522,12 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         if extra:
             _warn(notes, f"{layout.lemma_file.name}: {len(extra)} lemma lines for unknown caption ids "
                          f"ignored (e.g. {extra[0]} on line {lemmas[extra[0]][1]})")
+    return captions, known_cids
 
-    if not official_splits:
-        if splits:
-            raise CorpusError(f"only some split files were found ({sorted(layout.split_files)}); provide "
-                              "all three Flickr_8k.{train,dev,test}Images.txt or none", layout.root)
-        splits = seeded_split(image_ids, split_seed)
-        _warn(notes, f"no split files found: made a seeded split (seed={split_seed}) of "
-                     f"{len(splits['train'])}/{len(splits['dev'])}/{len(splits['test'])} train/dev/test "
-                     "images – NOT the official Hodosh split, results are not comparable with the paper")
 
-    # ---- judgments
+def _judgments(layout: Flickr8kLayout, captions, known_cids, splits, official_splits: bool, notes: list[str]):
+    """``(expert, crowd, fixed pools)``: the judgment files found and, with the official split and the
+    CrowdFlower file, Hodosh's fixed test pool of judged captions."""
     expert = crowd = None
     if layout.expert_file is not None:
         expert = tuple(parse_expert_file(layout.expert_file, captions, known_cids))
@@ -545,10 +543,34 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         _warn(notes, f"{CROWD_FILE} not found: the test pool is one seeded caption per test image (not "
                      "Hodosh's 1,000 judged captions) and only original pairs are relevant, so S@k and "
                      "R-precision are not the paper's")
+    return expert, crowd, fixed
+
+
+def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8kLayout, *,
+           with_images: bool, split_seed: int, name: str) -> Corpus:
+    notes: list[str] = []
+    by_image: dict[str, list[CaptionRecord]] = defaultdict(list)
+    for r in records:
+        by_image[r.image_id].append(r)
+    notes.append(f"{caption_path.name}: {len(records)} caption lines, {len(by_image)} image ids")
+    splits, owner = _read_splits(layout, by_image, caption_path)   # official files, else seeded (below)
+    official_splits = len(splits) == 3
+    bogus = _bogus_ids(by_image, owner, caption_path, notes)
+    bogus_set = set(bogus)
+    image_ids = tuple(im for im in by_image if im not in bogus_set)
+    captions, known_cids = _captions_with_lemmas(image_ids, by_image, bogus, layout, notes)
+    if not official_splits:
+        if splits:
+            raise CorpusError(f"only some split files were found ({sorted(layout.split_files)}); provide "
+                              "all three Flickr_8k.{train,dev,test}Images.txt or none", layout.root)
+        splits = seeded_split(image_ids, split_seed)
+        _warn(notes, f"no split files found: made a seeded split (seed={split_seed}) of "
+                     f"{len(splits['train'])}/{len(splits['dev'])}/{len(splits['test'])} train/dev/test "
+                     "images – NOT the official Hodosh split, results are not comparable with the paper")
+    expert, crowd, fixed = _judgments(layout, captions, known_cids, splits, official_splits, notes)
     if layout.lemma_file is None and layout.kind == "standard":
         notes.append(f"{LEMMA_FILE} not found: the text kernels lemmatise the captions with NLTK's WordNet "
                      "lemmatiser instead")
-    # ---- images
     image_paths = loader = None
     if with_images:
         idir = layout.images_dir if layout.images_dir is not None else layout.root / IMAGE_DIR_NAMES[0]
@@ -557,7 +579,6 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
                          f"{layout.root}); image paths point to {idir}")
         image_paths = {im: idir / im for im in image_ids}
         loader = _image_loader(image_paths, name)
-
     return Corpus(name=name, image_ids=image_ids, captions=captions, splits=splits,
                   image_loader=loader, image_paths=image_paths, expert=expert, crowd=crowd,
                   fixed_pools=fixed, notes=notes)

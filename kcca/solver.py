@@ -1,3 +1,4 @@
+# Size (~850 lines): the exact and low-rank KCCA solvers share the kernel views, centring and n-sweeps of Eq. 3-4.
 """Kernel canonical correlation analysis (KCCA) from scratch: exact and low-rank solvers.
 
 Hodosh, Young & Hockenmaier (2013), Sec. 3.2.1, Eq. 3–4; Hardoon, Szedmak & Shawe-Taylor (2004).
