@@ -285,7 +285,9 @@ class TextKernel:
         if not self._fitted:
             raise RuntimeError("TextKernel: call fit(corpus, train_ids) first")
 
-    def _omega_of(self, ids: np.ndarray) -> np.ndarray:
+    def omega_of(self, ids: np.ndarray) -> np.ndarray:
+        """Word weights ``omega_w`` of word ids (Sec. 3.4.1: 1, ``lambda_w`` or ``sqrt(lambda_w)``); ids
+        ``>= V`` (words unseen in training) get the weight of an unseen word."""
         ids = np.asarray(ids)
         out = np.full(ids.shape, self.omega_unseen, dtype=np.float64)
         seen = ids < self.V
@@ -313,9 +315,9 @@ class TextKernel:
             rows = np.concatenate([np.full(len(d), i) for i, d in enumerate(docs)]) if docs else np.zeros(0, int)
             codes = np.concatenate(docs) if docs else np.zeros(0, int)
             codes = codes.astype(np.int64)
-            vals = self._omega_of(codes)
+            vals = self.omega_of(codes)
         else:
-            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self._omega_of)
+            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self.omega_of)
         return _tri.features_to_csr(rows.astype(np.int64), codes.astype(np.int64), vals, len(docs), columns)
 
     def _fit_features(self):
