@@ -377,8 +377,11 @@ def lin_kernel(processed, min_count: int = MIN_COUNT):
 
 
 # ------------------------------------------------------------------------------------ assembly
-def _combine(parts: dict, words: list[str], mode: str):
-    """Put component kernels on the union of their vocabularies and combine (``max`` or ``avg``)."""
+def combine_word_kernels(parts: dict, words: list[str], mode: str):
+    """Put component word kernels ``{name: (word ids, kernel)}`` on the union of their vocabularies and
+    combine them entrywise: ``"max"`` (Eq. 27, ``kappa_{S1,S2} = max(kappa_S1, kappa_S2)``) or ``"avg"``
+    (the mean of the components that cover a pair, as ``D_ext+ic``); diagonal 1.  Returns
+    ``(word ids, kernel)``."""
     wix = {w: i for i, w in enumerate(words)}
     union = sorted({int(i) for idx, _ in parts.values() for i in idx})
     if not union:
@@ -442,10 +445,10 @@ def build_word_kernel(tk) -> WordKernel:
     top: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for p in tk.sim_parts:
         if p == "D_ext+ic":
-            top[p] = _combine({"D_ic": comps["D_ic"], "D_ext": comps["D_ext"]}, words, "avg")
+            top[p] = combine_word_kernels({"D_ic": comps["D_ic"], "D_ext": comps["D_ext"]}, words, "avg")
         else:
             top[p] = comps[p]
-    idx, K = _combine(top, words, "max") if len(top) > 1 else top[tk.sim_parts[0]]
+    idx, K = combine_word_kernels(top, words, "max") if len(top) > 1 else top[tk.sim_parts[0]]
     allparts = dict(comps)
     allparts.update(top)
     return WordKernel(list(words), idx, K, allparts)
