@@ -171,7 +171,7 @@ class SystemRun:
     Attributes
     ----------
     name : canonical system name
-    test_matrices, dev_matrices : evaluation.ScoreMatrices over the test / dev pools
+    test_matrices, dev_matrices : corpora.scoring.ScoreMatrices over the test / dev pools
     config : dict (system config + chosen p, d and the selection summary)
     timings : dict of seconds per stage
     selection : SelectionResult of the chosen (p, d) (KCCA systems), else None

@@ -8,7 +8,7 @@ A test image ``i`` is represented by its nearest training image under the image 
 
 The one affinity matrix ``S[i, s] = f(i, s)`` yields **both** tasks (architecture contract): annotation
 ranks the captions of each row, search ranks the images of each column (``S.T``); ``scores()`` returns
-``evaluation.ScoreMatrices.from_affinity(S)``.
+``corpora.scoring.ScoreMatrices.from_affinity(S)``.
 
 Variants (Appendix B):
 
