@@ -179,8 +179,8 @@ class SystemRun:
     models : ``{κ: fitted KCCA}`` of the chosen (p, d) (KCCA systems; empty for NN), a
         :class:`LazyModels`.  Every model of the selection is ``models[κ]`` truncated to ``n``
         dimensions; :class:`~kcca.caption_metric.KCCACaptionMetric` uses them.  A model that is not in
-        memory (a run served from the cache, or after :meth:`release_models`) is fitted on first access
-        from the kernel decompositions kept in the :class:`~kcca.kernel_store.KernelStore`.
+        memory (a run served from the cache, or after :meth:`release_models`) is fitted on first access,
+        using the kernel decompositions kept in the :class:`~kcca.kernel_store.KernelStore`.
     """
 
     name: str
