@@ -221,9 +221,9 @@ def main(argv=None) -> int:
     log(f"subset {n_naive} × {n_naive} (3 features concatenated): naive {res['naive_gram_subset_s']} s, "
         f"fast {res['fast_gram_subset_s']} s (×{res['speedup']}), fast/numpy {res['fast_numpy_gram_subset_s']} s, "
         f"max |diff| {res['subset_max_abs_diff']:.1e}")
-    from kernels.image import _cext
+    from kernels.image import native
 
-    res["compiled_kernel"] = _cext.load() is not None
+    res["compiled_kernel"] = native.load() is not None
     res["peak_rss_mb"] = round(peak_rss_mb(), 1)
     log(f"peak RSS {res['peak_rss_mb']} MB")
     if args.json:

@@ -119,6 +119,7 @@ def main(argv=None) -> dict:
     from corpora.protocol import caption_pools, hodosh_pool
     from corpora.teaching import make_teaching_set
     from evaluation.ranking import evaluate_pool
+    from kcca.kernel_store import KernelStore
     from kcca.systems import run_system
 
     t0 = time.perf_counter()
@@ -129,12 +130,12 @@ def main(argv=None) -> dict:
     ts = first_train(make_teaching_set(seed=args.seed), args.n_train)
     dev = hodosh_pool(ts, "dev", seed=0)
     tests = [hodosh_pool(ts, "test", seed=0), *caption_pools(ts, "test")]
-    ik, tk = {}, {}
+    store = KernelStore()
     rp = {name: [] for name in SYSTEMS}
     per_q = {name: {t: [] for t in TASKS} for name in SYSTEMS}   # per-query R-precision, pool by pool
     for name in SYSTEMS:
         for pool in tests:   # the model is trained once; later pools reuse the cached decompositions
-            run = run_system(name, ts, seed=0, cache=cache, image_kernels=ik, text_kernels=tk,
+            run = run_system(name, ts, seed=0, cache=cache, store=store,
                              pools={"dev": dev, "test": pool}, pd_kappas=(1.0,), powers=(2,), diag_factors=(1.0,),
                              kcca_kwargs={"dtype": "float32", "jitter": "auto"})
             ev = evaluate_pool(run.test_matrices, pool)

@@ -77,7 +77,7 @@ def file_signature(path: str | Path) -> str:
     return f"file:{p.name}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _is_index(k: str) -> bool:
+def is_caption_index(k: str) -> bool:
     """A caption index: ASCII digits only (``str.isdigit`` also accepts '²', which ``int`` refuses)."""
     return k.isascii() and k.isdigit()
 
@@ -115,7 +115,7 @@ def caption_key_text(c: "Caption", *, pos: bool = True) -> str:
 def split_caption_id(cid: CaptionId) -> tuple[ImageId, int]:
     """Inverse of :func:`caption_id`; raises :class:`ValueError` on a malformed id."""
     image_id, sep, k = cid.rpartition("#")
-    if not sep or not image_id or not _is_index(k):
+    if not sep or not image_id or not is_caption_index(k):
         raise ValueError(f"malformed caption id {cid!r} (expected '<image>#<k>')")
     return image_id, int(k)
 

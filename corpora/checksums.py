@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from corpora.base import CorpusError
-# the image folders of the known layouts; the shared line reader (CRLF / CR / LF) and duplicate check
-from corpora.flickr8k import IMAGE_DIR_NAMES, _check_unique, _read_lines
+from corpora.flickr8k import IMAGE_DIR_NAMES   # the image folders of the known layouts
+from corpora.textfiles import check_unique, read_lines
 
 __all__ = ["ChecksumReport", "read_checksum_file", "md5_file", "verify_checksums"]
 
@@ -43,13 +43,13 @@ def read_checksum_file(path: str | Path) -> dict[str, tuple[str, str]]:
     path = Path(path)
     out: dict[str, tuple[str, str]] = {}
     seen: dict[str, int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         m = _LINE.match(line)
         if m is None:
             raise CorpusError(f"expected '<32 hex md5>  <path>', got {line[:80]!r}", path, ln)
         rel = m.group(2).strip()
         name = PurePosixPath(rel.replace("\\", "/")).name
-        _check_unique(seen, name, f"{name} listed twice", path, ln)
+        check_unique(seen, name, f"{name} listed twice", path, ln)
         out[name] = (m.group(1).lower(), rel)
     return out
 

@@ -1,3 +1,4 @@
+# Size (~650 lines): the parsers of the six Flickr8k text files and the loader that cross-checks them.
 """Flickr8k loader (Hodosh, Young & Hockenmaier 2013, "Framing Image Description as a Ranking Task",
 JAIR 47) – the standard text bundle and the Kaggle ``captions.txt`` variant.
 
@@ -60,7 +61,7 @@ import math
 import re
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,11 +75,12 @@ from corpora.base import (
     CrowdJudgment,
     ExpertJudgment,
     ImageId,
-    _is_index,
     caption_id,
     decode_utf8,
+    is_caption_index,
 )
 from corpora.images import PathImageLoader
+from corpora.textfiles import check_unique, read_lines
 
 __all__ = [
     "BOGUS_IMAGE_ID", "IMAGE_DIR_NAMES", "TOKEN_FILE", "LEMMA_FILE", "SPLIT_FILES", "EXPERT_FILE",
@@ -107,24 +109,12 @@ _IMAGE_EXT = re.compile(rf".+\.{_EXTENSIONS}$", re.IGNORECASE)
 #: A line inside a multi-line CSV caption that looks like a record of its own (``<image file>,…``).
 _SWALLOWED_RECORD = re.compile(rf"[\r\n]\s*[^\s,]+\.{_EXTENSIONS}(#[0-9]+)?\s*,", re.IGNORECASE)
 #: A token-file caption number (``#0`` … ``#4``) left on an image id in captions.txt (ASCII digits, as
-#: :func:`corpora.base._is_index`: the token file refuses ``#٣``, and so does captions.txt).
+#: :func:`corpora.base.is_caption_index`: the token file refuses ``#٣``, and so does captions.txt).
 _CAPTION_NUMBER = re.compile(r"#[0-9]+$")
 _FRACTION_TOL = 0.01
 
 
 # ---------------------------------------------------------------------------------------- reading
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line_number, line)`` for every non-blank line, 1-based, without line ends.
-
-    Non-UTF-8 bytes raise :class:`CorpusError` naming the line of the first bad byte.
-    """
-    text = decode_utf8(path.read_bytes(), path)
-    # \r\n (Windows) and a bare \r (old Mac) end a line too: a caption never holds either
-    for i, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
-        if line.strip():
-            yield i, line
-
-
 @dataclass(frozen=True)
 class CaptionRecord:
     """One line of a caption file as stated there."""
@@ -136,17 +126,9 @@ class CaptionRecord:
     line: int
 
 
-def _check_unique(seen: dict, key, what: str, path: Path, ln: int) -> None:
-    """Record ``key`` as seen on line ``ln``; seen before: :class:`CorpusError` ``"<what> (first on line N)"``
-    naming both lines (duplicate caption ids, split entries, judgment rows)."""
-    if key in seen:
-        raise CorpusError(f"{what} (first on line {seen[key]})", path, ln)
-    seen[key] = ln
-
-
 def _parse_caption_id(cid: str, path: Path, line: int) -> tuple[str, int]:
     image_id, sep, k = cid.rpartition("#")
-    if not sep or not image_id or not _is_index(k) or image_id != image_id.strip():
+    if not sep or not image_id or not is_caption_index(k) or image_id != image_id.strip():
         raise CorpusError(f"malformed caption id {cid!r} (expected '<image>#<k>' with k a number)",
                           path, line)
     return image_id, int(k)
@@ -162,7 +144,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
     path = Path(path)
     out: list[CaptionRecord] = []
     seen: dict[tuple[str, int], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
             raise CorpusError("no TAB between caption id and caption", path, ln)
@@ -172,7 +154,7 @@ def parse_token_file(path: str | Path) -> list[CaptionRecord]:
         if not text:
             raise CorpusError(f"empty caption for {cid}", path, ln)
         # by (image, number): "x.jpg#0" and "x.jpg#00" are the same caption
-        _check_unique(seen, (image_id, k), f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, (image_id, k), f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, image_id, k, text, ln))
     return out
 
@@ -186,13 +168,13 @@ def parse_lemma_file(path: str | Path) -> dict[CaptionId, tuple[str, int]]:
     path = Path(path)
     out: dict[CaptionId, tuple[str, int]] = {}
     seen: dict[str, int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         cid, tab, text = line.partition("\t")
         if not tab:
             raise CorpusError("no TAB between caption id and lemmatised caption", path, ln)
         cid = cid.strip()
         _parse_caption_id(cid, path, ln)
-        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out[cid] = (" ".join(text.split()), ln)
     return out
 
@@ -202,11 +184,11 @@ def parse_split_file(path: str | Path) -> list[tuple[ImageId, int]]:
     path = Path(path)
     out: list[tuple[ImageId, int]] = []
     seen: dict[str, int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im = line.strip()
         if "\t" in im or " " in im:
             raise CorpusError(f"expected one image id per line, got {line!r}", path, ln)
-        _check_unique(seen, im, f"image {im} listed twice", path, ln)
+        check_unique(seen, im, f"image {im} listed twice", path, ln)
         out.append((im, ln))
     return out
 
@@ -237,10 +219,10 @@ def parse_expert_file(path: str | Path, known_images=None, known_captions=None) 
     path = Path(path)
     out: list[ExpertJudgment] = []
     seen: dict[tuple[str, str], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im, cid, *s = _split_row(line, 5, path, ln, "image, caption id, three expert scores")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
+        check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             scores = tuple(int(v) for v in s)
         except ValueError:
@@ -260,11 +242,11 @@ def parse_crowd_file(path: str | Path, known_images=None, known_captions=None) -
     path = Path(path)
     out: list[CrowdJudgment] = []
     seen: dict[tuple[str, str], int] = {}
-    for ln, line in _read_lines(path):
+    for ln, line in read_lines(path):
         im, cid, frac_s, yes_s, no_s = _split_row(line, 5, path, ln, "image, caption id, fraction yes, "
                                                   "#yes, #no")
         _check_ids(im, cid, known_captions, known_images, path, ln)
-        _check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
+        check_unique(seen, (im, cid), f"pair ({im}, {cid}) is judged again", path, ln)
         try:
             frac = float(frac_s)
             n_yes, n_no = int(yes_s), int(no_s)
@@ -339,7 +321,7 @@ def parse_captions_csv(path: str | Path) -> list[CaptionRecord]:
         k = int(stated.group()[1:]) if stated else counter[im]
         counter[im] = max(counter[im], k + 1)
         cid = caption_id(im, k)
-        _check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
+        check_unique(seen, cid, f"duplicate caption id {cid}", path, ln)
         out.append(CaptionRecord(cid, im, k, cap, ln))
     return out
 
@@ -471,15 +453,10 @@ def _warn(notes: list[str], msg: str) -> None:
     warnings.warn(msg, UserWarning, stacklevel=4)
 
 
-def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8kLayout, *,
-           with_images: bool, split_seed: int, name: str) -> Corpus:
-    notes: list[str] = []
-    by_image: dict[str, list[CaptionRecord]] = defaultdict(list)
-    for r in records:
-        by_image[r.image_id].append(r)
-    notes.append(f"{caption_path.name}: {len(records)} caption lines, {len(by_image)} image ids")
-
-    # ---- splits (official files, else seeded)
+def _read_splits(layout: Flickr8kLayout, by_image: Mapping[str, list[CaptionRecord]],
+                 caption_path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, Path, int]]]:
+    """The official split files found: ``{split: image ids}`` and each listed image's
+    ``(split, file, line)``; an image without captions or in two splits is a :class:`CorpusError`."""
     splits: dict[str, tuple[str, ...]] = {}
     owner: dict[str, tuple[str, Path, int]] = {}
     for s in ("train", "dev", "test"):
@@ -496,9 +473,13 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
             owner[im] = (s, p, ln)
             ids.append(im)
         splits[s] = tuple(ids)
-    official_splits = len(splits) == 3
+    return splits, owner
 
-    # ---- the bogus id: keep it in the raw parse, exclude it from the corpus
+
+def _bogus_ids(by_image: Mapping[str, list[CaptionRecord]], owner: Mapping, caption_path: Path,
+               notes: list[str]) -> list[str]:
+    """Image ids that name no image file and are in no split (kept in the raw parse, excluded from the
+    corpus, with a note); every id bogus (or none at all) is a :class:`CorpusError`."""
     bogus = sorted(im for im in by_image if _looks_bogus(im) and im not in owner)
     if not by_image:
         raise CorpusError("no caption lines", caption_path)
@@ -510,11 +491,14 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         _warn(notes, f"{caption_path.name}: image id {im!r} (lines {min(lines)}-{max(lines)}, "
                      f"{len(lines)} captions) names no image file and is in no split – a known quirk of "
                      "Flickr8k; excluded from the corpus (raw counts above include it)")
-    bogus_set = set(bogus)
-    image_ids = tuple(im for im in by_image if im not in bogus_set)
-    captions: dict[str, tuple[Caption, ...]] = {}
+    return bogus
 
-    # ---- lemmas, mapped by caption id
+
+def _captions_with_lemmas(image_ids: Sequence[str], by_image: Mapping[str, list[CaptionRecord]], bogus,
+                          layout: Flickr8kLayout, notes: list[str]) -> tuple[dict[str, tuple[Caption, ...]], set[str]]:
+    """Each image's captions in index order with their lemma lines (mapped by caption id), and the set of
+    caption ids; missing and unknown lemma lines are noted."""
+    captions: dict[str, tuple[Caption, ...]] = {}
     lemmas: dict[str, tuple[str, int]] = {}
     if layout.lemma_file is not None:
         lemmas = parse_lemma_file(layout.lemma_file)
@@ -538,17 +522,12 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         if extra:
             _warn(notes, f"{layout.lemma_file.name}: {len(extra)} lemma lines for unknown caption ids "
                          f"ignored (e.g. {extra[0]} on line {lemmas[extra[0]][1]})")
+    return captions, known_cids
 
-    if not official_splits:
-        if splits:
-            raise CorpusError(f"only some split files were found ({sorted(layout.split_files)}); provide "
-                              "all three Flickr_8k.{train,dev,test}Images.txt or none", layout.root)
-        splits = seeded_split(image_ids, split_seed)
-        _warn(notes, f"no split files found: made a seeded split (seed={split_seed}) of "
-                     f"{len(splits['train'])}/{len(splits['dev'])}/{len(splits['test'])} train/dev/test "
-                     "images – NOT the official Hodosh split, results are not comparable with the paper")
 
-    # ---- judgments
+def _judgments(layout: Flickr8kLayout, captions, known_cids, splits, official_splits: bool, notes: list[str]):
+    """``(expert, crowd, fixed pools)``: the judgment files found and, with the official split and the
+    CrowdFlower file, Hodosh's fixed test pool of judged captions."""
     expert = crowd = None
     if layout.expert_file is not None:
         expert = tuple(parse_expert_file(layout.expert_file, captions, known_cids))
@@ -564,10 +543,34 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
         _warn(notes, f"{CROWD_FILE} not found: the test pool is one seeded caption per test image (not "
                      "Hodosh's 1,000 judged captions) and only original pairs are relevant, so S@k and "
                      "R-precision are not the paper's")
+    return expert, crowd, fixed
+
+
+def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8kLayout, *,
+           with_images: bool, split_seed: int, name: str) -> Corpus:
+    notes: list[str] = []
+    by_image: dict[str, list[CaptionRecord]] = defaultdict(list)
+    for r in records:
+        by_image[r.image_id].append(r)
+    notes.append(f"{caption_path.name}: {len(records)} caption lines, {len(by_image)} image ids")
+    splits, owner = _read_splits(layout, by_image, caption_path)   # official files, else seeded (below)
+    official_splits = len(splits) == 3
+    bogus = _bogus_ids(by_image, owner, caption_path, notes)
+    bogus_set = set(bogus)
+    image_ids = tuple(im for im in by_image if im not in bogus_set)
+    captions, known_cids = _captions_with_lemmas(image_ids, by_image, bogus, layout, notes)
+    if not official_splits:
+        if splits:
+            raise CorpusError(f"only some split files were found ({sorted(layout.split_files)}); provide "
+                              "all three Flickr_8k.{train,dev,test}Images.txt or none", layout.root)
+        splits = seeded_split(image_ids, split_seed)
+        _warn(notes, f"no split files found: made a seeded split (seed={split_seed}) of "
+                     f"{len(splits['train'])}/{len(splits['dev'])}/{len(splits['test'])} train/dev/test "
+                     "images – NOT the official Hodosh split, results are not comparable with the paper")
+    expert, crowd, fixed = _judgments(layout, captions, known_cids, splits, official_splits, notes)
     if layout.lemma_file is None and layout.kind == "standard":
         notes.append(f"{LEMMA_FILE} not found: the text kernels lemmatise the captions with NLTK's WordNet "
                      "lemmatiser instead")
-    # ---- images
     image_paths = loader = None
     if with_images:
         idir = layout.images_dir if layout.images_dir is not None else layout.root / IMAGE_DIR_NAMES[0]
@@ -576,7 +579,6 @@ def _build(records: Sequence[CaptionRecord], caption_path: Path, layout: Flickr8
                          f"{layout.root}); image paths point to {idir}")
         image_paths = {im: idir / im for im in image_ids}
         loader = _image_loader(image_paths, name)
-
     return Corpus(name=name, image_ids=image_ids, captions=captions, splits=splits,
                   image_loader=loader, image_paths=image_paths, expert=expert, crowd=crowd,
                   fixed_pools=fixed, notes=notes)

@@ -10,7 +10,10 @@ the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarit
 """
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
+
+from corpora.paths import ensure_nltk_data_path, network_problem
 
 __all__ = ["MissingResourceError", "find_resource", "nltk_resource", "english_wordnet", "english_stopwords",
            "ensure_pos_tagger"]
@@ -23,7 +26,7 @@ class MissingResourceError(LookupError):
 def find_resource(path: str):
     """``nltk.data.find(path)``, also finding a folder resource left zipped (``corpora/wordnet.zip``, as
     ``nltk.downloader`` leaves WordNet): NLTK looks inside the zip only for a path ending in ``/``."""
-    import nltk
+    import nltk  # heavy (seconds to import): imported only when an NLTK resource is needed
 
     try:
         return nltk.data.find(path)
@@ -41,9 +44,7 @@ def nltk_resource(path: str, package: str):
     if absent, downloads ``package`` only when the network is reachable, else raises
     :class:`MissingResourceError` naming what is missing and how to get it.
     """
-    import nltk
-
-    from corpora.paths import ensure_nltk_data_path, network_problem
+    import nltk  # heavy (seconds to import): imported only when an NLTK resource is needed
 
     ensure_nltk_data_path()
     try:
@@ -67,7 +68,7 @@ def nltk_resource(path: str, package: str):
 def english_stopwords() -> frozenset[str]:
     """NLTK's English stop-word list (179 words in NLTK 3.x), via :func:`nltk_resource`."""
     nltk_resource("corpora/stopwords", "stopwords")
-    from nltk.corpus import stopwords
+    from nltk.corpus import stopwords  # heavy (nltk): imported only when the list is needed
 
     return frozenset(w.lower() for w in stopwords.words("english"))
 
@@ -90,10 +91,8 @@ def english_wordnet():
     this reader skips it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers
     are identical (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available.
     """
-    import warnings
-
     root = nltk_resource("corpora/wordnet", "wordnet")
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader  # heavy (nltk): imported only when needed
 
     class EnglishWordNet(WordNetCorpusReader):
         def map_wn(self, version="wordnet"):

@@ -7,6 +7,7 @@ text bundle and a few JPEGs) and ``nltk_data/``.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 SHARED_ENV = "ITR_SHARED"
@@ -29,8 +30,6 @@ def network_problem(host: str, port: int = 443, timeout: float = 5.0) -> str | N
     HTTPS / ALL proxy is configured, which a direct connection cannot judge.  Checked before a download
     (NLTK resources, CLIP weights), so an offline machine fails in seconds instead of through a
     library's retries."""
-    import socket
-
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
         return None
     try:
@@ -46,7 +45,7 @@ def shared_nltk_dir() -> Path:
 
 def ensure_nltk_data_path() -> None:
     """Add ``$NLTK_DATA`` and the shared ``nltk_data`` folder to NLTK's search path (no download)."""
-    import nltk
+    import nltk  # heavy (seconds to import): imported only when an NLTK resource is needed
 
     for cand in (os.environ.get("NLTK_DATA"), str(shared_nltk_dir())):
         if cand and Path(cand).is_dir() and cand not in nltk.data.path:

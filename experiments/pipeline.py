@@ -493,22 +493,23 @@ def check_neural_options(args) -> None:
 
 # ---------------------------------------------------------------------------------------------- classical
 def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
-                  cache: DiskCache) -> tuple[dict[str, SystemOutput], dict]:
+                  cache: DiskCache) -> tuple[dict[str, SystemOutput], dict, object]:
     """Train every classical system (Hodosh Appendix B) and return its test score matrices.
 
-    Kernels, Gram matrices and KCCA decompositions are shared across systems (one fit per image kernel
-    kind, one per text kernel) and cached on disk.  Also returns the per-system run details (chosen
-    p, d, (n, κ) models, dev metrics) for ``results.json``.  To bound memory on Flickr8k, every
-    system's fitted KCCA models are released once its rankings exist, and a text kernel is dropped after
-    the last system that uses it unless :func:`kcca_pair_scorers` will need it (TRI5SEM's, and the best
-    system's by :func:`best_kcca_system`).
+    Kernels, Gram matrices and KCCA decompositions are shared across systems in one
+    :class:`~kcca.kernel_store.KernelStore` (one fit per image kernel kind, one per text kernel) and
+    cached on disk.  Returns ``(outputs, runs, store)``: the per-system run details (chosen p, d, (n, κ)
+    models, dev metrics) for ``results.json`` and the store :func:`kcca_pair_scorers` needs.  To bound
+    memory on Flickr8k, every system's fitted KCCA models are released once its rankings exist, and a
+    text kernel is dropped after the last system that uses it unless :func:`kcca_pair_scorers` will need
+    it (TRI5SEM's, and the best system's by :func:`best_kcca_system`).
     """
     from tqdm.auto import tqdm
 
+    from kcca.kernel_store import KernelStore
     from kcca.systems import get_system, run_system
 
-    image_kernels: dict = {}
-    text_kernels: dict = {}
+    store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
     # Default: image power p = 2 and text diagonal factor d = 1 fixed in advance for every kernel pair
@@ -532,9 +533,8 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     for i, name in enumerate(bar):
         bar.set_postfix_str(name)
         cfg = get_system(name)
-        r = run_system(name, corpus, seed=args.seed, cache=cache, image_kernels=image_kernels,
-                       text_kernels=text_kernels, pools=pools, show_progress=not args.no_progress,
-                       skip_missing_images=args.skip_missing_images, **extra)
+        r = run_system(name, corpus, store=store, seed=args.seed, cache=cache, pools=pools,
+                       show_progress=not args.no_progress, skip_missing_images=args.skip_missing_images, **extra)
         family = "baseline" if cfg.model == "nn" else "classical"
         outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices,
                                        config=_jsonable(r.config))
@@ -547,11 +547,11 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
             needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts}
             for t, last in last_use.items():
                 if last <= i and t not in needed:
-                    text_kernels.pop(("text", t), None)
+                    store.drop_text(t)
     from kernels.text.preprocess import clear_preprocess_memo
 
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
-    return outputs, runs, image_kernels, text_kernels
+    return outputs, runs, store
 
 
 def best_kcca_system(r10: Mapping[str, float]) -> str | None:
@@ -560,11 +560,12 @@ def best_kcca_system(r10: Mapping[str, float]) -> str | None:
     return max(r10, key=lambda n: (r10[n], n)) if r10 else None
 
 
-def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_kernels: dict,
-                      systems_json: Mapping) -> dict[str, Callable]:
+def kcca_pair_scorers(corpus: Corpus, runs: Mapping, store, systems_json: Mapping) -> dict[str, Callable]:
     """The KCCA affinity f(i, s) (Hodosh Eq. 4) as a caption metric, for TRI5SEM and the best classical
-    system (single best (n, κ) model on dev; see :func:`kcca.systems.pair_scorer`)."""
-    from kcca.systems import get_system, pair_scorer
+    system (single best (n, κ) model on dev; see :class:`kcca.caption_metric.KCCACaptionMetric`), over
+    the :class:`~kcca.kernel_store.KernelStore` ``store`` that :func:`run_classical` returned."""
+    from kcca.caption_metric import KCCACaptionMetric
+    from kcca.systems import get_system
 
     kcca_runs = [n for n in runs if get_system(n).model == "kcca"]
     if not kcca_runs:
@@ -573,17 +574,12 @@ def kcca_pair_scorers(corpus: Corpus, runs: Mapping, image_kernels: dict, text_k
     chosen = [n for n in dict.fromkeys(["TRI5SEM", best]) if n in kcca_runs]
     out = {}
     for n in chosen:
-        if ("text", get_system(n).text) not in text_kernels:
+        if not store.has_text(get_system(n).text):
             # run_classical keeps the text kernels of the systems chosen here (same rule); a caller that
-            # passes other dicts gets a warning instead of an error at the end of a long run
+            # passes another store gets a warning instead of an error at the end of a long run
             log.warning("KCCA f(i,s) [%s]: its text kernel is no longer in memory; not scored", n)
             continue
-        fn = pair_scorer(runs[n], corpus, image_kernels=image_kernels, text_kernels=text_kernels, criterion="R@1")
-        ie = image_kernels.get(("image", get_system(n).image_kind), {})
-        books = ie["kernel"].codebook_digests() if "kernel" in ie else None
-        fn.identity = {"kcca": _jsonable(getattr(fn, "model", {})), "config": _jsonable(runs[n].config),
-                       "train": list(corpus.split("train")), "codebooks": books}
-        out[f"KCCA f(i,s) [{n}]"] = fn
+        out[f"KCCA f(i,s) [{n}]"] = KCCACaptionMetric(runs[n], corpus, store=store, criterion="R@1")
     return out
 
 
@@ -1172,8 +1168,8 @@ def run(args) -> dict[str, Path]:
             corpus.notes.append(msg)
         outputs: dict[str, SystemOutput] = {}
         with timer.stage("classical systems (kernels, KCCA, NN)", 3, total):
-            classical, runs, image_kernels, text_kernels = (
-                run_classical(corpus, pools, systems_run, args, cache) if systems_run else ({}, {}, {}, {}))
+            classical, runs, kernel_store = (
+                run_classical(corpus, pools, systems_run, args, cache) if systems_run else ({}, {}, None))
             outputs.update(classical)
         with timer.stage("neural scorers (CLIP family)", 4, total):
             neural_out, pair_scorers, specificity, neural_prov = neural_stage(corpus, pools, neural_run, args,
@@ -1184,7 +1180,7 @@ def run(args) -> dict[str, Path]:
                 outputs, pools["test"], permutations=args.permutations, seed=args.seed, cache=cache,
                 reference_system=reference_name)
         with timer.stage("human correlation", 6, total):
-            kcca_scorers = kcca_pair_scorers(corpus, runs, image_kernels, text_kernels, systems_json)
+            kcca_scorers = kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
             scorers = {**ngram_scorers(), **pair_scorers, **kcca_scorers}
             human = human_correlation_table(corpus, scorers, image_based=set(pair_scorers) | set(kcca_scorers),
                                             cache=cache)

@@ -2,10 +2,15 @@
 
 * :mod:`kcca.solver` – exact and low-rank (incomplete Cholesky) KCCA, Eq. 3–4, sweeps over n;
 * :mod:`kcca.selection` – dev-set model selection over (n, κ) and Borda ensembles;
-* :mod:`kcca.systems` – the named systems of Appendix B (Tables 11–12) and ``run_system``.
+* :mod:`kcca.kernel_store` – the fitted kernels, Gram rows and decompositions shared by the systems;
+* :mod:`kcca.systems` – the named systems of Appendix B (Tables 11–12) and ``run_system``;
+* :mod:`kcca.run_cache` – the on-disk cache of system runs;
+* :mod:`kcca.caption_metric` – a trained system's affinity (Eq. 4) as a caption metric.
 
 See ``docs/kcca.md``.
 """
+from kcca.caption_metric import KCCACaptionMetric, pair_scorer
+from kcca.kernel_store import ImageKernelEntry, KernelStore, TextKernelEntry
 from kcca.selection import (
     PAPER_KAPPAS, SelectionResult, SweepTable, choose_power_and_diag, fit_models, scale_diagonal,
     select_and_ensemble, sweep_dev,
@@ -20,4 +25,5 @@ __all__ = [
     "PAPER_KAPPAS", "SelectionResult", "SweepTable", "select_and_ensemble", "sweep_dev", "fit_models",
     "choose_power_and_diag", "scale_diagonal", "KernelView", "decompose",
     "SYSTEMS", "PAPER_TABLE_ORDER", "SystemRun", "canonical_name", "get_system", "run_system",
+    "KernelStore", "ImageKernelEntry", "TextKernelEntry", "KCCACaptionMetric", "pair_scorer",
 ]

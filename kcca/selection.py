@@ -16,8 +16,8 @@ The paper's procedure, per kernel pair:
    used once per list, so it carries that much more weight; this keeps the paper's count of 15).  Ties
    on the criterion are broken by the lower mean rank of the gold item, then the smaller ``n``, then the
    smaller κ (documented and deterministic).
-4. Combine the 15 models' test rankings with the evaluator's Borda count
-   (:func:`evaluation.borda`, ties by median rank).
+4. Combine the 15 models' test rankings with the Borda count
+   (:func:`corpora.scoring.borda`, ties by median rank).
 
 Ranks follow the evaluator's pessimistic tie policy: ``rank = 1 + #{j ≠ gold : s_j ≥ s_gold}``,
 computed on the same float32 matrices the ensembles use.
@@ -113,9 +113,9 @@ class SelectionResult:
 
     Attributes
     ----------
-    test_matrices : evaluation.ScoreMatrices or None
+    test_matrices : corpora.scoring.ScoreMatrices or None
         Borda fusion of the chosen models on the test pool (annotation (N, M), search (M, N)).
-    dev_matrices : evaluation.ScoreMatrices or None
+    dev_matrices : corpora.scoring.ScoreMatrices or None
         The same ensembles on the dev pool (optimistic: chosen on dev); None with ``ensembles=False``.
     chosen : dict task -> list of ChosenModel (15 each by default)
     table : SweepTable (dev metrics of every setting)

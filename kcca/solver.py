@@ -1,3 +1,4 @@
+# Size (~850 lines): the exact and low-rank KCCA solvers share the kernel views, centring and n-sweeps of Eq. 3-4.
 """Kernel canonical correlation analysis (KCCA) from scratch: exact and low-rank solvers.
 
 Hodosh, Young & Hockenmaier (2013), Sec. 3.2.1, Eq. 3–4; Hardoon, Szedmak & Shawe-Taylor (2004).
@@ -81,6 +82,7 @@ Hodosh's Eq. 4 score is the cosine of the projections onto the top ``n`` directi
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -88,6 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "KCCA", "KernelSource", "KernelView", "decompose", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
@@ -307,21 +310,11 @@ def incomplete_cholesky(
 def _blas_threads(n: int | None):
     """Context limiting BLAS/LAPACK threads to ``n`` (``None``: leave the library default)."""
     if n is None:
-        import contextlib
-
         return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
     return threadpool_limits(limits=int(n), user_api="blas")
 
 
 def _single_blas_thread():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
-        import contextlib
-
-        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 

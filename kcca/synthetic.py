@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from corpora.base import Caption, RankingPool
+
 __all__ = ["TwoViewData", "make_two_view", "rbf_kernel", "median_gamma", "toy_pool"]
 
 
@@ -65,8 +67,6 @@ def make_two_view(n: int, *, q: int = 3, dx: int = 20, dy: int = 15, noise: floa
 def toy_pool(n: int, split: str = "dev"):
     """A Hodosh-protocol :class:`~corpora.base.RankingPool` for ``n`` paired synthetic items (item ``i``'s
     caption is caption ``i``; only originals are relevant)."""
-    from corpora.base import Caption, RankingPool
-
     ids = tuple(f"im{i}" for i in range(n))
     cids = tuple(f"im{i}#0" for i in range(n))
     caps = tuple(Caption(id=c, image_id=i, index=0, text=f"item {i}") for i, c in zip(ids, cids))

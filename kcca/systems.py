@@ -14,33 +14,38 @@ pyramid kernel.
 
 Sharing across systems
 ----------------------
-``image_kernels`` (a dict the caller keeps across calls) holds the fitted :class:`ImageKernel` per
-kind, its per-feature Gram matrices per split and the κ-independent KCCA decomposition of every
-(kind, power) — computed once for the whole grid.  ``text_kernels`` does the same for text kernels
-(fitted :class:`TextKernel`, query rows, decompositions per diagonal factor).  Everything expensive
-is also cached on disk through the kernels' own ``DiskCache``.
+A :class:`~kcca.kernel_store.KernelStore` (one per corpus and training split, kept by the caller across
+calls) holds the fitted :class:`ImageKernel` per kind, its per-feature Gram matrices per split and the
+κ-independent KCCA decomposition of every (kind, power) — computed once for the whole grid — and the same
+for text kernels (fitted :class:`TextKernel`, query rows, decompositions per diagonal factor).
+Everything expensive is also cached on disk through the kernels' own ``DiskCache``, and a KCCA system's
+whole search through :mod:`kcca.run_cache`.  The KCCA affinity of a trained system as a caption metric
+is :class:`kcca.caption_metric.KCCACaptionMetric`.
 """
 from __future__ import annotations
 
-import contextlib
+import functools
 import re
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
-from corpora.scoring import ScoreMatrices
+from corpora.protocol import hodosh_pool, train_items
+from kcca.kernel_store import KernelStore
+from kcca.run_cache import RUN_CACHE_NAMESPACE, run_cache_key, run_from_arrays, run_to_arrays
 from kcca.selection import (
     CRITERIA, DEFAULT_DIAG_FACTORS, PAPER_KAPPAS, PAPER_POWERS, SelectionResult, fit_models,
     select_and_ensemble,
 )
-from kcca.solver import decompose, log_spaced_ns
+from kcca.solver import log_spaced_ns
+from kernels.text.nn import NearestNeighbour
 
 __all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "split_system_list", "get_system",
            "list_systems", "system_names",
-           "SystemRun", "run_system", "dev_score", "pair_scorer"]
+           "SystemRun", "run_system", "dev_score", "LazyModels", "SearchGrid", "SystemViews", "PowerDiagSearch"]
 
 
 @dataclass(frozen=True)
@@ -166,15 +171,16 @@ class SystemRun:
     Attributes
     ----------
     name : canonical system name
-    test_matrices, dev_matrices : evaluation.ScoreMatrices over the test / dev pools
+    test_matrices, dev_matrices : corpora.scoring.ScoreMatrices over the test / dev pools
     config : dict (system config + chosen p, d and the selection summary)
     timings : dict of seconds per stage
     selection : SelectionResult of the chosen (p, d) (KCCA systems), else None
     grid : list of dev records, one per (p, d) tried (KCCA systems)
-    models : ``{κ: fitted KCCA}`` of the chosen (p, d) (KCCA systems; empty for NN).  Every model of
-        the selection is ``models[κ]`` truncated to ``n`` dimensions; :func:`pair_scorer` uses them.
-        A model that is not in memory (a run served from the cache, or after :meth:`release_models`) is
-        fitted on first access from the kernel decompositions kept in the shared kernel dicts.
+    models : ``{κ: fitted KCCA}`` of the chosen (p, d) (KCCA systems; empty for NN), a
+        :class:`LazyModels`.  Every model of the selection is ``models[κ]`` truncated to ``n``
+        dimensions; :class:`~kcca.caption_metric.KCCACaptionMetric` uses them.  A model that is not in
+        memory (a run served from the cache, or after :meth:`release_models`) is fitted on first access,
+        using the kernel decompositions kept in the :class:`~kcca.kernel_store.KernelStore`.
     """
 
     name: str
@@ -187,8 +193,8 @@ class SystemRun:
     models: Mapping = field(default_factory=dict)
 
     def release_models(self) -> None:
-        """Drop the fitted KCCA models to free memory; :func:`pair_scorer` (or any access to
-        ``models[κ]``) refits the one it needs.  Each model holds two ``r × n`` direction matrices
+        """Drop the fitted KCCA models to free memory; a caption metric (or any access to ``models[κ]``)
+        refits the one it needs.  Each model holds two ``r × n`` direction matrices
         (float64); the four κ of a system took about 1 GB at Flickr8k's 6,000 training items, so a run
         of many systems keeps only what it still uses (docs/kcca.md, "Memory across systems")."""
         release = getattr(self.models, "release", None)
@@ -202,181 +208,27 @@ def dev_score(result: SelectionResult) -> float:
                           for t in ("annotation", "search")]))
 
 
-# ----------------------------------------------------------------------------- shared kernels
-def _image_entry(image_kernels: dict, kind: str, corpus, train_ids, seed, cache, show_progress, image_kwargs):
-    from kernels.image import ImageKernel
-
-    key = ("image", kind)
-    if key not in image_kernels:
-        ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
-                         **(image_kwargs or {}))
-        # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
-        peers = [e["kernel"] for k, e in image_kernels.items()
-                 if k[0] == "image" and e["train_ids"] == tuple(train_ids)]
-        ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
-        image_kernels[key] = {"kernel": ik, "train_ids": tuple(train_ids), "feature_grams": {},
-                              "views": {}, "combined": {}}
-    entry = image_kernels[key]
-    if entry["train_ids"] != tuple(train_ids):
-        raise ValueError("image_kernels was filled for a different training set; use a fresh dict per "
-                         "corpus / training split")
-    return entry
-
-
-def _image_rows(entry: dict, split: str, ids, power: int) -> np.ndarray:
-    """Combined image kernel (Eq. 6, power p) of ``ids`` against the training images (``split="train"``:
-    the training Gram)."""
-    from kernels.image import combine_kernels
-
-    rows_key = "train" if split == "train" else (split, tuple(ids))   # keyed by the ids, not the name
-    ck = (rows_key, int(power))
-    if ck not in entry["combined"]:
-        if rows_key not in entry["feature_grams"]:
-            cols = None if split == "train" else list(entry["train_ids"])
-            rows = list(entry["train_ids"]) if split == "train" else list(ids)
-            entry["feature_grams"][rows_key] = entry["kernel"].feature_grams(rows, cols)
-        entry["combined"][ck] = combine_kernels(entry["feature_grams"][rows_key], int(power))
-    return entry["combined"][ck]
-
-
-def _text_entry(text_kernels: dict, text_name: str, corpus, train_ids, seed, cache, show_progress, text_kwargs):
-    from kernels.text import TextKernel
-
-    key = ("text", text_name)
-    if key not in text_kernels:
-        tk = TextKernel.from_name(text_name, seed=seed, cache=cache, show_progress=show_progress,
-                                  **(text_kwargs or {}))
-        tk.fit(corpus, list(train_ids))
-        text_kernels[key] = {"kernel": tk, "train_ids": tuple(train_ids), "queries": {}, "views": {}}
-    entry = text_kernels[key]
-    if entry["train_ids"] != tuple(train_ids):
-        raise ValueError("text_kernels was filled for a different training set; use a fresh dict per "
-                         "corpus / training split")
-    return entry
-
-
-def _text_train(entry: dict, d: float) -> np.ndarray:
-    tk = entry["kernel"]
-    tk.diag = float(d)
-    return tk.gram_train()
-
-
-def _text_queries(entry: dict, split: str, captions) -> np.ndarray:
-    key = (split, tuple(c.id for c in captions))
-    if key not in entry["queries"]:
-        entry["queries"][key] = entry["kernel"].gram_queries(list(captions))
-    return entry["queries"][key]
-
-
+# ------------------------------------------------------------------------------------ run: steps
 def _default_pools(corpus, seed, skip_missing_images):
-    from corpora.protocol import hodosh_pool
-
     return {s: hodosh_pool(corpus, s, seed=seed, skip_missing_images=skip_missing_images)
             for s in ("dev", "test")}
 
 
-# ------------------------------------------------------------------------------------ run
-#: Bumped whenever the cached content of a KCCA system run changes meaning.
-_RUN_CACHE_VERSION = 1
-
-
-def _digest(items) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(map(str, items)).encode("utf-8")).hexdigest()
-
-
-def _pool_digest(pool) -> str:
-    return _digest([*pool.image_ids, "|", *pool.caption_ids, "|",
-                    *np.asarray(pool.gold_caption).tolist(), "|", *np.asarray(pool.gold_image).tolist()])
-
-
-@contextlib.contextmanager
-def _warnings_naming(what: str):
-    """Re-issue the warnings raised inside (e.g. KCCA's "not positive semidefinite") with ``what``
-    (which kernel) in front, so a log line says where it comes from."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        warnings.warn(f"{what}: {w.message}", w.category, stacklevel=3)
-
-
-def _codebooks_digest(kernel) -> dict | None:
-    """:meth:`~kernels.image.ImageKernel.codebook_digests` of a fitted image kernel (``None`` for objects
-    without one, e.g. test doubles)."""
-    fn = getattr(kernel, "codebook_digests", None)
-    return fn() if fn is not None else None
-
-
-def _images_digest(corpus, id_lists) -> str | None:
-    """:meth:`~corpora.base.Corpus.images_fingerprint` of each list of image ids (``None`` for objects
-    without one, e.g. test doubles), so a replaced image file gives a new run key."""
-    fp = getattr(corpus, "images_fingerprint", None)
-    return None if fp is None else _digest([fp(list(ids)) for ids in id_lists])
-
-
-def _json_default(o):
-    if isinstance(o, (np.integer, np.floating)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _run_to_arrays(res: SelectionResult, grid: list, p: int, d: float, score: float) -> dict:
-    """A KCCA system run as plain arrays (the DiskCache stores npz, never pickles)."""
-    import json
-
-    t = res.table
-    meta = {"p": int(p), "d": float(d), "score": float(score), "grid": grid,
-            "chosen": {task: [c.as_dict() for c in cs] for task, cs in res.chosen.items()},
-            "kappas": [float(k) for k in t.kappas], "ns": [int(n) for n in t.ns], "columns": list(t.columns),
-            "ns_by_kappa": [[float(k), [int(n) for n in v]] for k, v in t.ns_by_kappa.items()],
-            "tasks": list(t.metrics), "corr_kappas": [float(k) for k in res.correlations],
-            "timings": {k: float(v) for k, v in res.timings.items()},
-            "has_test": res.test_matrices is not None, "has_dev": res.dev_matrices is not None}
-    out = {"meta": np.array(json.dumps(meta, default=_json_default))}
-    for split, m in (("test", res.test_matrices), ("dev", res.dev_matrices)):
-        if m is not None:
-            out[f"{split}::annotation"], out[f"{split}::search"] = m.annotation, m.search
-    for k, task in enumerate(t.metrics):
-        out[f"metrics::{k}"] = t.metrics[task]
-    for k, c in enumerate(res.correlations.values()):
-        out[f"corr::{k}"] = np.asarray(c)
-    return out
-
-
-def _run_from_arrays(arrays) -> tuple[SelectionResult, list, int, float, float]:
-    import json
-
-    from kcca.selection import ChosenModel, SweepTable
-
-    meta = json.loads(str(np.asarray(arrays["meta"])))
-    mats = {s: ScoreMatrices(annotation=np.asarray(arrays[f"{s}::annotation"]),
-                             search=np.asarray(arrays[f"{s}::search"]))
-            for s in ("test", "dev") if meta[f"has_{s}"]}
-    table = SweepTable(kappas=tuple(meta["kappas"]), ns=tuple(meta["ns"]),
-                       metrics={task: np.asarray(arrays[f"metrics::{k}"]) for k, task in enumerate(meta["tasks"])},
-                       ns_by_kappa={float(k): tuple(v) for k, v in meta["ns_by_kappa"]},
-                       columns=tuple(meta["columns"]))
-    chosen = {task: [ChosenModel(**c) for c in cs] for task, cs in meta["chosen"].items()}
-    corr = {float(k): np.asarray(arrays[f"corr::{i}"]) for i, k in enumerate(meta["corr_kappas"])}
-    res = SelectionResult(test_matrices=mats.get("test"), dev_matrices=mats.get("dev"), chosen=chosen,
-                          table=table, correlations=corr, timings=dict(meta["timings"]))
-    return res, meta["grid"], int(meta["p"]), float(meta["d"]), float(meta["score"])
-
-
-class _LazyModels(Mapping):
+class LazyModels(Mapping):
     """``{κ: fitted KCCA}`` whose models are fitted on first access (a cached run keeps no models).
 
     ``done`` holds models already fitted (a fresh run keeps those of its selection); :meth:`release`
-    drops them, and a later access refits from the shared kernel decompositions (the same numbers)."""
+    drops them, and a later access refits from the kernel store's decompositions (the same numbers)."""
 
     def __init__(self, kappas: tuple[float, ...], fit: Callable[[float], object],
                  done: Mapping[float, object] | None = None):
         self._kappas, self._fit = kappas, fit
         self._done = {float(k): m for k, m in (done or {}).items()}
+
+    @property
+    def fitted(self) -> Mapping[float, object]:
+        """The models in memory now, ``{κ: KCCA}`` (read-only)."""
+        return MappingProxyType(self._done)
 
     def release(self) -> None:
         """Forget the fitted models (each holds ``r × n`` direction matrices per view)."""
@@ -397,9 +249,168 @@ class _LazyModels(Mapping):
         return len(self._kappas)
 
 
+@dataclass(frozen=True, eq=False)
+class SearchGrid:
+    """What :func:`run_system` searches for a KCCA system (see its parameters).
+
+    ``powers`` / ``diags`` are the (p, d) candidates (one each when fixed), ``search_kappas`` the κ used
+    to compare them, ``kcca`` the solver settings (``{"solver": …, **kcca_kwargs}``)."""
+
+    kappas: tuple
+    ns: Sequence[int]
+    powers: list[int]
+    diags: list[float]
+    search_kappas: tuple
+    top: int
+    criteria: Sequence[str]
+    kcca: dict
+
+    @property
+    def solver(self) -> str:
+        return self.kcca["solver"]
+
+    @property
+    def decompose_kwargs(self) -> dict:
+        """The settings :func:`kcca.solver.decompose` takes."""
+        return {k: self.kcca[k] for k in ("center", "jitter", "eta", "max_rank", "dtype") if k in self.kcca}
+
+    @property
+    def fit_kwargs(self) -> dict:
+        """The settings :func:`kcca.selection.fit_models` takes."""
+        return {k: v for k, v in self.kcca.items() if k not in ("eta", "max_rank")}
+
+    @property
+    def single(self) -> bool:
+        """Only one (p, d) pair: no search."""
+        return len(self.powers) * len(self.diags) == 1
+
+
+@dataclass(frozen=True, eq=False)
+class SystemViews:
+    """The KCCA decompositions of one system's kernels, looked up in the store on every call (not kept):
+    :attr:`SystemRun.models` keeps this object for refits, and a caller that drops a text kernel no later
+    system needs (the main job does) must free its Grams and decompositions."""
+
+    store: KernelStore
+    cfg: SystemConfig
+    grid: SearchGrid
+    timings: dict
+
+    def __call__(self, p: int, d: float):
+        """``(image view at power p, text view with diagonal factor d)``."""
+        cfg = self.cfg
+        if not self.store.has_image(cfg.image_kind) or not self.store.has_text(cfg.text):
+            raise KeyError(f"{cfg.name}: the {cfg.image_kind!r} image kernel or the {cfg.text!r} text kernel is "
+                           "no longer in the kernel store; its KCCA models cannot be refitted")
+        t = time.perf_counter()
+        kw = self.grid.decompose_kwargs
+        vx = self.store.image_view(cfg.image_kind, p, solver=self.grid.solver, **kw)
+        vy = self.store.text_view(cfg.text, d, solver=self.grid.solver, **kw)
+        self.timings["decompose"] += time.perf_counter() - t
+        return vx, vy
+
+    def refit(self, p: int, d: float, kappa: float):
+        """The KCCA model of regulariser ``kappa`` at (p, d), fitted from the decompositions."""
+        return fit_models(*self(p, d), (kappa,), **self.grid.fit_kwargs)[kappa]
+
+
+class PowerDiagSearch:
+    """The KCCA part of :func:`run_system` (Hodosh et al. 2013, Sec. 4.1.3): compare the (p, d) pairs on
+    dev without ensembles, then the chosen pair's full (n, κ) selection with Borda ensembles."""
+
+    def __init__(self, views: SystemViews, pools: Mapping[str, object]):
+        self.views, self.pools = views, pools
+        self.store, self.cfg, self.grid, self.timings = views.store, views.cfg, views.grid, views.timings
+        self.final_models: dict[float, object] = {}
+        self._text_rows: dict[str, np.ndarray] = {}
+
+    def select(self, p: int, d: float, kappas, final_run: bool) -> SelectionResult:
+        """The (n, κ) selection at (p, d); ``final_run``: with test scores and Borda ensembles, and the
+        fitted models kept in :attr:`final_models`."""
+        vx, vy = self.views(p, d)
+        t = time.perf_counter()
+        cfg, pools = self.cfg, self.pools
+        if not self._text_rows:
+            self._text_rows.update({s: self.store.text_queries(cfg.text, s, pools[s].captions)
+                                    for s in ("dev", "test")})
+        Ky_rows = self._text_rows
+        Kx_rows = {s: self.store.image_rows(cfg.image_kind, s, pools[s].image_ids, p) for s in ("dev", "test")}
+        models = fit_models(vx, vy, kappas, **self.grid.fit_kwargs)
+        res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
+                                  test=(Kx_rows["test"], Ky_rows["test"]) if final_run else None,
+                                  kappas=kappas, ns=self.grid.ns, top=self.grid.top, criteria=self.grid.criteria,
+                                  models=models, ensembles=final_run)
+        self.timings["select"] += time.perf_counter() - t
+        if final_run:
+            self.final_models.clear()
+            self.final_models.update({float(k): m for k, m in models.items()})
+        return res
+
+    def search(self) -> tuple[list[dict], int, float]:
+        """The dev records of every (p, d) pair and the best pair (ties → smaller p, then smaller d, as
+        :func:`kcca.selection.choose_power_and_diag`, whatever the grids' order)."""
+        grid: list[dict] = []
+        best: tuple[float, int, float] | None = None
+        for p in self.grid.powers:
+            for d in self.grid.diags:
+                res = self.select(p, d, self.grid.search_kappas, final_run=False)
+                score = dev_score(res)
+                grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(self.grid.search_kappas),
+                             "best_dev": res.summary()["best_dev"]})
+                if best is None or (score, -p, -d) > (best[0], -best[1], -best[2]):
+                    best = (score, p, d)
+        return grid, best[1], best[2]
+
+    def search_and_select(self) -> dict:
+        """The whole search as :func:`~kcca.run_cache.run_to_arrays` (what the run cache stores)."""
+        if self.grid.single:
+            grid, p, d = [], self.grid.powers[0], self.grid.diags[0]
+        else:
+            grid, p, d = self.search()
+        res = self.select(p, d, tuple(self.grid.kappas), final_run=True)
+        score = dev_score(res)
+        if self.grid.single:
+            grid.append({"p": p, "d": d, "dev_score": score, "kappas": [float(k) for k in self.grid.kappas],
+                         "best_dev": res.summary()["best_dev"]})
+        return run_to_arrays(res, grid, p, d, score)
+
+
+def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, fixed_power, powers, cache,
+            show_progress, timings: dict, t_start: float) -> SystemRun:
+    """A nearest-neighbour baseline (Hodosh et al. 2013, Sec. 3.1, Eq. 2) over the store's image kernel."""
+    t = time.perf_counter()
+    nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress).fit(corpus, list(train_ids))
+    p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
+    mats = {s: nn.scores(store.image_rows(cfg.image_kind, s, pools[s].image_ids, p), pools[s])
+            for s in ("dev", "test")}
+    timings["nn"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t_start
+    return SystemRun(name=cfg.name, test_matrices=mats["test"], dev_matrices=mats["dev"],
+                     config={**cfg.as_dict(), "image_power": p}, timings=timings)
+
+
+def _kcca_run(cfg: SystemConfig, search: PowerDiagSearch, arrays, *, timings: dict, t_start: float) -> SystemRun:
+    """The :class:`SystemRun` of a KCCA system from its (computed or cached) search arrays."""
+    res, grid, p, d, score = run_from_arrays(arrays)
+    g = search.grid
+    # A cached run keeps no models: the chosen (p, d) models are fitted when first asked for.  A fresh
+    # run keeps its selection's models until SystemRun.release_models() (then they are refitted too).
+    models = LazyModels(tuple(float(k) for k in g.kappas), functools.partial(search.views.refit, p, d),
+                        done=search.final_models)
+    timings["total"] = time.perf_counter() - t_start
+    config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
+              "powers_searched": [int(x) for x in g.powers], "diag_factors_searched": [float(x) for x in g.diags],
+              "solver": g.solver, "kcca": {k: v for k, v in g.kcca.items() if k != "solver"},
+              "kappas": [float(k) for k in g.kappas], "n_grid": [int(n) for n in g.ns],
+              "selection": res.summary()}
+    return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
+                     config=config, timings=timings, selection=res, grid=grid, models=models)
+
+
+# ------------------------------------------------------------------------------------ run
 def run_system(
-    name: str, corpus, *, seed: int = 0, cache=None, image_kernels: dict | None = None,
-    text_kernels: dict | None = None, pools: Mapping[str, object] | None = None,
+    name: str, corpus, *, store: KernelStore | None = None, seed: int = 0, cache=None,
+    pools: Mapping[str, object] | None = None,
     kappas: Sequence[float] = PAPER_KAPPAS, ns: Sequence[int] | None = None,
     powers: Sequence[int] = PAPER_POWERS, diag_factors: Sequence[float] = DEFAULT_DIAG_FACTORS,
     fixed_power: int | None = None, fixed_diag: float | None = None, pd_kappas: Sequence[float] | None = None,
@@ -410,14 +421,18 @@ def run_system(
 ) -> SystemRun:
     """Train and score one system (Hodosh et al. 2013, Sec. 4.1.3, Appendix B).
 
+    Steps: fit (or reuse) the image kernel; an NN system then ranks by its nearest training image
+    (:func:`_run_nn`); a KCCA system fits (or reuses) its text kernel and runs :class:`PowerDiagSearch`
+    (served from the on-disk run cache, :mod:`kcca.run_cache`, when it was computed before).
+
     Parameters
     ----------
     name : system name (any spelling :func:`canonical_name` accepts)
     corpus : corpora.base.Corpus with ``train``/``dev``/``test`` splits
+    store : :class:`~kcca.kernel_store.KernelStore` shared across calls (fitted kernels, Gram rows and
+        KCCA decompositions are reused by every later system on the same corpus); default: a fresh one
     seed : seeds the caption choices of the pools and the kernels' random steps
     cache : corpora.cache.DiskCache passed to the image and text kernels
-    image_kernels, text_kernels : dicts shared across calls (fitted kernels, Gram rows and KCCA
-        decompositions are reused by every later system on the same corpus)
     pools : ``{"dev": RankingPool, "test": RankingPool}``; default ``hodosh_pool(corpus, split, seed=seed)``
     kappas, ns : the (n, κ) grid (default: the paper's 4 κ, 46 log-spaced n in [10, 6000])
     powers, diag_factors : candidates for the image power p and the text diagonal factor d (fixed per
@@ -432,305 +447,44 @@ def run_system(
     -------
     SystemRun
     """
-    from corpora.protocol import train_items
-
     t_start = time.perf_counter()
     cfg = get_system(name)
-    image_kernels = {} if image_kernels is None else image_kernels
-    text_kernels = {} if text_kernels is None else text_kernels
+    store = KernelStore() if store is None else store
     pools = dict(pools) if pools is not None else _default_pools(corpus, seed, skip_missing_images)
     for s in ("dev", "test"):
         if s not in pools:
             raise ValueError(f"pools must contain 'dev' and 'test' (got {sorted(pools)})")
     timings: dict[str, float] = {}
-    train = train_items(corpus, skip_missing_images=skip_missing_images)
-    train_ids = train.image_ids
+    train_ids = train_items(corpus, skip_missing_images=skip_missing_images).image_ids
+    fit_kw = dict(seed=seed, cache=cache, show_progress=show_progress)
     t = time.perf_counter()
-    ie = _image_entry(image_kernels, cfg.image_kind, corpus, train_ids, seed, cache, show_progress, image_kwargs)
+    ie = store.image(cfg.image_kind, corpus, train_ids, image_kwargs=image_kwargs, **fit_kw)
     timings["image_kernel_fit"] = time.perf_counter() - t
-
     if cfg.model == "nn":
-        from kernels.text import NearestNeighbour
+        return _run_nn(cfg, corpus, store, train_ids, pools, fixed_power=fixed_power, powers=powers, cache=cache,
+                       show_progress=show_progress, timings=timings, t_start=t_start)
 
-        t = time.perf_counter()
-        nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress).fit(corpus, list(train_ids))
-        p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
-        mats = {s: nn.scores(_image_rows(ie, s, pools[s].image_ids, p), pools[s]) for s in ("dev", "test")}
-        timings["nn"] = time.perf_counter() - t
-        timings["total"] = time.perf_counter() - t_start
-        return SystemRun(name=cfg.name, test_matrices=mats["test"], dev_matrices=mats["dev"],
-                         config={**cfg.as_dict(), "image_power": p}, timings=timings)
-
-    kk = {"solver": solver, **dict(kcca_kwargs or {})}
-    dec_kw = {k: kk[k] for k in ("center", "jitter", "eta", "max_rank", "dtype") if k in kk}
     t = time.perf_counter()
-    te = _text_entry(text_kernels, cfg.text, corpus, train_ids, seed, cache, show_progress, text_kwargs)
+    store.text(cfg.text, corpus, train_ids, text_kwargs=text_kwargs, **fit_kw)
     timings["text_kernel"] = time.perf_counter() - t
-    ps = [int(fixed_power)] if fixed_power is not None else [int(p) for p in powers]
-    ds = [float(fixed_diag)] if fixed_diag is not None else [float(d) for d in diag_factors]
-    if ns is None:
-        ns = log_spaced_ns(6000, 46, 10)
-    vkey = (solver, tuple(sorted(dec_kw.items())))
-    search_kappas = tuple(kappas) if pd_kappas is None else tuple(pd_kappas)
-    single = len(ps) * len(ds) == 1
+    grid = SearchGrid(
+        kappas=tuple(kappas), ns=log_spaced_ns(6000, 46, 10) if ns is None else ns,
+        powers=[int(fixed_power)] if fixed_power is not None else [int(p) for p in powers],
+        diags=[float(fixed_diag)] if fixed_diag is not None else [float(d) for d in diag_factors],
+        search_kappas=tuple(kappas) if pd_kappas is None else tuple(pd_kappas), top=top, criteria=criteria,
+        kcca={"solver": solver, **dict(kcca_kwargs or {})})
     timings["decompose"] = timings["select"] = 0.0
-    Ky_rows: dict = {}
-
-    ikey, tkey = ("image", cfg.image_kind), ("text", cfg.text)
-
-    def views(p, d):
-        # The entries are looked up in the shared dicts on each call, not captured: SystemRun.models
-        # keeps this function for refits, and a caller that drops an entry (the main job does, for text
-        # kernels no later system needs) must free its Grams and decompositions.
-        if ikey not in image_kernels or tkey not in text_kernels:
-            raise KeyError(f"{cfg.name}: the {cfg.image_kind!r} image kernel or the {cfg.text!r} text kernel is "
-                           "no longer in the shared kernel dicts; its KCCA models cannot be refitted")
-        ie_, te_ = image_kernels[ikey], text_kernels[tkey]
-        t = time.perf_counter()
-        if (p, vkey) not in ie_["views"]:
-            with _warnings_naming(f"{cfg.image_kind} image kernel (p = {p})"):
-                ie_["views"][(p, vkey)] = decompose(_image_rows(ie_, "train", None, p), solver=solver, **dec_kw)
-        if (d, vkey) not in te_["views"]:
-            with _warnings_naming(f"{cfg.text} text kernel (d = {d:g})"):
-                te_["views"][(d, vkey)] = decompose(_text_train(te_, d), solver=solver, **dec_kw)
-        timings["decompose"] += time.perf_counter() - t
-        return ie_["views"][(p, vkey)], te_["views"][(d, vkey)]
-
-    final_models: dict = {}
-    fit_kw = {k: v for k, v in kk.items() if k not in ("eta", "max_rank")}
-
-    def select(p, d, ks, final_run):
-        vx, vy = views(p, d)
-        t = time.perf_counter()
-        if not Ky_rows:
-            Ky_rows.update({s: _text_queries(te, s, pools[s].captions) for s in ("dev", "test")})
-        Kx_rows = {s: _image_rows(ie, s, pools[s].image_ids, p) for s in ("dev", "test")}
-        models = fit_models(vx, vy, ks, **fit_kw)
-        res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
-                                  test=(Kx_rows["test"], Ky_rows["test"]) if final_run else None,
-                                  kappas=ks, ns=ns, top=top, criteria=criteria, models=models,
-                                  ensembles=final_run)
-        timings["select"] += time.perf_counter() - t
-        if final_run:
-            final_models.clear()
-            final_models.update({float(k): m for k, m in models.items()})
-        return res
-
-    def search_and_select() -> dict:
-        # compare the (p, d) pairs on dev without building ensembles; then the chosen pair's full selection
-        grid: list[dict] = []
-        best: tuple[float, int, float] | None = None
-        for p in ps:
-            for d in ds:
-                if single:
-                    break
-                res = select(p, d, search_kappas, final_run=False)
-                score = dev_score(res)
-                grid.append({"p": p, "d": d, "dev_score": score, "kappas": list(search_kappas),
-                             "best_dev": res.summary()["best_dev"]})
-                # ties → smaller p, then smaller d (as choose_power_and_diag), whatever the grids' order
-                if best is None or (score, -p, -d) > (best[0], -best[1], -best[2]):
-                    best = (score, p, d)
-        if single:
-            best = (float("nan"), ps[0], ds[0])
-        _, p, d = best
-        res = select(p, d, tuple(kappas), final_run=True)
-        score = dev_score(res)
-        if single:
-            grid.append({"p": p, "d": d, "dev_score": score, "kappas": [float(k) for k in kappas],
-                         "best_dev": res.summary()["best_dev"]})
-        return _run_to_arrays(res, grid, p, d, score)
-
-    # The whole (p, d) search + (n, κ) selection + Borda ensembles is cached on disk (namespace
-    # "kcca_runs") under everything that determines it (DiskCache canonicalises the key); a hit rebuilds
-    # the fitted models only on demand (SystemRun.models, e.g. for pair_scorer).  A hit also returns
-    # the selection timings recorded when the entry was computed (config["selection"]["timings"]).
-    key = None
-    if cache is not None and getattr(cache, "enabled", False):
-        key = {"what": "kcca-system-run", "version": _RUN_CACHE_VERSION, "system": cfg.as_dict(),
-               "corpus": getattr(corpus, "name", None), "fingerprint": getattr(corpus, "fingerprint", None),
-               "train": _digest(train_ids), "pools": {s: _pool_digest(pools[s]) for s in ("dev", "test")},
-               # the pixels: the fingerprint covers captions and splits, not image files
-               "images": _images_digest(corpus, [train_ids, *(pools[s].image_ids for s in ("dev", "test"))]),
-               # the visual words: the codebooks (sampled descriptors + k-means) are cached separately
-               "codebooks": _codebooks_digest(ie["kernel"]),
-               "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
-               "powers": ps, "diags": ds, "pd_kappas": [float(k) for k in search_kappas], "top": int(top),
-               "criteria": list(criteria), "kcca": kk, "image_kwargs": dict(image_kwargs or {}),
-               "text_kwargs": dict(text_kwargs or {}),
-               "skip_missing_images": bool(skip_missing_images)}
-    arrays = search_and_select() if key is None else cache.get_or_compute("kcca_runs", key, search_and_select)
-    res, grid, p, d, score = _run_from_arrays(arrays)
-    # A cached run keeps no models: the chosen (p, d) models are fitted when first asked for.  A fresh
-    # run keeps its selection's models until SystemRun.release_models() (then they are refitted too).
-    final_models = _LazyModels(tuple(float(k) for k in kappas),
-                               lambda k, p=p, d=d: fit_models(*views(p, d), (k,), **fit_kw)[k],
-                               done=final_models)
-    timings["total"] = time.perf_counter() - t_start
-    config = {**cfg.as_dict(), "image_power": p, "text_diag": d, "dev_score": score,
-              "powers_searched": [int(x) for x in ps], "diag_factors_searched": [float(x) for x in ds],
-              "solver": solver, "kcca": {k: v for k, v in kk.items() if k != "solver"},
-              "kappas": [float(k) for k in kappas], "n_grid": [int(n) for n in ns],
-              "selection": res.summary()}
-    return SystemRun(name=cfg.name, test_matrices=res.test_matrices, dev_matrices=res.dev_matrices,
-                     config=config, timings=timings, selection=res, grid=grid, models=final_models)
-
-
-# ------------------------------------------------------------------------------ pair scorer
-def _query_caption(text: str, lookup: Mapping[str, object]):
-    """A :class:`corpora.base.Caption` for a candidate text: the corpus caption with the same text
-    (exact, else whitespace/case-normalised) so its corpus lemma / POS are reused, else a fresh caption
-    with ``lemma=None`` (the text kernel's preprocessor then tags and lemmatises it with NLTK)."""
-    import hashlib
-
-    from corpora.base import Caption
-
-    hit = lookup.get(text)
-    if hit is None:
-        hit = lookup.get(" ".join(text.lower().split()))
-    if hit is not None:
-        return hit
-    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-    return Caption(id=f"query:{digest}", image_id="", index=0, text=text, lemma=None, pos=None)
-
-
-def pair_scorer(run: SystemRun, corpus, *, image_kernels: dict, text_kernels: dict,
-                criterion: str = "R@1") -> Callable:
-    """The KCCA affinity of a trained system as a caption metric (Hodosh et al. 2013, Eq. 4).
-
-    .. math::
-
-        f_{KCCA}(i, s) = \\cos\\big(\\alpha_{1..n}^\\top K_I(i),\\; \\beta_{1..n}^\\top K_S(s)\\big)
-
-    where ``K_I(i)`` is the combined image kernel (Eq. 6, the system's chosen power ``p``) of image ``i``
-    against the training images and ``K_S(s)`` the text kernel of caption ``s`` against the training
-    items (the chosen diagonal factor ``d`` only scales the *training* Gram, so it lives in the fitted
-    model, not in the query rows).  Kernel centring uses the training statistics (as in retrieval).
-
-    Which model: Borda ensembles (Sec. 4.1.3) fuse *rankings* of a pool and give no per-pair score, so
-    the scorer uses the **single best (n, κ) model chosen on dev for the annotation task** (ranking
-    captions for an image, i.e. what a caption metric does) under ``criterion`` — the top model of
-    :func:`kcca.selection.select_top` (ties: lower mean rank, smaller n, smaller κ).
-
-    Parameters
-    ----------
-    run : SystemRun of a KCCA system from :func:`run_system` (``run.models`` gives the fitted models,
-        refitting one that was released or never fitted)
-    corpus : the corpus the system was trained on (candidate texts are looked up in its captions)
-    image_kernels, text_kernels : the shared dicts that were passed to :func:`run_system`
-    criterion : ``"R@1"``, ``"R@5"`` or ``"R@10"`` (dev criterion picking the single model)
-
-    Returns
-    -------
-    score_fn(image_ids, candidates, references) -> ndarray float32 (one score per pair, in [-1, 1]);
-    ``references`` are ignored.  Image ids are corpus image ids (words extracted on demand through the
-    system's :class:`~kernels.image.ImageKernel`, disk-cached); candidates are caption texts: a text equal
-    to a corpus caption reuses that caption's lemma/POS, any other text is lemmatised with NLTK.  Kernel
-    rows are computed once per distinct image / text and kept for later calls (in the ``image_kernels``
-    / ``text_kernels`` entries, so scorers of other systems over the same kernels reuse them); each call
-    projects the distinct items once and takes the per-pair cosine.  ``score_fn.model`` describes the model used;
-    the model itself is fitted (or taken from ``run.models``) on the first call.
-
-    Raises
-    ------
-    ValueError
-        for NN systems (no KCCA affinity), an unknown ``criterion``, or kernel dicts that do not hold
-        this system's kernels.
-    """
-    from kernels.image import combine_kernels
-
-    cfg = get_system(run.name)
-    if cfg.model != "kcca":
-        raise ValueError(f"pair_scorer: system {run.name!r} is a nearest-neighbour baseline (model "
-                         f"{cfg.model!r}); it has no KCCA affinity f(i, s) to score pairs with")
-    if criterion not in CRITERIA:
-        raise ValueError(f"pair_scorer: criterion must be one of {CRITERIA}, got {criterion!r}")
-    if run.selection is None or not run.models:
-        raise ValueError(f"pair_scorer: SystemRun {run.name!r} keeps no fitted KCCA models (run.models); "
-                         "re-run it with kcca.systems.run_system")
-    best = run.selection.table.best("annotation", criterion)
-    kappa, n = float(best["kappa"]), int(best["n"])
-    p, d = int(run.config["image_power"]), float(run.config["text_diag"])
-    ikey, tkey = ("image", cfg.image_kind), ("text", cfg.text)
-    if ikey not in image_kernels:
-        raise ValueError(f"pair_scorer: image_kernels has no {cfg.image_kind!r} kernel; pass the dict given "
-                         f"to run_system for {run.name!r}")
-    if tkey not in text_kernels:
-        raise ValueError(f"pair_scorer: text_kernels has no {cfg.text!r} kernel; pass the dict given to "
-                         f"run_system for {run.name!r}")
-    ie, te = image_kernels[ikey], text_kernels[tkey]
-    train_ids = list(ie["train_ids"])
-    fitted: list = []
-
-    def model_of_run():
-        # fitted on the first call, not here: a run served from the cache keeps no models, and a caller
-        # whose pair scores are cached (keyed by score_fn.model) never needs one
-        if not fitted:
-            m = run.models[kappa]
-            if len(train_ids) != m.n_train_:
-                raise ValueError(f"pair_scorer: the kernel dicts describe a training set of {len(train_ids)} "
-                                 f"images, the {run.name!r} model was trained on {m.n_train_}")
-            fitted.append(m)
-        return fitted[0]
-
-    if te["train_ids"] != ie["train_ids"]:
-        raise ValueError(f"pair_scorer: the image and text kernel dicts of {run.name!r} describe different "
-                         "training sets")
-    # kernel rows shared by every scorer over the same kernels (image rows before the power p: per feature)
-    feature_rows: dict[str, dict[str, np.ndarray]] = ie.setdefault("pair_feature_rows", {})
-    text_rows: dict[str, np.ndarray] = te.setdefault("pair_rows", {})
-    image_rows: dict[str, np.ndarray] = {}
-    lookup: dict[str, object] = {}
-
-    def caption_lookup() -> Mapping[str, object]:
-        if not lookup:
-            for caps in corpus.captions.values():
-                for c in caps:
-                    lookup.setdefault(c.text, c)
-                    lookup.setdefault(" ".join(c.text.lower().split()), c)
-        return lookup
-
-    def score_fn(image_ids, candidates, references=None) -> np.ndarray:
-        image_ids, candidates = [str(i) for i in image_ids], [str(c) for c in candidates]
-        if len(image_ids) != len(candidates):
-            raise ValueError(f"score_fn: {len(image_ids)} image ids but {len(candidates)} candidates")
-        if not candidates:
-            return np.zeros(0, dtype=np.float32)
-        u_img = list(dict.fromkeys(image_ids))
-        u_txt = list(dict.fromkeys(candidates))
-        new_feat = [i for i in u_img if i not in feature_rows]
-        if new_feat:
-            grams = ie["kernel"].feature_grams(new_feat, train_ids)
-            for k, i in enumerate(new_feat):
-                feature_rows[i] = {f: g[k] for f, g in grams.items()}
-        new_img = [i for i in u_img if i not in image_rows]
-        if new_img:
-            feats = next(iter(feature_rows.values())).keys()
-            K = combine_kernels({f: np.stack([feature_rows[i][f] for i in new_img]) for f in feats}, p)
-            image_rows.update(zip(new_img, K))
-        new_txt = [t for t in u_txt if t not in text_rows]
-        if new_txt:
-            look = caption_lookup()
-            K = te["kernel"].gram_queries([_query_caption(t, look) for t in new_txt])
-            text_rows.update(zip(new_txt, K))
-        model = model_of_run()
-        P = model.transform_x(np.stack([image_rows[i] for i in u_img]), n).astype(np.float64)
-        Q = model.transform_y(np.stack([text_rows[t] for t in u_txt]), n).astype(np.float64)
-        P /= np.maximum(np.linalg.norm(P, axis=1), 1e-30)[:, None]   # zero vectors → affinity 0
-        Q /= np.maximum(np.linalg.norm(Q, axis=1), 1e-30)[:, None]
-        pos_i = {x: k for k, x in enumerate(u_img)}
-        pos_t = {x: k for k, x in enumerate(u_txt)}
-        ii = np.array([pos_i[x] for x in image_ids], dtype=np.int64)
-        jj = np.array([pos_t[x] for x in candidates], dtype=np.int64)
-        out = np.empty(len(candidates), dtype=np.float32)
-        step = max(1, (1 << 22) // max(P.shape[1], 1))          # ≤ 32 MB of gathered rows per chunk
-        for s in range(0, len(out), step):
-            e = min(s + step, len(out))
-            out[s:e] = np.einsum("ij,ij->i", P[ii[s:e]], Q[jj[s:e]])
-        return out
-
-    score_fn.__name__ = f"KCCA[{run.name}]"
-    score_fn.model = {"system": run.name, "task": "annotation", "criterion": criterion, "kappa": kappa,
-                      "n": n, "dev_value": float(best["dev_value"]), "image_power": p, "text_diag": d,
-                      "image_kind": cfg.image_kind, "text_kernel": cfg.text}
-    return score_fn
+    search = PowerDiagSearch(SystemViews(store, cfg, grid, timings), pools)
+    # The whole (p, d) search + (n, κ) selection + Borda ensembles is cached on disk under everything that
+    # determines it; a hit rebuilds the fitted models only on demand (SystemRun.models, e.g. for a caption
+    # metric) and returns the selection timings recorded when the entry was computed.
+    if cache is None or not getattr(cache, "enabled", False):
+        arrays = search.search_and_select()
+    else:
+        key = run_cache_key(
+            system=cfg.as_dict(), corpus=corpus, train_ids=train_ids, pools=pools, codebooks=ie.codebook_digests(),
+            seed=seed, kappas=grid.kappas, ns=grid.ns, powers=grid.powers, diags=grid.diags,
+            pd_kappas=grid.search_kappas, top=top, criteria=criteria, kcca=grid.kcca, image_kwargs=image_kwargs,
+            text_kwargs=text_kwargs, skip_missing_images=skip_missing_images)
+        arrays = cache.get_or_compute(RUN_CACHE_NAMESPACE, key, search.search_and_select)
+    return _kcca_run(cfg, search, arrays, timings=timings, t_start=t_start)

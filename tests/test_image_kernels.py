@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.image import _cext
+import kernels.image.native as native
 from kernels.image.gram import (
     combine_kernels,
     intersection_gram,
@@ -21,7 +21,7 @@ from kernels.image.histograms import (
     pyramid_level_weights,
 )
 
-BACKENDS = ["numpy"] + (["c"] if _cext.load() is not None else [])
+BACKENDS = ["numpy"] + (["c"] if native.load() is not None else [])
 
 
 def random_hists(rng, n, V, density=0.3):

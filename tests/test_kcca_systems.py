@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kcca.kernel_store import KernelStore
 from kcca.systems import PAPER_TABLE_ORDER, SYSTEMS, canonical_name, get_system, run_system
 
 
@@ -49,11 +50,9 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
 
     corpus = small_teaching_set
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
-    image_kernels, text_kernels = {}, {}
-    nn = run_system("NN5_F1^idf", corpus, cache=tmp_cache, image_kernels=image_kernels,
-                    text_kernels=text_kernels, pools=pools)
-    run = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels, text_kernels=text_kernels,
-                     pools=pools, diag_factors=(1.0, 5.0))
+    store = KernelStore()
+    nn = run_system("NN5_F1^idf", corpus, cache=tmp_cache, store=store, pools=pools)
+    run = run_system("BoW5", corpus, cache=tmp_cache, store=store, pools=pools, diag_factors=(1.0, 5.0))
     n_test = pools["test"].n_images
     for r in (nn, run):
         assert isinstance(r.test_matrices, ScoreMatrices) and r.test_matrices.shape == (n_test, n_test)
@@ -64,20 +63,19 @@ def test_run_system_on_the_small_teaching_set(small_teaching_set, tmp_cache):
     assert run.config["image_power"] in (2, 3) and run.config["text_diag"] in (1.0, 5.0)
     assert all(len(v) == 15 for v in run.config["selection"]["chosen"].values())
     # shared state: the pyramid image kernel was fitted once and decomposed once per power
-    assert ("image", "pyramid") in image_kernels
-    assert len(image_kernels[("image", "pyramid")]["views"]) == 2
+    assert store.has_image("pyramid")
+    assert len(store.image_entry("pyramid").views) == 2
     # far above chance (R@10 chance = 10 / n_test)
     m = evaluate_pool(run.test_matrices, pools["test"])
     chance = 100.0 * 10 / n_test
     assert m["annotation"].metrics["R@10"] > chance + 10 and m["search"].metrics["R@10"] > chance + 10
     # a second run with the same shared dicts reuses everything and gives identical matrices
-    again = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels,
-                       text_kernels=text_kernels, pools=pools, diag_factors=(1.0, 5.0))
+    again = run_system("BoW5", corpus, cache=tmp_cache, store=store, pools=pools, diag_factors=(1.0, 5.0))
     np.testing.assert_array_equal(again.test_matrices.annotation, run.test_matrices.annotation)
     assert again.timings["decompose"] < 0.5
     # a cheaper (p, d) search with one κ still ends with the full (n, κ) selection of the chosen pair
-    quick = run_system("BoW5", corpus, cache=tmp_cache, image_kernels=image_kernels, text_kernels=text_kernels,
-                       pools=pools, diag_factors=(1.0, 5.0), pd_kappas=(1.0,))
+    quick = run_system("BoW5", corpus, cache=tmp_cache, store=store, pools=pools, diag_factors=(1.0, 5.0),
+                       pd_kappas=(1.0,))
     assert all(g["kappas"] == [1.0] for g in quick.grid)
     kappas_used = {c["kappa"] for cs in quick.config["selection"]["chosen"].values() for c in cs}
     assert kappas_used <= {0.1, 0.5, 1.0, 5.0} and len(quick.config["selection"]["n_components"]) == 4
@@ -102,35 +100,35 @@ def test_cached_run_is_identical_and_refits_models_on_demand(small_teaching_set,
     """A second run_system with the same settings and cache loads the selection from disk (no KCCA fit),
     returns the same matrices / config, and its lazily refitted models equal the original ones."""
     from corpora.protocol import hodosh_pool
-    from kcca.systems import _LazyModels, pair_scorer
+    from kcca.caption_metric import pair_scorer
+    from kcca.systems import LazyModels
 
     corpus = small_teaching_set
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
     kw = dict(cache=tmp_cache, pools=pools, powers=(2,), diag_factors=(1.0,),
               kcca_kwargs={"dtype": "float32", "jitter": "auto"})
-    ik1, tk1 = {}, {}
-    first = run_system("TRI5", corpus, image_kernels=ik1, text_kernels=tk1, **kw)
+    store1 = KernelStore()
+    first = run_system("TRI5", corpus, store=store1, **kw)
     assert list((tmp_cache.root / "kcca_runs").glob("*"))
-    ik2, tk2 = {}, {}
-    second = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2, **kw)
-    assert isinstance(second.models, _LazyModels) and not second.models._done   # nothing fitted yet
+    store2 = KernelStore()
+    second = run_system("TRI5", corpus, store=store2, **kw)
+    assert isinstance(second.models, LazyModels) and not second.models.fitted   # nothing fitted yet
     for split in ("test_matrices", "dev_matrices"):
         a, b = getattr(first, split), getattr(second, split)
         np.testing.assert_array_equal(a.annotation, b.annotation)
         np.testing.assert_array_equal(a.search, b.search)
     assert first.config == second.config and first.grid == second.grid
-    f1 = pair_scorer(first, corpus, image_kernels=ik1, text_kernels=tk1)
-    f2 = pair_scorer(second, corpus, image_kernels=ik2, text_kernels=tk2)
-    assert not second.models._done and f1.model == f2.model     # making a scorer fits nothing
+    f1 = pair_scorer(first, corpus, store=store1)
+    f2 = pair_scorer(second, corpus, store=store2)
+    assert not second.models.fitted and f1.model == f2.model     # making a scorer fits nothing
     ids = list(pools["test"].image_ids[:4])
     caps = [c.text for c in pools["test"].captions[:4]]
     np.testing.assert_allclose(f1(ids, caps), f2(ids, caps), atol=1e-6)
-    assert len(second.models._done) == 1 and f1.model == f2.model
+    assert len(second.models.fitted) == 1 and f1.model == f2.model
     # a different setting is a different cache entry
-    third = run_system("TRI5", corpus, image_kernels=ik2, text_kernels=tk2,
-                       **{**kw, "kcca_kwargs": {"dtype": "float32"}})
+    third = run_system("TRI5", corpus, store=store2, **{**kw, "kcca_kwargs": {"dtype": "float32"}})
     assert len(list((tmp_cache.root / "kcca_runs").glob("*"))) == 2
-    assert isinstance(third.models, _LazyModels) and len(third.models._done) == 4   # a fresh run keeps its fits
+    assert isinstance(third.models, LazyModels) and len(third.models.fitted) == 4   # a fresh run keeps its fits
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -220,8 +218,8 @@ def test_system_lists_with_commas_inside_names():
 def test_kernel_warnings_name_the_kernel():
     import warnings
 
-    from kcca.systems import _warnings_naming
+    from kcca.kernel_store import warnings_naming
 
     with pytest.warns(RuntimeWarning, match=r"^TRI5SEM text kernel \(d = 1\): kernel matrix is not PSD$"):
-        with _warnings_naming("TRI5SEM text kernel (d = 1)"):
+        with warnings_naming("TRI5SEM text kernel (d = 1)"):
             warnings.warn("kernel matrix is not PSD", RuntimeWarning)

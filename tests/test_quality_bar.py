@@ -37,14 +37,15 @@ def results(tmp_path_factory):
     from corpora.protocol import hodosh_pool
     from corpora.teaching import make_teaching_set
     from evaluation.ranking import evaluate_pool
+    from kcca.kernel_store import KernelStore
     from kcca.systems import run_system
 
     ts = make_teaching_set()
     pools = {s: hodosh_pool(ts, s, seed=0) for s in ("dev", "test")}
     cache = DiskCache(tmp_path_factory.mktemp("quality_bar_cache"))
-    ik, tk, out = {}, {}, {}
+    store, out = KernelStore(), {}
     for name in SYSTEMS:
-        run = run_system(name, ts, seed=0, cache=cache, image_kernels=ik, text_kernels=tk, pools=pools,
+        run = run_system(name, ts, seed=0, cache=cache, store=store, pools=pools,
                          pd_kappas=(1.0,), powers=(2,), diag_factors=(1.0,),
                          kcca_kwargs={"dtype": "float32", "jitter": "auto"})
         out[name] = evaluate_pool(run.test_matrices, pools["test"])

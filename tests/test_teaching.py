@@ -422,12 +422,12 @@ def test_sky_is_a_nuisance_not_a_fact(ts):
 
 def test_many_sampled_scenes_are_valid():
     """3000 draws of the scene sampler: valid layouts, predicates away from their thresholds."""
-    from corpora.teaching.scene import _layout_ok, sample_scene, twin_scene
+    from corpora.teaching.scene import layout_ok, sample_scene, twin_scene
 
     rng = np.random.default_rng(11)
     for _ in range(3000):
         sc = sample_scene(rng, sky=bool(rng.random() < 0.5))
-        assert _layout_ok(sc.objects)
+        assert layout_ok(sc.objects)
         assert len({o.colour for o in sc.objects}) == len(sc.objects)
         assert all(o.places for o in sc.objects)
         tw = twin_scene(rng, sc)

@@ -70,14 +70,14 @@ def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
     from nltk.corpus import wordnet_ic
     from nltk.stem import WordNetLemmatizer
 
-    from kernels.text.preprocess import _lemmatizer, english_wordnet
+    from kernels.text.preprocess import lemmatizer, english_wordnet
 
     wn = english_wordnet()
     assert wn.map30 is None and wn.get_version() == ref.get_version()
     forms = [("dogs", "n"), ("churches", "n"), ("abaci", "n"), ("geese", "n"), ("leaves", "n"), ("leaves", "v"),
              ("running", "v"), ("ran", "v"), ("was", "v"), ("better", "a"), ("best", "r"), ("hardrock", "n"),
              ("t-shirts", "n"), ("skiing", "v"), ("wading", "v")]
-    lem, nltk_lem = _lemmatizer(), WordNetLemmatizer()
+    lem, nltk_lem = lemmatizer(), WordNetLemmatizer()
     assert [lem(w, p) for w, p in forms] == [nltk_lem.lemmatize(w, p) for w, p in forms]
     ic = wordnet_ic.ic("ic-brown.dat")
     for w in ("dog", "man", "beach", "ball", "snow", "bike"):
@@ -106,9 +106,9 @@ def test_wordnet_left_zipped_by_the_downloader_is_found(nltk_data_dir, tmp_path)
             if f.is_file():
                 z.write(f, "wordnet/" + f.relative_to(src).as_posix())
     (tmp_path / "no-shared").mkdir()
-    code = ("from kernels.text.preprocess import _lemmatizer, english_wordnet\n"
+    code = ("from kernels.text.preprocess import lemmatizer, english_wordnet\n"
             "from evaluation.caption_metrics import meteor_available\n"
-            "print(english_wordnet().synsets('dog')[0].name(), _lemmatizer()('geese', 'n'), meteor_available()[0])")
+            "print(english_wordnet().synsets('dog')[0].name(), lemmatizer()('geese', 'n'), meteor_available()[0])")
     env = {**os.environ, "NLTK_DATA": str(tmp_path / "data"), "ITR_SHARED": str(tmp_path / "no-shared")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -243,7 +243,7 @@ def test_native_backend_fallback(monkeypatch):
 def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
     """ITR_NO_NATIVE / ITR_NO_CEXT switch the compiled kernels off for a true value; "0" or "" leave them
     on (as ITR_OFFLINE reads "0")."""
-    import kernels.image._cext as cext
+    import kernels.image.native as cext
     import kernels.text.native as native
 
     monkeypatch.setattr(cext, "_LIB", cext._LIB)       # restored afterwards, with _TRIED

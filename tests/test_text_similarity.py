@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernels.text.ibm import IBMModel2
-from kernels.text.similarity import _combine, cosine_kernel, ppmi_vectors
+from kernels.text.similarity import combine_word_kernels, cosine_kernel, ppmi_vectors
 
 
 def test_ppmi_matches_definition():
@@ -96,10 +96,10 @@ def test_never_aligned_source_words_have_no_translation_evidence():
 def test_combine_max_and_avg():
     a = (np.array([0, 1, 2]), np.array([[1, .2, 0], [.2, 1, .5], [0, .5, 1]]))
     b = (np.array([1, 2, 3]), np.array([[1, .9, 0], [.9, 1, .1], [0, .1, 1]]))
-    idx, K = _combine({"a": a, "b": b}, ["w0", "w1", "w2", "w3"], "max")
+    idx, K = combine_word_kernels({"a": a, "b": b}, ["w0", "w1", "w2", "w3"], "max")
     assert idx.tolist() == [0, 1, 2, 3]
     assert K[1, 2] == .9 and K[0, 1] == .2 and K[2, 3] == .1 and K[0, 3] == 0
-    idx, K = _combine({"a": a, "b": b}, ["w0", "w1", "w2", "w3"], "avg")
+    idx, K = combine_word_kernels({"a": a, "b": b}, ["w0", "w1", "w2", "w3"], "avg")
     assert abs(K[1, 2] - 0.7) < 1e-12 and K[0, 1] == .2 and K[2, 3] == .1   # one-sided pairs keep their value
 
 

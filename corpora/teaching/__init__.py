@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from corpora.base import (
     Caption, CaptionId, Corpus, CrowdJudgment, ExpertJudgment, ImageId, caption_id,
@@ -134,7 +135,6 @@ class TeachingSet(Corpus):
         todo = np.flatnonzero(~self._rendered)
         it = todo
         if progress and len(todo) > 200:
-            from tqdm import tqdm
             it = tqdm(todo, desc="teaching set: render", unit="img")
         for i in it:
             self._load_image(self.image_ids[i])

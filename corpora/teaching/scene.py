@@ -181,7 +181,7 @@ class Scene:
             cand = Scene(self.background, tuple(objs), self.sky, horizon)
             if (np.array_equal(cand.relation_tensor(), R0)
                     and all(size_class(o.radius) == o.size for o in objs)
-                    and all(o.places == p.places for o, p in zip(objs, self.objects)) and _layout_ok(objs)):
+                    and all(o.places == p.places for o, p in zip(objs, self.objects)) and layout_ok(objs)):
                 return cand
         return self
 
@@ -230,7 +230,7 @@ def _extent(o: SceneObject) -> tuple[float, float]:
     return o.radius, o.radius
 
 
-def _layout_ok(objs, aspect: float = 4 / 3, margin: float = 0.01) -> bool:
+def layout_ok(objs, aspect: float = 4 / 3, margin: float = 0.01) -> bool:
     """Objects inside the frame and their bounding boxes disjoint (normalised coordinates)."""
     boxes = []
     for o in objs:
@@ -326,7 +326,7 @@ def _place(rng, attrs: list[dict], slots, jitter: float | None = None) -> tuple[
                 radius=float(rng.uniform(lo, hi)), angle=angle,
                 tex_angle=float(rng.choice([0.0, 45.0, 90.0, 135.0]) + rng.uniform(-10, 10)),
                 flip=bool(rng.random() < 0.5)))
-        if _layout_ok(objs):
+        if layout_ok(objs):
             return tuple(objs)
     return None
 
@@ -370,7 +370,7 @@ def twin_scene(rng: np.random.Generator, scene: Scene) -> Scene | None:
     else:
         objs[a], objs[b] = (replace(objs[a], x=scene.objects[b].x, y=scene.objects[b].y),
                             replace(objs[b], x=scene.objects[a].x, y=scene.objects[a].y))
-        if not _layout_ok(objs):
+        if not layout_ok(objs):
             return None
     return Scene(scene.background, tuple(objs), scene.sky, scene.horizon)
 

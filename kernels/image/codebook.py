@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 DEFAULT_N_WORDS = {"color": 128, "texture": 256, "sift": 256}
 
@@ -30,8 +31,8 @@ def fit_codebook(X: np.ndarray, n_words: int, seed: int = 0, max_iter: int = 100
     made k-means 5–7× *slower* with 2 threads than with 1; one thread also keeps results identical
     across machines).
     """
+    # heavy (seconds to import) and needed only to fit a codebook, which a cached run never does
     from sklearn.cluster import KMeans
-    from threadpoolctl import threadpool_limits
 
     X = np.ascontiguousarray(X, dtype=np.float32)
     if X.ndim != 2:

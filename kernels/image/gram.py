@@ -19,7 +19,7 @@ and ``min(a, ·)`` of it is added to the accumulator row of every row of the blo
 is ``Σ_i nnz(x_i) · m`` instead of ``n · m · D``, halved again for symmetric (train × train) Grams; it
 runs on all cores in a thread pool over (row block, column chunk) tasks, and the right side is
 transposed one column chunk at a time so that memory stays bounded.  The inner loop is compiled
-C when a compiler is available (:mod:`kernels.image._cext`), else numpy; :func:`intersection_naive` is
+C when a compiler is available (:mod:`kernels.image.native`), else numpy; :func:`intersection_naive` is
 the plain broadcasting implementation used as the reference in tests and benchmarks.
 """
 from __future__ import annotations
@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from kernels.image import _cext
+import kernels.image.native as native
 from kernels.image.histograms import N_LEVELS, pyramid_column_weights
 from kernels.threads import default_threads
 
@@ -122,7 +123,7 @@ def intersection_gram(
         raise ValueError(f"X has {X.shape[1]} bins but Y has {Y.shape[1]}")
     if backend not in ("auto", "c", "numpy"):
         raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
-    fn = None if backend == "numpy" else _cext.load()
+    fn = None if backend == "numpy" else native.load()
     if backend == "c" and fn is None:
         raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
     n, m, D = X.shape[0], Y.shape[0], X.shape[1]
@@ -143,8 +144,6 @@ def intersection_gram(
                 tasks.append((c0, c1, bi, cs))
     bar = None
     if show_progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(tasks), desc=desc, unit="block", leave=False)
 
     def run(task, YT):

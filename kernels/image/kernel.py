@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from kernels.image.codebook import DEFAULT_N_WORDS, fit_codebook, quantise, sample_rows
@@ -214,12 +216,8 @@ class ImageKernel:
         """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in
         order, with a progress bar.  Parallelism is over images, so BLAS/OpenMP are held to one thread
         per worker (no oversubscription)."""
-        from threadpoolctl import threadpool_limits
-
         bar = None
         if self.show_progress and len(items) > 1:
-            from tqdm.auto import tqdm
-
             bar = tqdm(total=len(items), desc=desc, unit="img", leave=False)
         out = []
         try:
@@ -318,8 +316,6 @@ class ImageKernel:
             # A worker left without a k-means (the last codebook still being fitted, or a single missing
             # feature) extracts the next training images' descriptors into the memo meanwhile, until every
             # codebook is done or the memo is full (extraction does not depend on the codebooks).
-            from threadpoolctl import threadpool_limits
-
             def fit_one(f):
                 return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
 
@@ -372,8 +368,6 @@ class ImageKernel:
         todo = []
         unseen = [i for i in dict.fromkeys(ids) if i not in self._words]
         if self.show_progress and self.cache.enabled and len(unseen) > 200:
-            from tqdm.auto import tqdm
-
             unseen = tqdm(unseen, desc="cached image features", unit="img", leave=False)
         for image_id in unseen:
             hit = self.cache.load("image_words", self._words_key(image_id))

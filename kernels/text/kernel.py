@@ -1,3 +1,4 @@
+# Size (~610 lines): one estimator, TextKernel, whose BoW / TagRank / soft-TRI Gram paths share its fitted state.
 """The text kernels of Hodosh et al. (2013), Sec. 3.4, behind one scikit-learn-style class.
 
 >>> tk = TextKernel.from_name("TRI5SEM")            # = TRI5_{A,D_ext+ic}^{sqrt idf}
@@ -22,13 +23,20 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
+from tqdm.auto import tqdm
 
+import kernels.text.bow as _bow
+import kernels.text.native as native
+import kernels.text.tri as _tri
 from corpora.base import Caption, Corpus, caption_key_text
 from corpora.cache import NO_CACHE, DiskCache
-from kernels.text import bow as _bow
-from kernels.text import tri as _tri
-from kernels.text.items import apply_diag, clip_psd, normalise_items
+from corpora.protocol import select_caption_index
+from kernels.text.items import apply_diag, clip_psd, normalise_items, symmetrise_inplace
 from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
+from kernels.text.similarity import build_word_kernel, external_corpus_identity
+from kernels.text.tagrank import TagRank
+from kernels.threads import default_threads
 
 KINDS = ("BoW", "TagRank", "TRI")
 SIMILARITY_PARTS = ("D_ic", "D_ext", "D_ext+ic", "A", "Lin")
@@ -72,7 +80,7 @@ def parse_similarity(spec: str | None) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _torch_threads(n: int | None):
-    import torch
+    import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
     if n is None:
         yield
@@ -86,8 +94,6 @@ def _torch_threads(n: int | None):
 
 
 def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, mininterval=1.0)
 
 
@@ -210,15 +216,11 @@ class TextKernel:
         path, size, mtime), or ``None`` when no similarity uses D_ext (the file is then never read)."""
         if not any("D_ext" in part for part in self.sim_parts):
             return None
-        from kernels.text.similarity import external_corpus_identity
-
         return external_corpus_identity(self.external_corpus)
 
     # ------------------------------------------------------------------ fit
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
         """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions."""
-        from corpora.protocol import select_caption_index
-
         self.corpus_fingerprint = corpus.fingerprint
         self.train_ids = tuple(train_ids)
         caps: list[Caption] = []
@@ -257,8 +259,6 @@ class TextKernel:
         self._W = self._scale = self._train_self = None
         self.__dict__.pop("_tagrank", None)
         if self.sim_parts:
-            from kernels.text.similarity import build_word_kernel
-
             self.word_kernel = build_word_kernel(self)
         if self.kind in ("BoW", "TRI") and not self.sim_parts:
             self._fit_features()
@@ -285,7 +285,9 @@ class TextKernel:
         if not self._fitted:
             raise RuntimeError("TextKernel: call fit(corpus, train_ids) first")
 
-    def _omega_of(self, ids: np.ndarray) -> np.ndarray:
+    def omega_of(self, ids: np.ndarray) -> np.ndarray:
+        """Word weights ``omega_w`` of word ids (Sec. 3.4.1: 1, ``lambda_w`` or ``sqrt(lambda_w)``); ids
+        ``>= V`` (words unseen in training) get the weight of an unseen word."""
         ids = np.asarray(ids)
         out = np.full(ids.shape, self.omega_unseen, dtype=np.float64)
         seen = ids < self.V
@@ -313,9 +315,9 @@ class TextKernel:
             rows = np.concatenate([np.full(len(d), i) for i, d in enumerate(docs)]) if docs else np.zeros(0, int)
             codes = np.concatenate(docs) if docs else np.zeros(0, int)
             codes = codes.astype(np.int64)
-            vals = self._omega_of(codes)
+            vals = self.omega_of(codes)
         else:
-            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self._omega_of)
+            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self.omega_of)
         return _tri.features_to_csr(rows.astype(np.int64), codes.astype(np.int64), vals, len(docs), columns)
 
     def _fit_features(self):
@@ -325,8 +327,6 @@ class TextKernel:
         else:
             X, self.columns, norms = self._features(self.docs)
             Xn = _bow.row_normalise(X, norms)
-            import scipy.sparse as sp
-
             P = sp.csr_matrix((np.ones(len(self.item_of)), (self.item_of, np.arange(len(self.item_of)))),
                               shape=(self.n_items, len(self.item_of)))
             self.F_items = (P @ Xn).tocsr()
@@ -353,8 +353,6 @@ class TextKernel:
     def _compute_gram(self) -> dict:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
-            from kernels.text.tagrank import TagRank
-
             self._tagrank = TagRank().fit(self.docs, self.V)
             Kraw = self._tagrank.gram(self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
         elif self.sim_parts:
@@ -396,8 +394,6 @@ class TextKernel:
         if self.kind == "TagRank":
             self.gram_train()
             if not hasattr(self, "_tagrank"):
-                from kernels.text.tagrank import TagRank
-
                 self._tagrank = TagRank().fit(self.docs, self.V)
             Q = self._tagrank.cross(qdocs, self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
             return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
@@ -414,7 +410,7 @@ class TextKernel:
     def weighted_word_kernel(self):
         """torch ``(V+1, V+1)`` float32: ``lambda_m^2 omega_u kappa(u, v) omega_v``; row/col ``V`` = 0
         (sentinel for query words unseen in training)."""
-        import torch
+        import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
         if getattr(self, "_W", None) is None:
             wk = self.word_kernel
@@ -431,7 +427,7 @@ class TextKernel:
 
     def _kfun(self, u, v):
         """Weighted word kernel for id tensors; ids >= V are unseen words (identity with themselves)."""
-        import torch
+        import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
         W = self.weighted_word_kernel()
         V = self.V
@@ -443,7 +439,7 @@ class TextKernel:
         return out
 
     def _self_kernels(self, docs) -> np.ndarray:
-        import torch
+        import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
         lengths = np.array([len(d) for d in docs])
         out = np.zeros(len(docs))
@@ -458,7 +454,7 @@ class TextKernel:
 
     def _soft_item_self(self) -> np.ndarray:
         """``K(I, I) = sum_{s, s' in I} k^(s, s')`` from the within-item pairs only."""
-        import torch
+        import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
         scale = self._train_scale()
         out = np.zeros(self.n_items)
@@ -500,7 +496,7 @@ class TextKernel:
         Returns ``(n_rows or n_row_items, n_col_items)`` float64.  With ``symmetric`` (rows = cols) only
         caption pairs ``a <= b`` are computed and the result is symmetrised.
         """
-        import torch
+        import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
         W = self.weighted_word_kernel()
         rl = np.array([len(d) for d in row_docs])
@@ -567,8 +563,6 @@ class TextKernel:
         bar.close()
         res = out.numpy()
         if symmetric:
-            from kernels.text.items import symmetrise_inplace
-
             symmetrise_inplace(res)
         return res
 
@@ -583,13 +577,9 @@ class TextKernel:
         return res
 
     def _native_threads(self) -> int:
-        from kernels.threads import default_threads
-
         return int(self.native_threads) if self.native_threads else default_threads()
 
     def _soft_gram(self) -> np.ndarray:
-        from kernels.text import native
-
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
             K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
@@ -606,8 +596,6 @@ class TextKernel:
             scale = self._train_scale()
             qs = self._self_kernels(qdocs)
             qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
-            from kernels.text import native
-
             Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
                              self.docs, scale, self.item_of, self.n_items, self.max_len, self._native_threads())
             if Q is not None:

@@ -21,6 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
+
+from corpora.cache import default_cache_dir
+from kernels.text.items import symmetrise_inplace
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_softtri.c")
@@ -42,8 +46,6 @@ def load_softtri():
     if cc is None:
         log.info("no C compiler found; soft TRI uses the torch backend")
         return None
-    from corpora.cache import default_cache_dir
-
     src = SOURCE.read_bytes()
     tag = hashlib.sha256(src + os.uname().machine.encode()).hexdigest()[:16]
     out_dir = default_cache_dir() / "native"
@@ -112,8 +114,6 @@ def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray
     out = np.zeros((n_items, n_items), dtype=np.float64)
     if np.diff(offsets).max(initial=0) > 64:
         return None
-    from tqdm.auto import tqdm
-
     # chunks of items with about equal work (the pairs a <= b form a triangle)
     work = np.cumsum(np.arange(n_items, 0, -1, dtype=np.float64))
     n_chunks = max(1, min(50, n_items // 20))
@@ -127,8 +127,6 @@ def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray
             if rc != 0:
                 return None
             bar.update(float(work[hi - 1] - (work[lo - 1] if lo else 0.0)))
-    from kernels.text.items import symmetrise_inplace
-
     symmetrise_inplace(out)
     return out
 

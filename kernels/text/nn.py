@@ -8,7 +8,7 @@ A test image ``i`` is represented by its nearest training image under the image 
 
 The one affinity matrix ``S[i, s] = f(i, s)`` yields **both** tasks (architecture contract): annotation
 ranks the captions of each row, search ranks the images of each column (``S.T``); ``scores()`` returns
-``evaluation.ScoreMatrices.from_affinity(S)``.
+``corpora.scoring.ScoreMatrices.from_affinity(S)``.
 
 Variants (Appendix B):
 
@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from corpora.base import Caption, Corpus
 from corpora.scoring import ScoreMatrices
+from kernels.text.kernel import TextKernel
 
 VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 
@@ -45,8 +46,6 @@ class NearestNeighbour:
         self.variant, self.cache, self.show_progress = variant, cache, show_progress
 
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "NearestNeighbour":
-        from kernels.text.kernel import TextKernel
-
         self.train_ids = tuple(train_ids)
         if self.variant == "NN5_TRI":
             self.tk = TextKernel("TRI", 5, cache=self.cache, show_progress=self.show_progress)
@@ -58,7 +57,7 @@ class NearestNeighbour:
             tk = self.tk
             docs = tk.item_documents()
             self._item_docs = docs
-            self._item_mass = np.array([tk._omega_of(d).sum() if len(d) else 0.0 for d in docs])
+            self._item_mass = np.array([tk.omega_of(d).sum() if len(d) else 0.0 for d in docs])
             self._levels = self._level_matrix(docs)
         return self
 
@@ -87,7 +86,7 @@ class NearestNeighbour:
     def _level_matrix(self, docs):
         self._stride = max([int(np.unique(d, return_counts=True)[1].max()) for d in docs if len(d)] or [1])
         r, c, v = self._level_features(docs, self._stride)
-        w = self.tk._omega_of(c // self._stride)
+        w = self.tk.omega_of(c // self._stride)
         self._cols = np.unique(c)
         pos = np.searchsorted(self._cols, c)
         return sp.csr_matrix((v * w, (r, pos)), shape=(len(docs), len(self._cols)))
@@ -103,7 +102,7 @@ class NearestNeighbour:
         ok = (pos < len(self._cols)) & (self._cols[np.minimum(pos, len(self._cols) - 1)] == c) if len(c) else np.zeros(0, bool)
         Xq = sp.csr_matrix((v[ok], (r[ok], pos[ok])), shape=(len(qdocs), len(self._cols)))
         overlap = (Xq @ self._levels.T).toarray()
-        q_mass = np.array([self.tk._omega_of(d).sum() if len(d) else 0.0 for d in qdocs])
+        q_mass = np.array([self.tk.omega_of(d).sum() if len(d) else 0.0 for d in qdocs])
         den = q_mass[:, None] + self._item_mass[None, :]
         return np.where(den > 0, 2.0 * overlap / np.where(den > 0, den, 1.0), 0.0)
 

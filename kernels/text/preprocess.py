@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from corpora.base import Caption
 from corpora.nltk_resources import (  # noqa: F401 (MissingResourceError, english_stopwords, nltk_resource: re-exported)
     MissingResourceError,
@@ -68,19 +70,19 @@ COMPOUND_TABLE: dict[str, str] = {
 }
 
 #: Penn tag prefixes -> WordNet POS for the lemmatiser.
-_WN_POS = {"N": "n", "V": "v", "J": "a", "R": "r"}
+WN_POS = {"N": "n", "V": "v", "J": "a", "R": "r"}
 
 
 @lru_cache(maxsize=1)
 def _tagger():
     ensure_pos_tagger()
-    import nltk
+    import nltk  # heavy (seconds to import): only raw text without corpus POS tags needs the tagger
 
     return nltk.pos_tag_sents
 
 
 @lru_cache(maxsize=1)
-def _lemmatizer():
+def lemmatizer():
     """NLTK's ``WordNetLemmatizer.lemmatize`` (the shortest of WordNet's ``_morphy`` lemmas, else the word)
     on :func:`english_wordnet`, memoised."""
     wn = english_wordnet()
@@ -100,7 +102,8 @@ def _clean(tok: str) -> str:
     return t.lstrip("'") if t.startswith("'") and len(t) > 1 else t
 
 
-def _is_word(tok: str) -> bool:
+def is_word(tok: str) -> bool:
+    """A token with at least one letter or digit (others are dropped as stop words)."""
     return any(ch.isalnum() for ch in tok)
 
 
@@ -250,7 +253,7 @@ class Preprocessor:
         lemmas = [_clean(t) for t in lemmas]
         if self.compounds:
             lemmas, tags = self._merge(lemmas, tags)
-        keep = [i for i, t in enumerate(lemmas) if _is_word(t) and t not in self.stopwords]
+        keep = [i for i, t in enumerate(lemmas) if is_word(t) and t not in self.stopwords]
         return ProcessedCaption(tuple(lemmas[i] for i in keep),
                                 None if tags is None else tuple(tags[i] for i in keep))
 
@@ -290,8 +293,8 @@ class Preprocessor:
         for i, c in enumerate(captions):
             lt, tg = lem_toks[i], tag_out[i]
             if not (self.use_corpus_lemmas and c.lemma is not None):
-                lemm = _lemmatizer()
-                lt = [lemm(w.lower(), _WN_POS.get(t[:1], "n")) for w, t in zip(lt, tg)]
+                lemm = lemmatizer()
+                lt = [lemm(w.lower(), WN_POS.get(t[:1], "n")) for w, t in zip(lt, tg)]
             out.append(self._finish_memo(table, lt, tg if tags else None))
         return out
 
@@ -330,6 +333,4 @@ class Vocabulary:
         return [self.index.get(t, -1) for t in tokens]
 
     def count_array(self):
-        import numpy as np
-
         return np.array([self.counts[w] for w in self.words], dtype=np.int64)

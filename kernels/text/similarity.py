@@ -38,8 +38,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from corpora.nltk_resources import MissingResourceError, english_wordnet, nltk_resource
-from kernels.text.preprocess import TOKEN_RE, _WN_POS, _is_word, _lemmatizer, is_noun_tag, is_verb_tag
+from corpora.base import file_signature
+from corpora.nltk_resources import MissingResourceError, english_stopwords, english_wordnet, nltk_resource
+from kernels.text.ibm import IBMModel2
+from kernels.text.preprocess import TOKEN_RE, WN_POS, is_noun_tag, is_verb_tag, is_word, lemmatizer
 
 #: thresholds below which kernel entries are zeroed (Sec. 3.5)
 KAPPA_D_MIN = 0.01
@@ -152,7 +154,7 @@ def brown_tagged_sents(fileids=None):
     returns (every non-blank line of a file is a sentence, tokens split on whitespace, ``word/tag`` split
     at the last ``/``, tags upper-cased), read straight from the files: about 5× faster than NLTK's
     regex-based corpus view."""
-    from nltk.corpus import brown
+    from nltk.corpus import brown  # heavy (seconds to import nltk): only D_ext over Brown reads it
 
     out = []
     for fid in (brown.fileids() if fileids is None else fileids):
@@ -174,8 +176,6 @@ def external_corpus_identity(path) -> dict | None:
     """What a user-supplied external corpus (D_ext) file is, for cache keys: its path and
     :func:`~corpora.base.file_signature` (size, modification time); ``None`` = NLTK's Brown corpus.  An
     edited file gets new sentences, word kernels and Grams."""
-    from corpora.base import file_signature
-
     if path is None:
         return None
     p = Path(path).expanduser()
@@ -186,14 +186,12 @@ def external_corpus_identity(path) -> dict | None:
 
 def _ext_sentences(tk, path) -> list[list[str]]:
     """Preprocessed external sentences (lemmas, stop words removed), cached on disk."""
-    from kernels.text.preprocess import english_stopwords
-
     stop = english_stopwords()
     key = {"stage": "ext_corpus", "path": str(path) if path else "nltk:brown", "version": 1,
            "token_map": sorted(tk.pre.token_map.items()), "file": external_corpus_identity(path)}
 
     def compute():
-        lem = _lemmatizer()
+        lem = lemmatizer()
         sents: list[list[str]] = []
         if path is None:
             try:
@@ -207,9 +205,9 @@ def _ext_sentences(tk, path) -> list[list[str]]:
 
             def token(w, t):
                 w = w.lower()
-                if not _is_word(w) or w in stop:
+                if not is_word(w) or w in stop:
                     return None
-                k = (w, _WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
+                k = (w, WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
                 if k not in lemma_of:
                     l = lem(*k)
                     l = tk.pre.token_map.get(l, l)
@@ -229,7 +227,7 @@ def _ext_sentences(tk, path) -> list[list[str]]:
                 for ln, line in enumerate(fh, 1):
                     toks = []
                     for w in TOKEN_RE.findall(line.lower()):
-                        if not _is_word(w) or w in stop:
+                        if not is_word(w) or w in stop:
                             continue
                         l = lem(w, "n")
                         if l == w:
@@ -269,8 +267,6 @@ def pos_vocabularies(processed, min_count: int = MIN_COUNT):
 
 def alignment_tables(processed, item_of, nouns, verbs, n_iter_model1=10, n_iter_model2=5):
     """Train the noun and verb IBM models on all ordered pairs of distinct captions of each item."""
-    from kernels.text.ibm import IBMModel2
-
     out = {}
     for name, vocab, is_tag in (("noun", nouns, is_noun_tag), ("verb", verbs, is_verb_tag)):
         ix = {w: i for i, w in enumerate(vocab)}
@@ -381,8 +377,11 @@ def lin_kernel(processed, min_count: int = MIN_COUNT):
 
 
 # ------------------------------------------------------------------------------------ assembly
-def _combine(parts: dict, words: list[str], mode: str):
-    """Put component kernels on the union of their vocabularies and combine (``max`` or ``avg``)."""
+def combine_word_kernels(parts: dict, words: list[str], mode: str):
+    """Put component word kernels ``{name: (word ids, kernel)}`` on the union of their vocabularies and
+    combine them entrywise: ``"max"`` (Eq. 27, ``kappa_{S1,S2} = max(kappa_S1, kappa_S2)``) or ``"avg"``
+    (the mean of the components that cover a pair, as ``D_ext+ic``); diagonal 1.  Returns
+    ``(word ids, kernel)``."""
     wix = {w: i for i, w in enumerate(words)}
     union = sorted({int(i) for idx, _ in parts.values() for i in idx})
     if not union:
@@ -446,10 +445,10 @@ def build_word_kernel(tk) -> WordKernel:
     top: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for p in tk.sim_parts:
         if p == "D_ext+ic":
-            top[p] = _combine({"D_ic": comps["D_ic"], "D_ext": comps["D_ext"]}, words, "avg")
+            top[p] = combine_word_kernels({"D_ic": comps["D_ic"], "D_ext": comps["D_ext"]}, words, "avg")
         else:
             top[p] = comps[p]
-    idx, K = _combine(top, words, "max") if len(top) > 1 else top[tk.sim_parts[0]]
+    idx, K = combine_word_kernels(top, words, "max") if len(top) > 1 else top[tk.sim_parts[0]]
     allparts = dict(comps)
     allparts.update(top)
     return WordKernel(list(words), idx, K, allparts)

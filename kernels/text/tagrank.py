@@ -25,6 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
+
+from kernels.text.items import symmetrise_inplace
 
 
 def _f(x, y):
@@ -111,8 +114,7 @@ class TagRank:
                        symmetric: bool = False):
         """Yield ``(start, col_start, K_block)``: caption-level TagRank for rows ``start:start+b`` against
         columns ``col_start:`` (``col_start = start`` when ``symmetric``, else 0), float32."""
-        import torch
-        from tqdm.auto import tqdm
+        import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
 
         post = self._postings(col_vecs) if post is None else post
         Nc = len(col_vecs)
@@ -169,8 +171,6 @@ class TagRank:
             rst, rit = self._item_bounds(item_of, s, s + b)
             R = np.add.reduceat(cols, rst, axis=0)
             K[np.ix_(rit, cit)] += R
-        from kernels.text.items import symmetrise_inplace
-
         return symmetrise_inplace(K)
 
     def cross(self, qdocs, docs, item_of, n_items, show_progress=False) -> np.ndarray:

@@ -161,7 +161,7 @@ def sparse_gram(X: sp.csr_matrix, Y: sp.csr_matrix | None = None, dense_cols: in
 
 # ============================================================================ soft matching (DP)
 def _torch():
-    import torch
+    import torch  # heavy (seconds to import): only the soft-matching DP needs it
 
     return torch
 

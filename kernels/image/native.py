@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from corpora.cache import default_cache_dir
+
 log = logging.getLogger(__name__)
 
 _SOURCE = r"""
@@ -71,8 +73,6 @@ _TRIED = False
 
 
 def _lib_path() -> Path:
-    from corpora.cache import default_cache_dir
-
     tag = hashlib.sha256((_SOURCE + platform.node() + platform.machine() + platform.python_version())
                          .encode()).hexdigest()[:16]
     return default_cache_dir() / "cext" / f"itr_intersect_{tag}.so"

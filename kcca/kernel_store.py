@@ -1,0 +1,254 @@
+"""The fitted kernels of one corpus and training split, shared by every system of a run.
+
+Hodosh et al. (2013) train 30 systems (Appendix B) on the same data; most share an image kernel (the
+spatial pyramid, or the global histograms of the ``^Histo`` systems) and many a text kernel.  A
+:class:`KernelStore` fits each kernel once and keeps what later systems reuse:
+
+* per image kernel kind (:class:`ImageKernelEntry`): the fitted :class:`~kernels.image.ImageKernel`,
+  its per-feature Gram matrices (training Gram, rows of a pool against the training images), the
+  combined kernel of Eq. 6 ``K = [(K_C + K_T + K_S) / 3]^p`` per power ``p``, the κ-independent KCCA
+  decomposition (:func:`kcca.solver.decompose`) per ``(p, solver settings)``, and per-image feature
+  rows for caption metrics;
+* per text kernel name (:class:`TextKernelEntry`): the fitted :class:`~kernels.text.TextKernel`, query
+  rows of a pool's captions, the decomposition of the training Gram with diagonal factor ``d`` per
+  ``(d, solver settings)``, and per-text rows for caption metrics.
+
+Everything expensive is also cached on disk by the kernels themselves (their ``DiskCache``).  A store
+holds one training split; asking it for a kernel of another split is an error.  A caller that no longer
+needs a text kernel drops it (:meth:`KernelStore.drop_text`) to free its Grams and decompositions.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kcca.solver import decompose
+from kernels.image.gram import combine_kernels
+from kernels.image.kernel import ImageKernel
+from kernels.text.kernel import TextKernel
+
+__all__ = ["ImageKernelEntry", "TextKernelEntry", "KernelStore", "view_key", "warnings_naming"]
+
+
+def view_key(solver: str, decompose_kwargs: Mapping) -> tuple:
+    """The part of a decomposition's key that is not the kernel: the solver and its settings."""
+    return solver, tuple(sorted(decompose_kwargs.items()))
+
+
+@contextlib.contextmanager
+def warnings_naming(what: str):
+    """Re-issue the warnings raised inside (e.g. KCCA's "not positive semidefinite") with ``what``
+    (which kernel) in front, so a log line says where it comes from."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        warnings.warn(f"{what}: {w.message}", w.category, stacklevel=3)
+
+
+@dataclass
+class ImageKernelEntry:
+    """A fitted image kernel and what is derived from it.
+
+    Attributes
+    ----------
+    kernel : fitted :class:`~kernels.image.ImageKernel` (or a test double with ``feature_grams``)
+    train_ids : the training image ids it was fitted on
+    feature_grams : ``{rows key: {feature: Gram}}``; rows key ``"train"`` (training Gram) or
+        ``(split, image ids)`` (those images against the training images)
+    combined : ``{(rows key, p): combined kernel}`` (Eq. 6)
+    views : ``{(p, view key): decomposition}`` of the combined training Gram (:func:`view_key`)
+    pair_feature_rows : ``{image id: {feature: row against the training images}}`` (caption metrics)
+    """
+
+    kernel: object
+    train_ids: tuple[str, ...]
+    feature_grams: dict = field(default_factory=dict)
+    combined: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
+    pair_feature_rows: dict = field(default_factory=dict)
+
+    def rows(self, split: str, ids: Sequence[str] | None, power: int) -> np.ndarray:
+        """Combined image kernel (Hodosh et al. 2013, Eq. 6, power ``p``) of ``ids`` against the training
+        images; ``split="train"``: the training Gram (``ids`` ignored).  Memoised by the ids, not the
+        split name."""
+        rows_key = "train" if split == "train" else (split, tuple(ids))
+        ck = (rows_key, int(power))
+        if ck not in self.combined:
+            if rows_key not in self.feature_grams:
+                cols = None if split == "train" else list(self.train_ids)
+                rows = list(self.train_ids) if split == "train" else list(ids)
+                self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
+            self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
+        return self.combined[ck]
+
+    def image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``{feature: (len(image_ids), n_train)}`` rows of single images against the training images,
+        each image computed once and kept (:attr:`pair_feature_rows`)."""
+        new = [i for i in dict.fromkeys(image_ids) if i not in self.pair_feature_rows]
+        if new:
+            grams = self.kernel.feature_grams(new, list(self.train_ids))
+            for k, i in enumerate(new):
+                self.pair_feature_rows[i] = {f: g[k] for f, g in grams.items()}
+        feats = self.pair_feature_rows[image_ids[0]].keys() if len(image_ids) else ()
+        return {f: np.stack([self.pair_feature_rows[i][f] for i in image_ids]) for f in feats}
+
+    def codebook_digests(self) -> dict | None:
+        """:meth:`~kernels.image.ImageKernel.codebook_digests` of the kernel (``None`` for objects without
+        one, e.g. test doubles)."""
+        fn = getattr(self.kernel, "codebook_digests", None)
+        return fn() if fn is not None else None
+
+
+@dataclass
+class TextKernelEntry:
+    """A fitted text kernel and what is derived from it.
+
+    Attributes
+    ----------
+    kernel : fitted :class:`~kernels.text.TextKernel`
+    train_ids : the training image ids (items) it was fitted on
+    queries : ``{(split, caption ids): rows}`` of a pool's captions against the training items
+    views : ``{(d, view key): decomposition}`` of the training Gram with diagonal factor ``d``
+    pair_rows : ``{text: row against the training items}`` (caption metrics)
+    """
+
+    kernel: TextKernel
+    train_ids: tuple[str, ...]
+    queries: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
+    pair_rows: dict = field(default_factory=dict)
+
+    def train_gram(self, diag: float) -> np.ndarray:
+        """Training Gram with its diagonal multiplied by ``diag`` (:class:`~kernels.text.TextKernel`)."""
+        self.kernel.diag = float(diag)
+        return self.kernel.gram_train()
+
+    def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
+        """Rows of ``captions`` against the training items, memoised by the caption ids."""
+        key = (split, tuple(c.id for c in captions))
+        if key not in self.queries:
+            self.queries[key] = self.kernel.gram_queries(list(captions))
+        return self.queries[key]
+
+
+class KernelStore:
+    """Image kernels by kind and text kernels by name, fitted once on one training split.
+
+    >>> store = KernelStore()
+    >>> run_system("BoW5", corpus, store=store)      # fits the pyramid image kernel and BoW5
+    >>> run_system("TRI5", corpus, store=store)      # reuses the image kernel and its decompositions
+
+    Methods that fit take the kernels' settings (seed, cache, progress bars, extra constructor
+    arguments); they are used only when the kernel is not in the store yet.
+    """
+
+    def __init__(self) -> None:
+        self._images: dict[str, ImageKernelEntry] = {}
+        self._texts: dict[str, TextKernelEntry] = {}
+
+    # ------------------------------------------------------------------------------ get or fit
+    def image(self, kind: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
+              show_progress: bool = False, image_kwargs: Mapping | None = None) -> ImageKernelEntry:
+        """The ``kind`` image kernel (``"pyramid"`` / ``"histogram"``), fitted on ``train_ids`` if the
+        store has none; another kind fitted on the same images lends it its visual words."""
+        train_ids = tuple(train_ids)
+        if kind not in self._images:
+            ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
+                             **(image_kwargs or {}))
+            # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
+            peers = [e.kernel for e in self._images.values() if e.train_ids == train_ids]
+            ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
+            self._images[kind] = ImageKernelEntry(kernel=ik, train_ids=train_ids)
+        entry = self._images[kind]
+        if entry.train_ids != train_ids:
+            raise ValueError("the kernel store was filled for a different training set; use a fresh "
+                             "KernelStore per corpus / training split")
+        return entry
+
+    def text(self, name: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
+             show_progress: bool = False, text_kwargs: Mapping | None = None) -> TextKernelEntry:
+        """The text kernel of paper name ``name`` (:meth:`~kernels.text.TextKernel.from_name`), fitted on
+        ``train_ids`` if the store has none."""
+        train_ids = tuple(train_ids)
+        if name not in self._texts:
+            tk = TextKernel.from_name(name, seed=seed, cache=cache, show_progress=show_progress,
+                                      **(text_kwargs or {}))
+            tk.fit(corpus, list(train_ids))
+            self._texts[name] = TextKernelEntry(kernel=tk, train_ids=train_ids)
+        entry = self._texts[name]
+        if entry.train_ids != train_ids:
+            raise ValueError("the kernel store was filled for a different training set; use a fresh "
+                             "KernelStore per corpus / training split")
+        return entry
+
+    # ------------------------------------------------------------------------------ lookup
+    def has_image(self, kind: str) -> bool:
+        return kind in self._images
+
+    def has_text(self, name: str) -> bool:
+        return name in self._texts
+
+    def image_kinds(self) -> set[str]:
+        return set(self._images)
+
+    def text_names(self) -> set[str]:
+        return set(self._texts)
+
+    def image_entry(self, kind: str) -> ImageKernelEntry:
+        """The fitted ``kind`` image kernel (``KeyError`` naming it if the store has none)."""
+        if kind not in self._images:
+            raise KeyError(f"the kernel store has no {kind!r} image kernel")
+        return self._images[kind]
+
+    def text_entry(self, name: str) -> TextKernelEntry:
+        """The fitted ``name`` text kernel (``KeyError`` naming it if the store has none, e.g. dropped)."""
+        if name not in self._texts:
+            raise KeyError(f"the kernel store has no {name!r} text kernel")
+        return self._texts[name]
+
+    def drop_text(self, name: str) -> None:
+        """Forget the ``name`` text kernel with its rows and decompositions (no error if absent)."""
+        self._texts.pop(name, None)
+
+    # ------------------------------------------------------------------------------ derived
+    def image_rows(self, kind: str, split: str, ids: Sequence[str] | None, power: int) -> np.ndarray:
+        """Combined image kernel (Eq. 6, power ``p``) of ``ids`` against the training images
+        (:meth:`ImageKernelEntry.rows`)."""
+        return self.image_entry(kind).rows(split, ids, power)
+
+    def text_queries(self, name: str, split: str, captions: Sequence) -> np.ndarray:
+        """Text kernel rows of ``captions`` against the training items (:meth:`TextKernelEntry.query_rows`)."""
+        return self.text_entry(name).query_rows(split, captions)
+
+    def image_view(self, kind: str, power: int, *, solver: str, **decompose_kwargs):
+        """The KCCA decomposition (:func:`kcca.solver.decompose`) of the combined training Gram at
+        power ``p``, computed once per ``(p, solver settings)``."""
+        entry = self.image_entry(kind)
+        key = (power, view_key(solver, decompose_kwargs))
+        if key not in entry.views:
+            with warnings_naming(f"{kind} image kernel (p = {power})"):
+                entry.views[key] = decompose(entry.rows("train", None, power), solver=solver, **decompose_kwargs)
+        return entry.views[key]
+
+    def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
+        """The KCCA decomposition of the training text Gram with diagonal factor ``d``, computed once per
+        ``(d, solver settings)``."""
+        entry = self.text_entry(name)
+        key = (diag, view_key(solver, decompose_kwargs))
+        if key not in entry.views:
+            with warnings_naming(f"{name} text kernel (d = {diag:g})"):
+                entry.views[key] = decompose(entry.train_gram(diag), solver=solver, **decompose_kwargs)
+        return entry.views[key]
+
+    def codebook_digests(self, kind: str) -> dict | None:
+        """The visual-word codebook digests of the ``kind`` image kernel (``None`` if the store has no such
+        kernel, or its kernel has no codebooks)."""
+        return self._images[kind].codebook_digests() if kind in self._images else None
+
+    def __repr__(self) -> str:
+        return f"KernelStore(images={sorted(self._images)}, texts={sorted(self._texts)})"
