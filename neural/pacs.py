@@ -41,6 +41,7 @@ computed once and every step is a few small matrix products (identical maths, mu
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -51,9 +52,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neural.backbone import Backbone, _progress, adamw, backbone_from_model
+from corpora.base import GeneratedCorpus, file_signature
+from corpora.cache import NO_CACHE
+from corpora.images import read_image  # the datasets layer's safe image reader
+from neural.backbone import Backbone, backbone_from_model
 from neural.base import PROMPT
+from neural.checkpoints import file_sha256
 from neural.clipscore import CLIPScore
+from neural.losses import info_nce
+from neural.positives import tuple_entries
+from neural.training import adamw, deterministic, progress
 
 #: Sarto et al. 2023, Eq. 1: w = 2.0.
 PACS_W = 2.0
@@ -133,8 +141,8 @@ def teaching_tuples(corpus, split: str = "train", *, seed: int = 0, captions_per
     """Positive-augmented tuples from the teaching set: for each image of ``split`` (first
     ``max_images``), ``captions_per_image`` of its captions (chosen with ``seed``), with
     ``v' = corpus.rerender(image_id, seed + k)`` and ``t' = corpus.paraphrase(caption_id, seed)``."""
-    if not hasattr(corpus, "rerender") or not hasattr(corpus, "paraphrase"):
-        raise TypeError(f"corpus {corpus.name!r} cannot generate positives (no rerender/paraphrase); "
+    if not isinstance(corpus, GeneratedCorpus):
+        raise TypeError(f"corpus {corpus.name!r} cannot generate positives (no generator: rerender/paraphrase); "
                         "supply generated images and captions with load_tuples()")
     ids = list(corpus.split(split))[: max_images or None]
     rng = np.random.default_rng(seed)
@@ -166,12 +174,6 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
     The tuples' ``identity`` (the cache key of :func:`finetune_pacs`) holds the JSON file's hash, the
     resolved image root and a digest of every image file's :func:`~corpora.base.file_signature` (size,
     modification time), so moving the root or replacing an image invalidates a cached fine-tune."""
-    import hashlib
-
-    from corpora.base import file_signature
-    from corpora.images import read_image  # the datasets layer's safe image reader
-    from neural.positives import tuple_entries
-
     p = Path(path)
     entries, root = tuple_entries(p, image_root)
     out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
@@ -187,8 +189,6 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
         out["texts"].append(e["caption"])
         out["gen_images"].append(read(e["generated_image"]))
         out["gen_texts"].append(e["generated_caption"])
-    from neural.checkpoints import file_sha256
-
     digest = hashlib.sha256("\n".join(f"{k}\t{v}" for k, v in sorted(signatures.items()))
                             .encode("utf-8")).hexdigest()
     return PositiveTuples(**out, identity={"file": str(p), "sha256": file_sha256(p),
@@ -197,21 +197,16 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
 
 
 # ---------------------------------------------------------------------------- the loss
-def info_nce(a: torch.Tensor, b: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
-    """:math:`L_{A,B}` of Eq. 2: the sum of the a→b and b→a cross-entropies of ``exp(logit_scale) ·
-    cos`` logits, each averaged over the batch (inputs L2-normalised)."""
-    logits = logit_scale.exp() * a @ b.T
-    target = torch.arange(a.shape[0], device=a.device)
-    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
-
-
 def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor, t_gen: torch.Tensor,
               logit_scale: torch.Tensor, lambda_v: float = 0.05, lambda_t: float = 0.1
               ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Eq. 3: ``L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'}`` on normalised embeddings; also returns the parts."""
-    l_vt = info_nce(v, t, logit_scale)
-    l_gv = info_nce(v_gen, t, logit_scale)
-    l_gt = info_nce(v, t_gen, logit_scale)
+    """Eq. 3: ``L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'}`` on normalised embeddings; also returns the parts.
+
+    Each ``L_{A,B}`` is Eq. 2, the *sum* of the a→b and b→a cross-entropies of ``exp(logit_scale) · cos``
+    logits, each averaged over the batch: :func:`neural.losses.info_nce` with ``reduction="sum"``."""
+    l_vt = info_nce(v, t, logit_scale=logit_scale, reduction="sum")
+    l_gv = info_nce(v_gen, t, logit_scale=logit_scale, reduction="sum")
+    l_gt = info_nce(v, t_gen, logit_scale=logit_scale, reduction="sum")
     total = l_vt + lambda_v * l_gv + lambda_t * l_gt
     return total, {"L_VT": float(l_vt.detach()), "L_V'T": float(l_gv.detach()), "L_VT'": float(l_gt.detach())}
 
@@ -330,8 +325,6 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         ``.training`` holds the per-epoch history (``"history"``: initial and per-epoch train / val
         losses), the best epoch and whether the cache was hit.
     """
-    from corpora.cache import NO_CACHE
-
     cfg = config or PACSFinetuneConfig()
     if overrides:
         cfg = PACSFinetuneConfig(**{**asdict(cfg), **overrides})
@@ -372,7 +365,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         history = [{"epoch": 0, "train_loss": tr0, "val_loss": v0}]
         best, best_epoch, bad = v0, 0, 0
         best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-        bar = _progress(range(1, cfg.max_epochs + 1), cfg.max_epochs, "PAC-S fine-tuning", show_progress)
+        bar = progress(range(1, cfg.max_epochs + 1), total=cfg.max_epochs, desc="PAC-S fine-tuning",
+                       enabled=show_progress)
         for epoch in bar:
             perm = torch.randperm(len(train), generator=gen)
             batches = [perm[s:s + B] for s in range(0, len(train), B)]
@@ -413,8 +407,6 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         return arrays
 
     def compute_deterministic():
-        from neural.tiny_clip import deterministic
-
         with deterministic():       # deterministic algorithms, as the other fine-tunes (same seed, same weights)
             return compute()
 
@@ -441,4 +433,4 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
 
 
 __all__ = ["PACS_W", "PACScore", "RefPACScore", "PositiveTuples", "teaching_tuples", "load_tuples",
-           "info_nce", "pacs_loss", "PACSFinetuneConfig", "finetune_pacs"]
+           "pacs_loss", "PACSFinetuneConfig", "finetune_pacs"]
