@@ -420,73 +420,9 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
                               cfg.vision_shared, cfg.vision_repeats, cfg.text_shared, cfg.text_repeats,
                               cfg.embed_rank).to(teacher.device).float()
 
-    def run() -> dict[str, np.ndarray]:
-        rng = np.random.default_rng(cfg.seed)
-        n_img, n_txt = min(len(images), cfg.max_images), min(len(texts), cfg.max_texts)
-        X = _preprocessed(teacher, list(images[:n_img])).to(teacher.device)
-        T = teacher.tokenize(list(texts[:n_txt])).to(teacher.device)
-        tm = teacher.model
-        with torch.no_grad():
-            rv_t = torch.cat([tm.encode_image(X[s:s + 128].to(teacher.dtype)).float() for s in range(0, n_img, 128)])
-            rt_t = torch.cat([tm.encode_text(T[s:s + 256]).float() for s in range(0, n_txt, 256)])
-        P = np.array([(i, j) for i, j in pairs if i < n_img and j < n_txt], dtype=np.int64)
-        student.train()
-        frozen = [student.visual.conv1.weight, student.visual.class_embedding, student.visual.positional_embedding,
-                  student.positional_embedding]
-        for p in frozen:
-            p.requires_grad_(False)
-        params = [p for p in student.parameters() if p.requires_grad]
-        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        bar = progress(total=cfg.stage1_steps + cfg.stage2_steps, desc="L-CLIP distillation", enabled=show_progress)
-        for step in range(cfg.stage1_steps):
-            bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
-            bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
-            loss = distill_loss(rv_t[bi], student.encode_image(X[bi])) + \
-                distill_loss(rt_t[bt], student.encode_text(T[bt]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            tick(bar, log, "stage1", step, loss)
-        # ---- stage 2: text encoder frozen; image-side embeddings unfrozen
-        for p in student.parameters():
-            p.requires_grad_(False)
-        for p in student.image_parameters():
-            p.requires_grad_(True)
-        opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr,
-                                weight_decay=cfg.weight_decay)
-        if len(P) >= 2:
-            for step in range(cfg.stage2_steps):
-                # one pair per distinct image and text so the off-diagonal entries are true negatives
-                order = rng.permutation(len(P))
-                seen_i, seen_t, sel = set(), set(), []
-                for k in order:
-                    i, j = P[k]
-                    if i not in seen_i and j not in seen_t:
-                        seen_i.add(i), seen_t.add(j), sel.append(k)
-                        if len(sel) == cfg.batch_size:
-                            break
-                bi = torch.from_numpy(P[sel, 0])
-                bt = torch.from_numpy(P[sel, 1])
-                rv_s = student.encode_image(X[bi])
-                with torch.no_grad():
-                    rt_s = student.encode_text(T[bt])
-                S_t = F.normalize(rv_t[bi], dim=-1) @ F.normalize(rt_t[bt], dim=-1).t()
-                S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
-                loss = distill_loss(rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                tick(bar, log, "stage2", step, loss)
-        if bar is not None:
-            bar.close()
-        for p in student.parameters():
-            p.requires_grad_(True)
-        student.eval()
-        return state_dict_arrays(student)
-
     def run_det() -> dict[str, np.ndarray]:
         with deterministic(num_threads):
-            return run()
+            return _distil(student, teacher, images, texts, pairs, cfg, show_progress, log)
 
     if cache is not None and cache_key is not None:
         key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
@@ -502,6 +438,111 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
                                name=f"L-CLIP student of {teacher.name}", arch="lclip-multiplexed",
                                source=f"distilled here from {teacher.name} ({teacher.weights_id})",
                                device=teacher.device, show_progress=teacher.show_progress)
+
+
+@dataclass
+class _DistillationData:
+    """The distillation set on the teacher's device: preprocessed images ``X``, tokens ``T``, the
+    teacher's global embeddings ``rv_t`` / ``rt_t`` and the matching pairs ``P`` (image row, text row)."""
+
+    X: torch.Tensor
+    T: torch.Tensor
+    rv_t: torch.Tensor
+    rt_t: torch.Tensor
+    P: np.ndarray
+
+
+def _distillation_data(teacher, images, texts, pairs, cfg: LCLIPConfig) -> _DistillationData:
+    """:func:`train_lclip`, step 1: the first ``max_images`` images and ``max_texts`` texts, encoded once
+    by the teacher; the pairs among them."""
+    n_img, n_txt = min(len(images), cfg.max_images), min(len(texts), cfg.max_texts)
+    X = _preprocessed(teacher, list(images[:n_img])).to(teacher.device)
+    T = teacher.tokenize(list(texts[:n_txt])).to(teacher.device)
+    tm = teacher.model
+    with torch.no_grad():
+        rv_t = torch.cat([tm.encode_image(X[s:s + 128].to(teacher.dtype)).float() for s in range(0, n_img, 128)])
+        rt_t = torch.cat([tm.encode_text(T[s:s + 256]).float() for s in range(0, n_txt, 256)])
+    P = np.array([(i, j) for i, j in pairs if i < n_img and j < n_txt], dtype=np.int64)
+    return _DistillationData(X, T, rv_t, rt_t, P)
+
+
+def _distil(student: MultiplexedCLIP, teacher, images, texts, pairs, cfg: LCLIPConfig, show_progress: bool,
+            log: list | None) -> dict[str, np.ndarray]:
+    """:func:`train_lclip`'s training run (stage 1, then stage 2; one seeded generator for both):
+    returns the student's weights as arrays."""
+    rng = np.random.default_rng(cfg.seed)
+    d = _distillation_data(teacher, images, texts, pairs, cfg)
+    student.train()
+    bar = progress(total=cfg.stage1_steps + cfg.stage2_steps, desc="L-CLIP distillation", enabled=show_progress)
+    _stage1(student, d, cfg, rng, bar, log)
+    _stage2(student, d, cfg, rng, bar, log)
+    if bar is not None:
+        bar.close()
+    for p in student.parameters():
+        p.requires_grad_(True)
+    student.eval()
+    return state_dict_arrays(student)
+
+
+def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+    """Stage 1 (Eq. 1 on both towers): patch / class / positional embeddings frozen, random image and
+    text batches."""
+    n_img, n_txt = len(d.X), len(d.T)
+    frozen = [student.visual.conv1.weight, student.visual.class_embedding, student.visual.positional_embedding,
+              student.positional_embedding]
+    for p in frozen:
+        p.requires_grad_(False)
+    params = [p for p in student.parameters() if p.requires_grad]
+    opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    for step in range(cfg.stage1_steps):
+        bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
+        bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
+        loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi])) + \
+            distill_loss(d.rt_t[bt], student.encode_text(d.T[bt]))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tick(bar, log, "stage1", step, loss)
+
+
+def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
+    """Rows of ``P`` in a seeded random order, keeping one pair per distinct image and text (so the
+    off-diagonal entries of the batch's similarity matrices are true negatives), at most ``batch_size``."""
+    order = rng.permutation(len(P))
+    seen_i, seen_t, sel = set(), set(), []
+    for k in order:
+        i, j = P[k]
+        if i not in seen_i and j not in seen_t:
+            seen_i.add(i), seen_t.add(j), sel.append(k)
+            if len(sel) == batch_size:
+                break
+    return sel
+
+
+def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+    """Stage 2 (Eq. 1 on the image tower + λ_SR · Eq. 2): text encoder frozen, image-side embeddings
+    unfrozen, batches of distinct matching pairs (none when fewer than two pairs)."""
+    for p in student.parameters():
+        p.requires_grad_(False)
+    for p in student.image_parameters():
+        p.requires_grad_(True)
+    opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if len(d.P) < 2:
+        return
+    for step in range(cfg.stage2_steps):
+        sel = _distinct_pairs(d.P, rng, cfg.batch_size)
+        bi = torch.from_numpy(d.P[sel, 0])
+        bt = torch.from_numpy(d.P[sel, 1])
+        rv_s = student.encode_image(d.X[bi])
+        with torch.no_grad():
+            rt_s = student.encode_text(d.T[bt])
+        S_t = F.normalize(d.rv_t[bi], dim=-1) @ F.normalize(d.rt_t[bt], dim=-1).t()
+        S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
+        loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tick(bar, log, "stage2", step, loss)
 
 
 def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,
