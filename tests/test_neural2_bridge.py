@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from neural.bridge import (
-    BRIDGE,
-    BridgeConfig,
-    MappingModule,
-    build_template_tokens,
-    chunk_prompt,
-    image_global_and_grid,
-    l3_targets,
-)
+from neural.bridge import BRIDGE, BridgeConfig, MappingModule, image_global_and_grid
+from neural.bridge_templates import build_template_tokens, chunk_prompt, l3_targets
 from neural.losses import info_nce
 from neural.text_tower import encode_text_from_embeddings
 from neural.text_units import mask_templates
