@@ -1,6 +1,7 @@
 """Neural caption scorers on open_clip backbones.
 
-Bottom to top (a module imports only those above it in this list, never a scorer below it):
+From the bottom of the import graph up (the shared modules before :mod:`neural.tiny_clip` import no
+scorer; no module imports another's private helpers):
 
 * :mod:`neural.names` — backbone names the command lines accept (no torch);
 * :mod:`neural.checkpoints` — safe reading / writing of weight files;
@@ -15,7 +16,7 @@ Bottom to top (a module imports only those above it in this list, never a scorer
 * :mod:`neural.tiny_clip` — the small CLIP trained here on the teaching set (offline default);
 * :mod:`neural.factory` — :func:`~neural.factory.backbone_for`: the tiny CLIP or an open_clip model by name;
 * scorers: :mod:`neural.clipscore` (CLIP-S / RefCLIP-S, Hessel et al. 2021), :mod:`neural.pacs`
-  (PAC-S / RefPAC-S, Sarto et al. 2023), :mod:`neural.lclip` (L-CLIPScore), :mod:`neural.bridge`
+  (PAC-S / RefPAC-S, Sarto et al. 2023; user positives read by :mod:`neural.positives`), :mod:`neural.lclip` (L-CLIPScore), :mod:`neural.bridge`
   (BRIDGE, with :mod:`neural.bridge_templates`), :mod:`neural.specs` (SPECS, with
   :mod:`neural.specificity` and :mod:`neural.text_units`);
 * :mod:`neural.score` — ``python -m neural.score`` command line.
