@@ -13,7 +13,7 @@ Prints (and with ``--json`` as one JSON object):
   call, so every caption is encoded; ``scorer_text_memo_s`` is the same call served from that table.
   The scorer stops each batch at its last end-of-text token (exact for CLIP's causal text tower), so
   this ratio can be below 1; ``overhead_ratio_text_eot`` compares it with a raw loop that also stops at
-  end-of-text (``neural.bridge.encode_text_to_eot``) but keeps the input order, while the scorer also
+  end-of-text (``neural.text_tower.encode_text_to_eot``) but keeps the input order, while the scorer also
   groups captions of similar length into batches (fewer padded positions), so it is not the wrapper's
   overhead alone;
 * ``cached_rerun_encodes`` — images encoded when ``Backbone.encode_corpus_images`` is run a second
@@ -68,10 +68,10 @@ def main(argv=None) -> int:
 
     from corpora.cache import DiskCache
     from corpora.teaching import make_teaching_set
-    from neural.backbone import _to_pil, load_backbone
+    from neural.backbone import load_backbone, to_pil
     from neural.base import with_prompt
-    from neural.bridge import encode_text_to_eot
     from neural.clipscore import CLIPScore
+    from neural.text_tower import encode_text_to_eot
 
     n_img = 128 if args.quick else 512
     ts = make_teaching_set(n_images=max(n_img, 120), n_train=max(n_img, 120) // 2,
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         out = []
         with torch.inference_mode():
             for s in range(0, len(images), 64):
-                x = torch.stack([pre(_to_pil(im)) for im in images[s:s + 64]]).to(dev, dtype)
+                x = torch.stack([pre(to_pil(im)) for im in images[s:s + 64]]).to(dev, dtype)
                 out.append(F.normalize(model.encode_image(x).float(), dim=-1).cpu())
         return torch.cat(out)
 

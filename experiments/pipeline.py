@@ -694,9 +694,9 @@ def neural_train_ids(corpus: Corpus, args) -> list[str] | None:
 
 def load_neural_backbone(corpus: Corpus, args, cache: DiskCache):
     """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file), via
-    :func:`neural.tiny_clip.backbone_for`; loading failures become :class:`PipelineError`."""
+    :func:`neural.factory.backbone_for`; loading failures become :class:`PipelineError`."""
     from neural.checkpoints import WeightsError
-    from neural.tiny_clip import backbone_for
+    from neural.factory import backbone_for
 
     tiny = uses_tiny_clip(args)
     if tiny and args.clip_pretrained:
@@ -733,22 +733,6 @@ def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
     return parts[0], parts[1]
 
 
-def _pair_scorer(scorer, corpus: Corpus, cache: DiskCache, *, use_references: bool) -> Callable:
-    """``score_fn(image_ids, candidates, references)`` over corpus images, with cached image
-    embeddings (for the human-correlation protocols)."""
-
-    def score_fn(image_ids, candidates, references):
-        uniq = list(dict.fromkeys(image_ids))
-        emb = scorer.backbone.encode_corpus_images(corpus, uniq, cache=cache)
-        row = {u: k for k, u in enumerate(uniq)}
-        v = emb[[row[i] for i in image_ids]]
-        return scorer.score(v, list(candidates), list(references) if use_references else None)
-
-    if hasattr(scorer, "cache_identity"):
-        score_fn.identity = {"scorer": scorer.cache_identity(), "references": use_references}
-    return score_fn
-
-
 def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], args,
                cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, Callable], dict, dict]:
     """Train / load the CLIP family and score the test pool.
@@ -774,8 +758,8 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     names = list(names)
     if not names:
         return {}, {}, {}, {}
-    from corpora.base import MissingImagesError
-    from neural.base import affinity_for_pool
+    from corpora.base import GeneratedCorpus, MissingImagesError
+    from neural.base import CorpusPairScorer, affinity_for_pool
     from neural.clipscore import CLIPScore
 
     timings: dict[str, float] = {}
@@ -802,7 +786,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
                 raise PipelineError(f"--pacs-positives: {exc}") from exc
             train, val = _split_tuples(tuples, seed=args.seed)
             pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
-        elif hasattr(corpus, "rerender") and hasattr(corpus, "paraphrase"):
+        elif isinstance(corpus, GeneratedCorpus):
             n_img = 300 if args.quick else 700
             train = teaching_tuples(corpus, "train", seed=args.seed, max_images=n_img)
             val = teaching_tuples(corpus, "dev", seed=args.seed, max_images=150)
@@ -827,7 +811,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         timings["L-CLIPScore"] = time.perf_counter() - t
     bridge = None
     if "BRIDGE" in names:
-        from neural.bridge import BRIDGE, BridgeConfig
+        from neural.bridge import BRIDGE, BridgeConfig, BridgePairScorer
 
         t = time.perf_counter()
         bridge = BRIDGE(bb, BridgeConfig(seed=args.seed)).fit(corpus, "train", cache=cache, show_progress=show,
@@ -866,21 +850,16 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     pair: dict[str, Callable] = {}
     for name, sc in scorers.items():
         if name in names:
-            pair[name] = _pair_scorer(sc, corpus, cache, use_references=False)
+            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=False)
     for name, sc in ref_scorers.items():
         if name in names:
-            pair[name] = _pair_scorer(sc, corpus, cache, use_references=True)
+            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=True)
     if bridge is not None:
-        def bridge_pairs(ids, cands, refs, _b=bridge):
-            return _b.score_corpus_pairs(corpus, ids, cands)
-
-        bridge_pairs.identity = {"scorer": bridge.cache_identity(),
-                                 "template_source": getattr(bridge, "template_source", None)}
-        pair["BRIDGE"] = bridge_pairs
+        pair["BRIDGE"] = BridgePairScorer(bridge, corpus)
 
     # Specificity rate (SPECS Eqs. 1-2) where the corpus can produce detail units.
     specificity: dict = {}
-    if hasattr(corpus, "describe") and hasattr(corpus, "negative_unit"):
+    if isinstance(corpus, GeneratedCorpus):
         from neural.specs import specificity_on_corpus
 
         t = time.perf_counter()

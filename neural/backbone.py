@@ -19,20 +19,30 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import platform
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
-from neural.checkpoints import (
+from corpora.cache import NO_CACHE
+from neural.architectures import (  # noqa: F401  (CUSTOM_MODEL_CONFIGS … re-exported: the backbone API)
+    CUSTOM_MODEL_CONFIGS,
+    activation_hint,
+    check_architecture,
+    create_architecture,
+    hf_text_requirements,
+    infer_openai_arch,
+    load_weights_into,
+    preprocess_for,
+    require_architecture_dependencies,
+)
+from neural.checkpoints import (  # noqa: F401  (the error types are re-exported: the backbone API)
     MissingDependencyError,
     MissingWeightsError,
     WeightsError,
@@ -42,37 +52,24 @@ from neural.checkpoints import (
     torchscript_trusted,
 )
 from neural.names import TINY_MODEL_NAMES, is_tiny_model  # noqa: F401  (re-exported)
+from neural.pretrained import (  # noqa: F401  (PACS_CHECKPOINTS … re-exported: the backbone API)
+    OFFLINE_ENV,
+    PACS_CHECKPOINTS,
+    WEIGHTS_SUFFIXES,
+    check_pretrained_tag,
+    looks_like_weights_file,
+    missing_weights_message,
+    offline,
+    tag_torchscript_sha256,
+)
+from neural.text_tower import encode_text_to_eot
+from neural.training import progress
 
 log = logging.getLogger(__name__)
 
-#: Environment variable: set to ``1`` to forbid any weight download (also honoured: ``HF_HUB_OFFLINE``).
-OFFLINE_ENV = "ITR_OFFLINE"
 #: Version of the image-feature cache-key layout (2: images named by their signatures, as the image
 #: kernels' ``_KEY_VERSION``).
 _FEATURE_KEY_VERSION = 2
-
-#: Architectures defined by this toolkit (not in open_clip's registry).  ``itr-tiny-clip`` is the
-#: small CLIP trained on the teaching set (:mod:`neural.tiny_clip`).  Heads are ``width // 64`` so that
-#: OpenAI-format files of it can also be rebuilt by ``open_clip.build_model_from_openai_state_dict``.
-CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
-    "itr-tiny-clip": {
-        "embed_dim": 128,
-        "quick_gelu": True,
-        "vision_cfg": {"image_size": 48, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
-        "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
-    },
-}
-#: Preprocessing overrides for custom architectures (the teaching images are 4:3; "squash" keeps the
-#: whole scene, including what is left / right of centre).
-CUSTOM_PREPROCESS: dict[str, dict[str, Any]] = {"itr-tiny-clip": {"resize_mode": "squash"}}
-
-#: The PAC-S release checkpoints (Sarto et al. 2023, aimagelab/pacscore ``compute_metrics.py``) and the
-#: open_clip architecture each loads onto: ViT-B/32 is fine-tuned from OpenAI ViT-B/32 (QuickGELU),
-#: ViT-L/14 from open_clip ``ViT-L-14`` / ``laion2b_s32b_b82k`` (GELU).
-PACS_CHECKPOINTS = {
-    "clip_ViT-B-32.pth": {"model": "ViT-B-32", "quick_gelu": True},
-    "openClip_ViT-L-14.pth": {"model": "ViT-L-14", "quick_gelu": False},
-}
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -89,31 +86,9 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return dev
 
 
-def adamw(params, **kwargs) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` with its fused implementation where torch has one for the parameters'
-    device (CPU and CUDA, torch ≥ 2.4), else the multi-tensor one.
-
-    Same update rule (Loshchilov & Hutter 2019) as the default single-tensor loop, evaluated in fewer,
-    larger kernels: on the tiny CLIP (7.8 M parameters, most in the token embedding) a step costs about
-    4 ms fused against 88 ms single-tensor on two CPU cores.  Deterministic for a given machine and torch
-    version (the training caches key on the torch version).
-    """
-    params = list(params)
-    tensors = [p for g in params for p in (g["params"] if isinstance(g, dict) else [g])]
-    devices = {p.device.type for p in tensors}
-    fusable = devices <= {"cpu", "cuda"} and all(p.dtype in (torch.float32, torch.float16, torch.bfloat16)
-                                                   for p in tensors)
-    if fusable:
-        try:
-            return torch.optim.AdamW(params, fused=True, **kwargs)
-        except (RuntimeError, TypeError, ValueError):   # a torch without a fused kernel for this device
-            pass
-    return torch.optim.AdamW(params, foreach=True, **kwargs)
-
-
-def _to_pil(img):
-    from PIL import Image
-
+def to_pil(img) -> Image.Image:
+    """An RGB PIL image from a PIL image (converted to RGB) or an array: ``(H, W)`` grey, ``(H, W, 3)`` RGB or
+    ``(H, W, 4)`` RGBA (alpha dropped); uint8, or floats in [0, 1] (scaled by 255) or [0, 255] (clipped)."""
     if isinstance(img, Image.Image):
         return img.convert("RGB") if img.mode != "RGB" else img
     a = np.asarray(img)
@@ -129,13 +104,6 @@ def _to_pil(img):
         a = a[:, :, :3]
     return Image.fromarray(np.ascontiguousarray(a), mode="RGB")
 
-
-def _progress(iterable, total: int, desc: str, enabled: bool):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, leave=False)
 
 
 #: Distinct texts kept per backbone by :meth:`Backbone.encode_texts` before the table is restarted.
@@ -225,7 +193,7 @@ class Backbone:
     # ------------------------------------------------------------------ encoding
     def preprocess_images(self, images: Sequence) -> torch.Tensor:
         """Apply the model's eval transform to a batch: ``(N, 3, S, S)`` float32 CPU tensor."""
-        return torch.stack([self.preprocess(_to_pil(im)) for im in images])
+        return torch.stack([self.preprocess(to_pil(im)) for im in images])
 
     def _encode_image_batch(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.device, dtype=self.dtype, non_blocking=True)
@@ -233,8 +201,6 @@ class Backbone:
         return F.normalize(f.float(), dim=-1).cpu()
 
     def _encode_text_batch(self, tokens: torch.Tensor) -> torch.Tensor:
-        from neural.bridge import encode_text_to_eot
-
         # cut after the batch's last end-of-text token where exact (encode_texts batches by length)
         f = encode_text_to_eot(self.model, tokens.to(self.device))
         return F.normalize(f.float(), dim=-1).cpu()
@@ -251,8 +217,8 @@ class Backbone:
         out = []
         self.model.eval()
         with torch.inference_mode():
-            for s in _progress(starts, len(starts), f"encode images ({self.name})",
-                               self.show_progress and n > self.progress_min):
+            for s in progress(starts, total=len(starts), desc=f"encode images ({self.name})",
+                              enabled=self.show_progress and n > self.progress_min):
                 out.append(self._encode_image_batch(self.preprocess_images(images[s:s + batch_size])))
         self.n_image_encodes += n
         return torch.cat(out)
@@ -341,8 +307,8 @@ class Backbone:
             starts = range(0, len(todo), batch_size)
             self.model.eval()
             with torch.inference_mode():
-                for s in _progress(starts, len(starts), f"encode texts ({self.name})",
-                                   self.show_progress and len(todo) > self.progress_min * 4):
+                for s in progress(starts, total=len(starts), desc=f"encode texts ({self.name})",
+                                  enabled=self.show_progress and len(todo) > self.progress_min * 4):
                     idx = order[s:s + batch_size]
                     emb = self._encode_text_batch(tokens[idx])
                     table.update(zip((todo[int(i)] for i in idx), emb))
@@ -395,8 +361,6 @@ class Backbone:
         request in another order or grouping (the human-correlation protocols after the test pool) reads
         them from there instead of missing the disk chunks and encoding the images again.
         """
-        from corpora.cache import NO_CACHE
-
         cache = cache if cache is not None else NO_CACHE
         ids = list(image_ids)
         if not ids:
@@ -425,7 +389,7 @@ class Backbone:
     # ------------------------------------------------------------------ provenance
     def provenance(self) -> dict:
         """Versions, device, precision and weights identity — include this in every result."""
-        import open_clip
+        import open_clip  # lazy: seconds to import (torchvision, timm); already loaded with any open_clip model
 
         return {
             "backbone": self.name,
@@ -443,377 +407,6 @@ class Backbone:
             "numpy": np.__version__,
             "python": platform.python_version(),
         }
-
-
-# ---------------------------------------------------------------------------- model construction
-def _preprocess_for(model, overrides: dict | None = None):
-    """open_clip's eval transform from the preprocess config attached to ``model``."""
-    from open_clip.model import get_model_preprocess_cfg, set_model_preprocess_cfg
-    from open_clip.transform import PreprocessCfg, image_transform_v2, merge_preprocess_dict
-
-    from dataclasses import asdict
-
-    cfg = merge_preprocess_dict(asdict(PreprocessCfg()), get_model_preprocess_cfg(model) or {})
-    cfg = merge_preprocess_dict(cfg, overrides or {})
-    cfg["size"] = model.visual.image_size
-    set_model_preprocess_cfg(model, cfg)
-    return image_transform_v2(PreprocessCfg(**cfg), is_train=False)
-
-
-def hf_text_requirements(arch: str) -> list[str]:
-    """Hugging Face names (tokenizer and / or text model) that open_clip architecture ``arch`` loads
-    through ``transformers`` (SigLIP, NLLB-CLIP, XLM-R / RoBERTa text towers …); empty for the CLIP BPE
-    tokenizer and for this toolkit's own architectures."""
-    text_cfg = _text_cfg(arch)
-    names = [text_cfg[k] for k in ("hf_tokenizer_name", "hf_model_name") if text_cfg.get(k)]
-    return list(dict.fromkeys(names))
-
-
-def _text_cfg(arch: str) -> dict:
-    """open_clip's ``text_cfg`` of built-in architecture ``arch`` (empty for custom or unknown ones)."""
-    if arch in CUSTOM_MODEL_CONFIGS:
-        return {}
-    import open_clip
-
-    return (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
-
-
-def activation_hint(arch: str) -> str | None:
-    """Why a weights *file* for ``arch`` may need ``quick_gelu=True``, or ``None`` when there is no doubt.
-
-    OpenAI trained CLIP with QuickGELU (x·σ(1.702x)); open_clip's plain ``ViT-B-32`` etc. build GELU.
-    For a pretrained tag, the OpenAI TorchScript format and the PAC-S release names the activation is
-    known; a renamed or converted file of an architecture that OpenAI released gives no sign of it, and
-    the wrong choice changes every embedding without any error.  Returns ``None`` for ``*-quickgelu``
-    names and for architectures without an OpenAI release."""
-    if arch in CUSTOM_MODEL_CONFIGS or arch.lower().endswith("quickgelu"):
-        return None
-    import open_clip
-
-    try:
-        tags = open_clip.list_pretrained_tags_by_model(arch)
-    except Exception:  # noqa: BLE001 - unknown names are reported by create_architecture
-        return None
-    if "openai" not in tags:
-        return None
-    return (f"building {arch} with GELU; if these weights are OpenAI's or fine-tuned from them (as PAC-S's "
-            f"ViT-B/32), they need QuickGELU: pass quick_gelu=True or use the architecture {arch}-quickgelu "
-            f"(command line: --clip-model {arch}-quickgelu); pass quick_gelu=False if they were trained with "
-            "GELU (open_clip's LAION / DataComp weights)")
-
-
-def require_architecture_dependencies(arch: str) -> None:
-    """Raise :class:`~neural.checkpoints.MissingDependencyError` naming the package to install when
-    ``arch`` needs ``transformers`` and it is not installed.  Called before any weight download, so a
-    missing package is reported before hundreds of megabytes are fetched."""
-    names = hf_text_requirements(arch)
-    if not names:
-        return
-    try:
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            f"CLIP architecture {arch!r} uses the Hugging Face text components {names}, which need the "
-            "'transformers' package: pip install transformers.  Offline, their tokenizer / model files "
-            "must also be in the Hugging Face cache (run open_clip.get_tokenizer"
-            f"({arch!r}) once on a networked machine and copy ~/.cache/huggingface, or set HF_HOME).  "
-            "Architectures with the CLIP tokenizer (ViT-B-32, ViT-L-14 …) need neither.") from exc
-
-
-@contextmanager
-def _hub_offline(active: bool):
-    """While ``active``: Hugging Face Hub access off for code that does not take ``local_files_only``
-    (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` in the environment and huggingface_hub's constant,
-    which it reads at import); everything is restored afterwards."""
-    if not active:
-        yield
-        return
-    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    saved_env = {k: os.environ.get(k) for k in names}
-    try:
-        import huggingface_hub.constants as hub_constants
-    except ImportError:
-        hub_constants = None
-    saved_const = getattr(hub_constants, "HF_HUB_OFFLINE", None)
-    os.environ.update({k: "1" for k in names})
-    if hub_constants is not None:
-        hub_constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        if hub_constants is not None:
-            hub_constants.HF_HUB_OFFLINE = saved_const
-
-
-#: Suffixes that make a ``pretrained`` value a weights file rather than an open_clip tag.
-WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
-
-
-def looks_like_weights_file(pretrained: str | Path) -> bool:
-    """Whether ``pretrained`` names a weights file (a known suffix or a path separator) rather than an
-    open_clip pretrained tag, so that a missing one is reported as a missing file."""
-    return Path(str(pretrained)).suffix in WEIGHTS_SUFFIXES or os.sep in str(pretrained)
-
-
-def check_architecture(arch: str) -> None:
-    """Raise ``ValueError`` naming the valid choices unless ``arch`` is an open_clip model name
-    (``open_clip.list_models()``) or a key of :data:`CUSTOM_MODEL_CONFIGS`."""
-    import open_clip
-
-    if arch in CUSTOM_MODEL_CONFIGS or arch in open_clip.list_models():
-        return
-    import difflib
-
-    close = difflib.get_close_matches(arch, open_clip.list_models(), n=3, cutoff=0.6)
-    raise ValueError(
-        f"unknown CLIP architecture {arch!r}{f' (did you mean {close}?)' if close else ''}: use an open_clip "
-        f"model name (e.g. 'ViT-B-32', 'ViT-L-14'; see open_clip.list_models()) or one of "
-        f"{sorted(CUSTOM_MODEL_CONFIGS)}; 'tiny' trains the small CLIP here (neural.tiny_clip: on the "
-        f"run's training split, or on the teaching set)")
-
-
-def create_architecture(arch: str, *, quick_gelu: bool | None = None,
-                        preprocess_overrides: dict | None = None, allow_download: bool | None = None):
-    """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
-
-    ``arch``: an open_clip built-in name (``open_clip.list_models()``) or a key of
-    :data:`CUSTOM_MODEL_CONFIGS`.  Returns ``(model, preprocess, tokenizer)``; the model is fp32 on CPU.
-    ``allow_download``: whether a Hugging Face tokenizer (SigLIP, XLM-R … text towers) may be fetched
-    from the Hub when it is not in the local cache.  Default: yes unless ``$ITR_OFFLINE`` or
-    ``$HF_HUB_OFFLINE`` is set; when not allowed, it is loaded with ``local_files_only=True``.
-    """
-    import open_clip
-    from open_clip.tokenizer import SimpleTokenizer
-
-    if arch in CUSTOM_MODEL_CONFIGS:
-        from copy import deepcopy
-
-        cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
-        if quick_gelu is not None:
-            cfg["quick_gelu"] = quick_gelu
-        model = open_clip.CLIP(**cfg)
-        over = dict(CUSTOM_PREPROCESS.get(arch, {}))
-        over.update(preprocess_overrides or {})
-        preprocess = _preprocess_for(model, over)
-        tokenizer = SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
-        return model.eval(), preprocess, tokenizer
-    check_architecture(arch)
-    require_architecture_dependencies(arch)
-    allow = (not _offline()) if allow_download is None else bool(allow_download)
-    text_cfg = _text_cfg(arch)
-    try:
-        # a Hugging Face text tower reads its config with AutoConfig.from_pretrained, which open_clip
-        # calls without our keywords: with downloads off, the Hub is switched off around the call
-        with warnings.catch_warnings(), _hub_offline(not allow and bool(text_cfg.get("hf_model_name"))):
-            warnings.simplefilter("ignore")
-            model = open_clip.create_model(arch, pretrained=None, load_weights=False,
-                                           force_quick_gelu=bool(quick_gelu), pretrained_text=False,
-                                           device="cpu", precision="fp32")
-    except OSError as exc:  # transformers installed, the text tower's config neither cached nor fetchable
-        if not text_cfg.get("hf_model_name"):
-            raise
-        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
-               else "could not be downloaded")
-        raise MissingDependencyError(
-            f"the text-tower configuration of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is "
-            f"not in the Hugging Face cache and {why} ({exc}); run open_clip.create_model({arch!r}) once on "
-            "a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
-    preprocess = _preprocess_for(model, preprocess_overrides)
-    # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
-    # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
-    tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
-    try:
-        tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
-    except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
-        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
-               else "could not be downloaded")
-        raise MissingDependencyError(
-            f"the tokenizer of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is not in the "
-            f"Hugging Face cache and {why} ({exc}); run open_clip.get_tokenizer({arch!r}) "
-            "once on a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
-    return model.eval(), preprocess, tokenizer
-
-
-def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], *, source: str = "") -> None:
-    """Load a (normalised) CLIP state dict into ``model`` strictly, after open_clip's compatibility
-    fixes (custom-text key layout, logit_scale shape, positional-embedding resizing).  Raises
-    :class:`WeightsError` naming the source and the mismatching keys."""
-    from open_clip.model import convert_to_custom_text_state_dict, resize_pos_embed, resize_text_pos_embed
-
-    sd = dict(state_dict)
-    if "positional_embedding" in sd and not hasattr(model, "positional_embedding"):
-        sd = convert_to_custom_text_state_dict(sd)
-    if "logit_scale" in sd and model.logit_scale.ndim != sd["logit_scale"].ndim:
-        sd["logit_scale"] = sd["logit_scale"].reshape(model.logit_scale.shape)
-    if getattr(model, "logit_bias", None) is None:
-        sd.pop("logit_bias", None)
-    try:
-        resize_pos_embed(sd, model)
-        resize_text_pos_embed(sd, model)
-    except Exception as exc:  # shape too different to interpolate
-        raise WeightsError(f"{source}: weights do not match the architecture (positional embeddings: "
-                           f"{exc or type(exc).__name__}) — pass the matching --clip-model") from exc
-    own = model.state_dict()
-    # non-persistent buffers (e.g. the text causal ``attn_mask``) appear in TorchScript state dicts
-    for name, _ in model.named_buffers():
-        if name not in own:
-            sd.pop(name, None)
-    missing = sorted(set(own) - set(sd))
-    unexpected = sorted(set(sd) - set(own))
-    bad_shape = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
-    if missing or unexpected or bad_shape:
-        def few(xs):
-            return ", ".join(xs[:5]) + (f" … (+{len(xs) - 5})" if len(xs) > 5 else "")
-        raise WeightsError(
-            f"{source}: weights do not match the architecture "
-            + (f"missing: {few(missing)}; " if missing else "")
-            + (f"unexpected: {few(unexpected)}; " if unexpected else "")
-            + (f"wrong shape: {few([f'{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}' for k in bad_shape])}"
-               if bad_shape else "")
-            + " — pass the matching --clip-model (e.g. ViT-B-32 for OpenAI / PAC-S ViT-B/32, ViT-L-14 "
-              "for PAC-S ViT-L/14), or 'auto' to infer it from an OpenAI-layout state dict")
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
-
-
-def _infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
-    """Rebuild the architecture of an OpenAI-layout state dict (open_clip's
-    ``build_model_from_openai_state_dict``), fp32."""
-    from open_clip.model import build_model_from_openai_state_dict
-
-    try:
-        model = build_model_from_openai_state_dict(dict(state_dict), quick_gelu=quick_gelu, cast_dtype=None)
-    except Exception as exc:
-        raise WeightsError(f"cannot infer a CLIP architecture from this state dict ({exc}); "
-                           "pass --clip-model explicitly") from exc
-    model = model.float()
-    # open_clip casts to fp16 before loading (OpenAI layout); reload so fp32 files stay bit-exact
-    model.load_state_dict({k: v for k, v in state_dict.items() if k in model.state_dict()}, strict=False)
-    return model.eval()
-
-
-def _offline() -> bool:
-    return os.environ.get(OFFLINE_ENV, "") not in ("", "0") or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
-
-
-def _url_sha256(url: str) -> str:
-    """The SHA-256 (or its prefix) that open_clip expects of the file at a pretrained tag's ``url``, as
-    ``open_clip.pretrained.download_pretrained_from_url`` reads it: the folder name of an OpenAI URL, the
-    file-name suffix of an mlfoundations release; ``""`` when the URL names none."""
-    if "openaipublic" in url:
-        return url.rstrip("/").split("/")[-2]
-    if "mlfoundations" in url:
-        return os.path.splitext(os.path.basename(url))[0].split("-")[-1]
-    return ""
-
-
-def _tag_torchscript_sha256(tag_cfg: dict, path: Path) -> str | None:
-    """The full SHA-256 that the tag's OpenAI release URL names when ``path`` is that URL's file, else
-    ``None``: a TorchScript archive with exactly these bytes comes from the tag's official source and may
-    be loaded (:func:`neural.checkpoints.read_state_dict` checks the bytes it loads).  Only OpenAI's URLs
-    carry a full 64-digit checksum, and only OpenAI's releases are TorchScript archives."""
-    url = tag_cfg.get("url", "")
-    expected = _url_sha256(url)   # an mlfoundations suffix is 8 digits: never taken for a full checksum
-    return expected if len(expected) == 64 and path.name == os.path.basename(url) else None
-
-
-def _cached_tag_file(tag_cfg: dict, cache_dir: str | None) -> str | None:
-    """The local file of an open_clip pretrained tag if it is already on disk, else ``None``
-    (never touches the network).  A file at the tag URL's cache path whose SHA-256 differs from the one
-    the URL names is ignored with a warning (open_clip would download it again)."""
-    if tag_cfg.get("file"):
-        return tag_cfg["file"] if os.path.isfile(tag_cfg["file"]) else None
-    hf = tag_cfg.get("hf_hub", "")
-    if hf:
-        try:
-            from huggingface_hub import try_to_load_from_cache
-            from open_clip.constants import HF_WEIGHTS_NAME
-            from open_clip.pretrained import _get_safe_alternatives
-
-            model_id, filename = os.path.split(hf)
-            filename = filename or HF_WEIGHTS_NAME
-            for fn in [*_get_safe_alternatives(filename), filename]:
-                p = try_to_load_from_cache(repo_id=model_id, filename=fn, cache_dir=cache_dir)
-                if isinstance(p, str) and os.path.isfile(p):
-                    return p
-        except ImportError:
-            pass
-    url = tag_cfg.get("url", "")
-    if url:
-        p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
-        if os.path.isfile(p):
-            expected = _url_sha256(url)
-            if not expected or file_sha256(p).startswith(expected):
-                return p
-            warnings.warn(f"{p}: its SHA-256 does not match the one its download URL names ({expected[:16]}…); "
-                          "ignored (delete it; open_clip downloads it again on a networked machine)", stacklevel=3)
-    return None
-
-
-def _unreachable_download_host(tag_cfg: dict, timeout: float = 5.0) -> str | None:
-    """Why the download source of an open_clip tag cannot be reached, or ``None`` when it can (or when a
-    proxy is configured, which a direct probe cannot judge).
-
-    One TCP connection attempt (``timeout`` seconds) to the host that would serve the file (the Hugging
-    Face endpoint, ``$HF_ENDPOINT`` if set, or the tag's URL host).  Without it, an offline machine waits
-    through huggingface_hub's retries (about a minute) and prints a warning per retry before failing.
-    """
-    from urllib.parse import urlsplit
-
-    from corpora.paths import network_problem
-
-    if tag_cfg.get("hf_hub"):
-        url = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    else:
-        url = tag_cfg.get("url", "")
-    parts = urlsplit(url)
-    host = parts.hostname
-    if not host:
-        return None
-    problem = network_problem(host, parts.port or (80 if parts.scheme == "http" else 443), timeout)
-    return None if problem is None else (f"no network: {problem}; set {OFFLINE_ENV}=1 to skip this check "
-                                         "on an offline machine")
-
-
-def check_pretrained_tag(model: str, tag: str, *, allow_download: bool | None = None,
-                         cache_dir: str | None = None) -> tuple[dict, str | None]:
-    """Check, without downloading anything, that open_clip pretrained ``tag`` of ``model`` can be had.
-
-    Returns ``(tag config, local file or None)``: the file when it is already in the local cache, else
-    ``None`` (a download is allowed and its host answers).  Raises ``ValueError`` for a tag open_clip
-    does not know for ``model`` and :class:`~neural.checkpoints.MissingWeightsError` when the weights are
-    not cached and downloads are off or the host cannot be reached — so a job can fail before any work.
-    """
-    import open_clip
-
-    allow = (not _offline()) if allow_download is None else allow_download
-    arch_for_tag = model.replace("/", "-")
-    tag_cfg = open_clip.get_pretrained_cfg(arch_for_tag, tag) if model != "auto" else {}
-    if not tag_cfg:
-        tags = open_clip.list_pretrained_tags_by_model(arch_for_tag) if model != "auto" else []
-        raise ValueError(f"pretrained={tag!r} is neither a file nor a known tag for {model!r} "
-                         f"(known tags: {tags})")
-    local = _cached_tag_file(tag_cfg, cache_dir)
-    if local is None:
-        if not allow:
-            raise MissingWeightsError(_missing_weights_message(model, tag,
-                                                               "not in the local cache and downloads are off"))
-        unreachable = _unreachable_download_host(tag_cfg)
-        if unreachable:
-            raise MissingWeightsError(_missing_weights_message(model, tag, unreachable))
-    return tag_cfg, local
-
-
-def _missing_weights_message(model: str, pretrained: str, why: str) -> str:
-    return (f"CLIP weights {model}/{pretrained} are not available ({why}). On a networked machine they are "
-            f"downloaded automatically; offline, download them elsewhere (e.g. open_clip.create_model('{model}', "
-            f"pretrained='{pretrained}') fills ~/.cache/huggingface or ~/.cache/clip) and pass the file with "
-            f"--clip-pretrained /path/to/file (load_backbone('{model}', '/path/to/file')), or use "
-            "--clip-model tiny for the small CLIP trained here on the teaching set.")
 
 
 def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "openai", *,
@@ -870,72 +463,16 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     if is_tiny_model(model):
         raise ValueError("model='tiny' is the CLIP trained here on the teaching set: use "
                          "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
-    allow = (not _offline()) if allow_download is None else allow_download
+    allow = (not offline()) if allow_download is None else allow_download
     if model != "auto":
         check_architecture(model.replace("/", "-"))
         require_architecture_dependencies(model.replace("/", "-"))
-
-    file_path: Path | None = None
-    tag_cfg: dict = {}
-    if pretrained is not None:
-        as_path = Path(str(pretrained)).expanduser()
-        if as_path.is_file():
-            file_path = as_path
-        elif looks_like_weights_file(pretrained):
-            raise MissingWeightsError(f"weights file not found: {as_path} (--clip-pretrained)")
-        else:
-            tag_cfg, local = check_pretrained_tag(model, str(pretrained), allow_download=allow, cache_dir=cache_dir)
-            if local is None:
-                try:
-                    from open_clip.pretrained import download_pretrained
-
-                    local = download_pretrained(tag_cfg, cache_dir=cache_dir)
-                except Exception as exc:
-                    raise MissingWeightsError(_missing_weights_message(
-                        model, str(pretrained), f"download failed: {exc}")) from exc
-                if not local:
-                    raise MissingWeightsError(_missing_weights_message(model, str(pretrained), "no download source"))
-            file_path = Path(local)
-
-    state_dict = fmt = None
-    weights_id = ""
-    if file_path is not None:
-        # a tag's TorchScript file is trusted when the bytes loaded carry the checksum its official URL names
-        expected = _tag_torchscript_sha256(tag_cfg, file_path) if tag_cfg else None
-        state_dict, fmt = read_state_dict(file_path, trust_torchscript=trust_torchscript,
-                                          torchscript_sha256=expected)
-        weights_id = (expected if fmt == "torchscript" and expected and not torchscript_trusted(trust_torchscript)
-                      else file_sha256(file_path))[:16]
+    file_path, tag_cfg = _weights_file(model, pretrained, allow, cache_dir)
+    state_dict, fmt, weights_id = _read_weights(file_path, tag_cfg, trust_torchscript)
     if quick_gelu is None:
-        if tag_cfg:
-            quick_gelu = bool(tag_cfg.get("quick_gelu", False))
-        elif fmt == "torchscript":
-            quick_gelu = True
-        elif file_path is not None and file_path.name in PACS_CHECKPOINTS:
-            quick_gelu = PACS_CHECKPOINTS[file_path.name]["quick_gelu"]
-        elif file_path is not None and model != "auto":
-            hint = activation_hint(model.replace("/", "-"))
-            if hint:
-                warnings.warn(f"{file_path}: {hint}", UserWarning, stacklevel=2)
-    preprocess_overrides = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode")
-                            if k in tag_cfg}
-
-    if model == "auto":
-        if state_dict is None:
-            raise ValueError("model='auto' needs a weights file to infer the architecture from")
-        net = _infer_openai_arch(state_dict, quick_gelu=True if quick_gelu is None else quick_gelu)
-        preprocess = _preprocess_for(net, preprocess_overrides)
-        from open_clip.tokenizer import SimpleTokenizer
-
-        tokenizer = SimpleTokenizer(context_length=int(net.context_length))
-        arch = "auto(openai-layout)"
-    else:
-        arch = model.replace("/", "-")
-        net, preprocess, tokenizer = create_architecture(arch, quick_gelu=quick_gelu,
-                                                         preprocess_overrides=preprocess_overrides,
-                                                         allow_download=allow)
-        if state_dict is not None:
-            load_weights_into(net, state_dict, source=f"{file_path} ({fmt})")
+        quick_gelu = _default_quick_gelu(model, tag_cfg, fmt, file_path)
+    net, preprocess, tokenizer, arch = _build_network(model, state_dict, quick_gelu, tag_cfg, allow,
+                                                      source=f"{file_path} ({fmt})")
     net = net.to(dev)
     if precision == "fp16":
         net = net.half()
@@ -954,6 +491,85 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=weights_id,
                     device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
                     show_progress=show_progress)
+
+
+def _weights_file(model: str, pretrained, allow: bool, cache_dir: str | None) -> tuple[Path | None, dict]:
+    """:func:`load_backbone`, step 1: the weights file — given by path, or the pretrained tag's file from
+    the local cache or downloaded — and the tag's open_clip config (``{}`` for a file or no weights)."""
+    if pretrained is None:
+        return None, {}
+    as_path = Path(str(pretrained)).expanduser()
+    if as_path.is_file():
+        return as_path, {}
+    if looks_like_weights_file(pretrained):
+        raise MissingWeightsError(f"weights file not found: {as_path} (--clip-pretrained)")
+    tag_cfg, local = check_pretrained_tag(model, str(pretrained), allow_download=allow, cache_dir=cache_dir)
+    if local is None:
+        try:
+            # lazy: open_clip takes seconds to import (torchvision, timm)
+            from open_clip.pretrained import download_pretrained
+
+            local = download_pretrained(tag_cfg, cache_dir=cache_dir)
+        except Exception as exc:
+            raise MissingWeightsError(missing_weights_message(
+                model, str(pretrained), f"download failed: {exc}")) from exc
+        if not local:
+            raise MissingWeightsError(missing_weights_message(model, str(pretrained), "no download source"))
+    return Path(local), tag_cfg
+
+
+def _read_weights(file_path: Path | None, tag_cfg: dict, trust_torchscript: bool | None):
+    """:func:`load_backbone`, step 2: ``(state dict, format, weights_id)`` of the file (``None, None, ""``
+    without one).  A tag's TorchScript file is trusted when the bytes loaded carry the checksum its
+    official URL names; its ``weights_id`` is then that checksum's prefix, else the file's SHA-256 prefix."""
+    if file_path is None:
+        return None, None, ""
+    expected = tag_torchscript_sha256(tag_cfg, file_path) if tag_cfg else None
+    state_dict, fmt = read_state_dict(file_path, trust_torchscript=trust_torchscript, torchscript_sha256=expected)
+    weights_id = (expected if fmt == "torchscript" and expected and not torchscript_trusted(trust_torchscript)
+                  else file_sha256(file_path))[:16]
+    return state_dict, fmt, weights_id
+
+
+def _default_quick_gelu(model: str, tag_cfg: dict, fmt: str | None, file_path: Path | None) -> bool | None:
+    """:func:`load_backbone`, step 3: QuickGELU or not when the caller did not say — the tag's config;
+    True for OpenAI TorchScript archives and per :data:`PACS_CHECKPOINTS`; else ``None`` (the
+    architecture's own), with a warning when the file's activation is in doubt (:func:`activation_hint`)."""
+    if tag_cfg:
+        return bool(tag_cfg.get("quick_gelu", False))
+    if fmt == "torchscript":
+        return True
+    if file_path is not None and file_path.name in PACS_CHECKPOINTS:
+        return PACS_CHECKPOINTS[file_path.name]["quick_gelu"]
+    if file_path is not None and model != "auto":
+        hint = activation_hint(model.replace("/", "-"))
+        if hint:
+            warnings.warn(f"{file_path}: {hint}", UserWarning, stacklevel=3)
+    return None
+
+
+def _build_network(model: str, state_dict, quick_gelu: bool | None, tag_cfg: dict, allow: bool, *, source: str):
+    """:func:`load_backbone`, step 4: ``(network, preprocess, tokenizer, arch)`` with the weights loaded —
+    inferred from an OpenAI-layout state dict for ``model="auto"``, else :func:`create_architecture` +
+    :func:`load_weights_into`; the tag's preprocessing overrides (mean, std, interpolation, resize) apply."""
+    preprocess_overrides = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode")
+                            if k in tag_cfg}
+    if model == "auto":
+        if state_dict is None:
+            raise ValueError("model='auto' needs a weights file to infer the architecture from")
+        net = infer_openai_arch(state_dict, quick_gelu=True if quick_gelu is None else quick_gelu)
+        preprocess = preprocess_for(net, preprocess_overrides)
+        # lazy: open_clip takes seconds to import (torchvision, timm)
+        from open_clip.tokenizer import SimpleTokenizer
+
+        return net, preprocess, SimpleTokenizer(context_length=int(net.context_length)), "auto(openai-layout)"
+    arch = model.replace("/", "-")
+    net, preprocess, tokenizer = create_architecture(arch, quick_gelu=quick_gelu,
+                                                     preprocess_overrides=preprocess_overrides,
+                                                     allow_download=allow)
+    if state_dict is not None:
+        load_weights_into(net, state_dict, source=source)
+    return net, preprocess, tokenizer, arch
 
 
 def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: Callable, *, name: str,
@@ -976,7 +592,7 @@ def backbone_from_model(net: torch.nn.Module, preprocess: Callable, tokenizer: C
 
 
 __all__ = [
-    "Backbone", "load_backbone", "backbone_from_model", "create_architecture", "load_weights_into",
+    "Backbone", "load_backbone", "backbone_from_model", "to_pil", "create_architecture", "load_weights_into",
     "hf_text_requirements", "require_architecture_dependencies", "activation_hint", "check_architecture",
     "check_pretrained_tag", "looks_like_weights_file", "WEIGHTS_SUFFIXES",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",

@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from corpora.cache import NO_CACHE
+
 #: The prompt CLIPScore and PAC-S prepend to every candidate and reference (jmhessel/clipscore,
 #: aimagelab/pacscore: ``prefix='A photo depicts'`` + a space).
 PROMPT = "A photo depicts"
@@ -153,8 +155,6 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
     pool's ids, the corpus fingerprint and the pool images' signatures).  Extra keyword arguments go to
     ``score_matrix``.
     """
-    from corpora.cache import NO_CACHE
-
     cache = cache if cache is not None else NO_CACHE
     captions = [c.text for c in pool.captions]
     backbone = getattr(scorer, "backbone", None)
@@ -183,8 +183,47 @@ def affinity_for_pool(scorer, corpus, pool, cache=None, **kwargs) -> np.ndarray:
     return cache.get_or_compute("neural_affinity", key, compute)["S"]
 
 
+class CorpusPairScorer:
+    """A CLIP-family scorer as a :class:`corpora.scoring.PairScorer` over corpus images, for the
+    human-correlation protocols: ``pair_scorer(image_ids, candidates, references)`` scores each
+    candidate against its corpus image (features from
+    :meth:`~neural.backbone.Backbone.encode_corpus_images`, disk-cached in ``cache``; each distinct image
+    encoded once per call) with ``scorer.score``, passing the references only when ``use_references``
+    (RefCLIP-S, RefPAC-S, RefL-CLIPScore).
+
+    Attributes
+    ----------
+    identity : dict or None
+        ``{"scorer": scorer.cache_identity(), "references": use_references}``, taken when the pair scorer
+        is made (the key of its cached scores); ``None`` for a scorer without ``cache_identity`` (its
+        scores are then never cached).
+    name : str
+        The scorer's name.
+    """
+
+    def __init__(self, scorer, corpus, cache=None, *, use_references: bool):
+        self.scorer = scorer
+        self.corpus = corpus
+        self.cache = cache
+        self.use_references = use_references
+        self.name = getattr(scorer, "name", type(scorer).__name__)
+        ident = getattr(scorer, "cache_identity", None)
+        self.identity = None if ident is None else {"scorer": ident(), "references": use_references}
+
+    def __call__(self, image_ids: Sequence[str], candidates: Sequence[str],
+                 references: Sequence[Sequence[str]]) -> np.ndarray:
+        uniq = list(dict.fromkeys(image_ids))
+        emb = self.scorer.backbone.encode_corpus_images(self.corpus, uniq, cache=self.cache)
+        row = {u: k for k, u in enumerate(uniq)}
+        v = emb[[row[i] for i in image_ids]]
+        return self.scorer.score(v, list(candidates), list(references) if self.use_references else None)
+
+    def __repr__(self) -> str:
+        return f"CorpusPairScorer({self.name!r}, references={self.use_references})"
+
+
 __all__ = [
     "PROMPT", "CaptionScorer", "with_prompt", "l2_normalize", "clip_s", "harmonic_mean",
     "max_reference_cosine", "is_embedding_matrix", "image_embeddings", "flatten_references",
-    "affinity_for_pool",
+    "affinity_for_pool", "CorpusPairScorer",
 ]

@@ -26,7 +26,9 @@ No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP
      ``"a photo of a <noun chunk>"`` of the masked chunk (leading article dropped from the chunk;
      identical chunks in a batch count as positives of each other).
 
-   The temperature is the backbone's own (``1 / exp(logit_scale)``, at least 0.01).
+   The temperature is the backbone's own (``1 / exp(logit_scale)``, at least 0.01).  All three are
+   :func:`neural.losses.info_nce` with ``targets`` (the diagonal for L1 / L2, the same-prompt matrix for
+   L3; each direction's targets row-normalised) and ``reduction="mean"``.
 5. **Score** (Eq. 4)::
 
        BRIDGE(I, T) = ½ [ CLIP-S(I, T) + w · max(cos(t*, t), 0) ],   w = 2.5
@@ -48,58 +50,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from neural.backbone import adamw
-from neural.lclip import _bar, _pool_text, _project, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
+from corpora.base import GeneratedCorpus
+from corpora.cache import NO_CACHE
+from neural.base import PROMPT, clip_s, is_embedding_matrix, l2_normalize, with_prompt
+from neural.bridge_templates import TemplateBatch, build_template_tokens, l3_targets
+from neural.checkpoints import state_dict_sha256
+from neural.losses import info_nce
+from neural.text_tower import encode_text_from_embeddings, text_tower_parts, token_embedding
 from neural.text_units import MaskTemplate, mask_templates
+from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
 
-__all__ = [
-    "BridgeConfig", "MappingModule", "BRIDGE", "encode_text_from_embeddings", "image_global_and_grid",
-    "TemplateBatch", "build_template_tokens", "chunk_prompt", "l3_targets",
-]
-
-SLOT_WORD = "*"
+__all__ = ["BridgeConfig", "MappingModule", "BRIDGE", "BridgePairScorer", "image_global_and_grid"]
 
 
 # ============================================================================ frozen-encoder plumbing
-def encode_text_from_embeddings(model: nn.Module, x: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Text features (projected, un-normalised) of a CLIP text tower fed with token *embeddings*
-    ``x`` (B, L, width) instead of token ids; ``tokens`` (B, L) only locate the pooling position.
-
-    Works on open_clip ``CLIP`` / ``CustomTextCLIP`` text towers and on the L-CLIPScore student.  ``L``
-    may be shorter than the context length: the causal mask makes the EOT output independent of later
-    positions, so trailing padding can be cut.
-    """
-    if hasattr(model, "encode_text_from_embeddings"):
-        return model.encode_text_from_embeddings(x, tokens)
-    _, pos, transformer, ln_final, proj, mask, pool, eos = text_tower_parts(model)
-    L = x.shape[1]
-    cast = transformer.get_cast_dtype() if hasattr(transformer, "get_cast_dtype") else x.dtype
-    h = x.to(cast) + pos[:L].to(cast)
-    h = transformer(h, attn_mask=None if mask is None else mask[:L, :L])
-    h = ln_final(h)
-    return _project(_pool_text(h, tokens, pool, eos), proj)
-
-
-def encode_text_to_eot(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """``model.encode_text(tokens)`` (projected, un-normalised), computed only up to the batch's last
-    end-of-text token when that is exact: a causal text tower pooled at the end-of-text token
-    (``argmax`` pooling, as CLIP), where no output at or before that token depends on later positions.
-    Any other tower runs the full context."""
-    try:
-        tok_emb, _, _, _, _, mask, pool, _ = text_tower_parts(model)
-    except (AttributeError, NotImplementedError):
-        return model.encode_text(tokens)
-    L = int(tokens.argmax(dim=1).max().item()) + 1 if len(tokens) else tokens.shape[1]
-    if mask is None or pool != "argmax" or L >= tokens.shape[1]:
-        return model.encode_text(tokens)
-    t = tokens[:, :L]
-    return encode_text_from_embeddings(model, tok_emb(t), t)
-
-
-def _token_embedding(model: nn.Module) -> nn.Module:
-    return text_tower_parts(model)[0]
-
-
 def image_global_and_grid(model: nn.Module, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(global embedding (B, D), grid features (B, P, width_v))`` of a ViT image tower in one pass:
     grid = patch tokens after the final LayerNorm (``ln_post``), global = the pooled, projected output."""
@@ -117,90 +81,6 @@ def image_global_and_grid(model: nn.Module, pixels: torch.Tensor) -> tuple[torch
     if vis.proj is not None:
         pooled = pooled @ vis.proj
     return pooled, x[:, 1:]
-
-
-def l3_targets(chunks: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """The distinct L3 target prompts (:func:`chunk_prompt`, sorted) and each chunk's index into them.
-
-    Chunks with the same prompt ("A big black cross", "a big black cross", "the big black cross") share
-    one target embedding, so L3 treats them as positives of each other, never as negatives."""
-    prompts = [chunk_prompt(c) for c in chunks]
-    uniq = sorted(set(prompts))
-    where = {q: k for k, q in enumerate(uniq)}
-    return uniq, np.array([where[q] for q in prompts], dtype=np.int64)
-
-
-def chunk_prompt(chunk: str) -> str:
-    """``"a photo of a <noun chunk>"`` with the chunk's own leading article dropped."""
-    words = chunk.strip().split()
-    while words and words[0].lower() in {"a", "an", "the"}:
-        words = words[1:]
-    return "a photo of a " + (" ".join(words) if words else chunk.strip())
-
-
-@dataclass
-class TemplateBatch:
-    """Token ids of template replicas with slot positions: ``tokens`` (R, L), ``slots`` (R, L) bool,
-    ``owner`` (R,) index of the image, ``chunks`` the masked noun chunk of each replica."""
-
-    tokens: torch.Tensor
-    slots: torch.Tensor
-    owner: np.ndarray
-    chunks: list[str]
-
-
-def _slot_id(tokenizer) -> int:
-    a = tokenizer([SLOT_WORD + " " + SLOT_WORD + " " + SLOT_WORD])[0].tolist()
-    b = set(tokenizer([""])[0].tolist())
-    cands = [t for t in a if t not in b]
-    if not cands:
-        raise ValueError("tokenizer: cannot find a token id for the slot placeholder '*'")
-    return max(set(cands), key=cands.count)
-
-
-def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]], n_pseudo: int = 3,
-                          max_per_image: int | None = None) -> TemplateBatch:
-    """Tokenise every template replica with ``*`` in the slots and locate the slots.
-
-    A replica whose slots were cut by truncation is dropped; an image left without any replica (every
-    noun chunk lies beyond the context length) gets one with the whole caption masked, as
-    :func:`~neural.text_units.mask_templates` does for a caption without noun chunks: the template is
-    the slots alone and its chunk the whole caption.  An image with no template at all is an error.
-    """
-    slot = _slot_id(tokenizer)
-    texts, owner, chunks = [], [], []
-    whole: dict[int, str] = {}
-    for i, tpls in enumerate(templates):
-        tpls = list(tpls)[:max_per_image] if max_per_image else list(tpls)
-        if not tpls:
-            raise ValueError(f"template captions[{i}]: no template (empty caption?)")
-        t0 = tpls[0]
-        whole[i] = " ".join(p for p in (t0.prefix.strip(), t0.chunk.strip(), t0.suffix.strip()) if p)
-        for t in tpls:
-            texts.append(MaskTemplate(t.prefix.replace(SLOT_WORD, " "), t.suffix.replace(SLOT_WORD, " "),
-                                      t.chunk, n_pseudo).render(SLOT_WORD))
-            owner.append(i)
-            chunks.append(t.chunk)
-    tokens = tokenizer(texts) if texts else torch.zeros((0, 1), dtype=torch.long)
-    slots = tokens == slot
-    ok = (slots.sum(1) == n_pseudo).numpy()
-    owner_a = np.asarray(owner, dtype=np.int64)
-    lost = [i for i in range(len(templates)) if not np.any(ok & (owner_a == i))]
-    idx = np.flatnonzero(ok)
-    tokens, slots, owner_a, chunks = tokens[idx], slots[idx], owner_a[idx], [chunks[k] for k in idx]
-    if lost:
-        extra = tokenizer([MaskTemplate("", "", whole[i], n_pseudo).render(SLOT_WORD) for i in lost])
-        extra_slots = extra == slot
-        if tokens.shape[0] == 0:
-            tokens, slots = extra, extra_slots
-        else:
-            tokens, slots = torch.cat([tokens, extra]), torch.cat([slots, extra_slots])
-        owner_a = np.concatenate([owner_a, np.asarray(lost, dtype=np.int64)])
-        chunks = chunks + [whole[i] for i in lost]
-        order = np.argsort(owner_a, kind="stable")         # replicas grouped by image, in image order
-        tokens, slots, owner_a = tokens[torch.from_numpy(order)], slots[torch.from_numpy(order)], owner_a[order]
-        chunks = [chunks[k] for k in order]
-    return TemplateBatch(tokens, slots, owner_a, chunks)
 
 
 # ============================================================================ ψ
@@ -282,15 +162,6 @@ class BridgeConfig:
     seed: int = 0
 
 
-def _soft_info_nce(a: torch.Tensor, b: torch.Tensor, same: torch.Tensor, temperature) -> torch.Tensor:
-    """Symmetric InfoNCE with several positives per row (``same[i, j]`` True when j is a positive of i)."""
-    logits = a @ b.t() / temperature
-    tgt = same.float() / same.float().sum(1, keepdim=True)
-    tgt_t = same.t().float() / same.t().float().sum(1, keepdim=True)
-    return 0.5 * (-(tgt * logits.log_softmax(1)).sum(1).mean() - (tgt_t * logits.t().log_softmax(1)).sum(1).mean())
-
-
-
 def _captions_file_digest(captions_file: Mapping[str, str] | None) -> str | None:
     """SHA-256 of a captions file's content (``None`` for none): what the templates depend on.  Keyed by
     content, not by object: two files never share a key, the same content always does."""
@@ -340,7 +211,7 @@ class BRIDGE:
         cfg = self.config
         torch.manual_seed(cfg.seed)
         m = self.clip.model
-        tok = _token_embedding(m)
+        tok = token_embedding(m)
         tw = tok.weight.shape[1] if hasattr(tok, "weight") else tok.up.weight.shape[0]
         with torch.no_grad():
             px = torch.zeros(1, 3, self.clip.image_size, self.clip.image_size, device=self.clip.device,
@@ -370,8 +241,6 @@ class BRIDGE:
     # ------------------------------------------------------------------ features
     @torch.no_grad()
     def _image_features(self, images, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-        from neural.base import is_embedding_matrix
-
         if is_embedding_matrix(images):
             raise ValueError("BRIDGE needs the images themselves (grid features), not embeddings")
         gs, grids = [], []
@@ -390,7 +259,7 @@ class BRIDGE:
         slots = tb.slots[rows].to(self.clip.device)
         L = int(tokens.argmax(dim=1).max().item()) + 1  # cut trailing padding (exact under a causal mask)
         tokens, slots = tokens[:, :L], slots[:, :L]
-        emb = _token_embedding(m)(tokens).detach()
+        emb = token_embedding(m)(tokens).detach()
         pos = text_tower_parts(m)[1][:L].detach()
         eot = tokens.argmax(dim=1, keepdim=True)
         pad = torch.arange(L, device=tokens.device)[None, :] > eot
@@ -445,11 +314,11 @@ class BRIDGE:
         if template_source == "auto":
             if captions_file is not None:
                 return "captions_file"
-            return "describe" if hasattr(corpus, "describe") else "nearest"
+            return "describe" if isinstance(corpus, GeneratedCorpus) else "nearest"
         if template_source == "captions_file" and captions_file is None:
             raise ValueError("template_source='captions_file' needs captions_file={image_id: caption}")
-        if template_source == "describe" and not hasattr(corpus, "describe"):
-            raise ValueError(f"corpus {getattr(corpus, 'name', corpus)!r} has no describe(): use "
+        if template_source == "describe" and not isinstance(corpus, GeneratedCorpus):
+            raise ValueError(f"corpus {getattr(corpus, 'name', corpus)!r} has no generator (describe()): use "
                              "template_source='nearest' or a captions file")
         return template_source
 
@@ -468,9 +337,6 @@ class BRIDGE:
         corpus fingerprint, split, training image ids, config and template source.  Every fit trains from
         the seed's initial ψ and MLP, so fitting the same object again gives what a fresh object gives.
         """
-        from corpora.cache import NO_CACHE
-        from neural.tiny_clip import deterministic
-
         cfg = self.config
         cache = cache if cache is not None else NO_CACHE
         ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
@@ -499,8 +365,6 @@ class BRIDGE:
         arrays = cache.get_or_compute("bridge", key, run)
         load_state_arrays(self.trainable_modules(), {k: v for k, v in arrays.items() if k != "losses"})
         self.log = arrays["losses"].tolist() if "losses" in arrays else []
-        from neural.checkpoints import state_dict_sha256
-
         self._psi_id = state_dict_sha256(self.trainable_modules().state_dict())[:16]
         self.trainable_modules().eval()
         return self
@@ -535,7 +399,7 @@ class BRIDGE:
         temp = self._temperature
         self.trainable_modules().train()
         losses = []
-        bar = _bar(cfg.steps, "BRIDGE ψ", show_progress)
+        bar = progress(total=cfg.steps, desc="BRIDGE ψ", enabled=show_progress)
         B = min(cfg.batch_size, len(ids))
         for step in range(cfg.steps):
             img = rng.choice(len(ids), size=B, replace=False)
@@ -543,17 +407,17 @@ class BRIDGE:
             gts = np.array([gt_rows[ids[i]][rng.integers(len(gt_rows[ids[i]]))] for i in img])
             p = self._pseudo(tb, grid, rows)
             eye = torch.eye(B, dtype=torch.bool, device=p.device)
-            l1 = _soft_info_nce(p, v[torch.from_numpy(img).to(v.device)], eye, temp)
-            l2 = _soft_info_nce(p, gt_emb[torch.from_numpy(gts).to(gt_emb.device)], eye, temp)
+            l1 = info_nce(p, v[torch.from_numpy(img).to(v.device)], temperature=temp, targets=eye)
+            l2 = info_nce(p, gt_emb[torch.from_numpy(gts).to(gt_emb.device)], temperature=temp, targets=eye)
             ci = chunk_idx[rows]
             same = torch.from_numpy(ci[:, None] == ci[None, :]).to(p.device)
-            l3 = _soft_info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[ci], same, temp)
+            l3 = info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[ci], temperature=temp, targets=same)
             loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append([float(loss.detach()), float(l1.detach()), float(l2.detach()), float(l3.detach())])
-            _tick(bar, None, "bridge", step, loss)
+            tick(bar, None, "bridge", step, loss)
         if bar is not None:
             bar.close()
         self.trainable_modules().eval()
@@ -579,9 +443,10 @@ class BRIDGE:
             pe = self.clip.encode_texts(uniq).to(p.device)[torch.from_numpy(idx).to(p.device)]
             same = torch.from_numpy(idx[:, None] == idx[None, :]).to(p.device)
             t = self._temperature
-            return float(cfg.lambda1 * _soft_info_nce(p, v[torch.from_numpy(tb.owner).to(v.device)], eye, t)
-                         + cfg.lambda2 * _soft_info_nce(p, gt, eye, t)
-                         + cfg.lambda3 * _soft_info_nce(F.normalize(self.mlp(p), dim=-1), pe, same, t))
+            return float(cfg.lambda1 * info_nce(p, v[torch.from_numpy(tb.owner).to(v.device)], temperature=t,
+                                                targets=eye)
+                         + cfg.lambda2 * info_nce(p, gt, temperature=t, targets=eye)
+                         + cfg.lambda3 * info_nce(F.normalize(self.mlp(p), dim=-1), pe, temperature=t, targets=same))
 
     # ------------------------------------------------------------------ scoring
     @torch.no_grad()
@@ -612,8 +477,6 @@ class BRIDGE:
                      template_tags: Sequence | None = None) -> np.ndarray:
         """``(n_images, n_captions)`` float32 BRIDGE scores (Eq. 4).  ``template_captions[i]``: a caption
         of image i to build its templates from (default: nearest training caption)."""
-        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
-
         v, t_star = self.pseudo_embeddings(images, template_captions, template_tags)
         c_prompt = self.clip.encode_texts(with_prompt(list(captions), PROMPT)).numpy()
         c_plain = self.clip.encode_texts(list(captions)).numpy()
@@ -624,8 +487,6 @@ class BRIDGE:
     def score(self, images, candidates: Sequence[str], references=None,
               template_captions: Sequence[str] | None = None, template_tags: Sequence | None = None) -> np.ndarray:
         """Per-instance BRIDGE(I_i, T_i) (reference-free: ``references`` is ignored)."""
-        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
-
         v, t_star = self.pseudo_embeddings(images, template_captions, template_tags)
         if v.shape[0] != len(candidates):
             raise ValueError(f"BRIDGE.score: {v.shape[0]} images but {len(candidates)} candidates")
@@ -662,8 +523,6 @@ class BRIDGE:
                  template_source: str | None = None) -> np.ndarray:
         """Score matrix over a :class:`~corpora.base.RankingPool` with the corpus' template captions
         (default: the source used in :meth:`fit`)."""
-        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
-
         v, t_star = self.corpus_pseudo_embeddings(corpus, pool.image_ids, captions_file, template_source)
         captions = [c.text for c in pool.captions]
         c_prompt = self.clip.encode_texts(with_prompt(captions, PROMPT)).numpy()
@@ -676,11 +535,32 @@ class BRIDGE:
                            captions_file: Mapping[str, str] | None = None,
                            template_source: str | None = None) -> np.ndarray:
         """Per-pair BRIDGE scores for corpus images (human-correlation tables)."""
-        from neural.base import PROMPT, clip_s, l2_normalize, with_prompt
-
         v, t_star = self.corpus_pseudo_embeddings(corpus, list(image_ids), captions_file, template_source)
         c_prompt = self.clip.encode_texts(with_prompt(list(candidates), PROMPT)).numpy()
         c_plain = self.clip.encode_texts(list(candidates)).numpy()
         a = clip_s(np.einsum("nd,nd->n", v, c_prompt), self.config.w)
         b = clip_s(np.einsum("nd,nd->n", l2_normalize(t_star), c_plain), self.config.w)
         return (0.5 * (a + b)).astype(np.float32)
+
+
+class BridgePairScorer:
+    """BRIDGE as a :class:`corpora.scoring.PairScorer` over corpus images (the human-correlation
+    protocols): ``scorer(image_ids, candidates, references)`` is :meth:`BRIDGE.score_corpus_pairs`
+    (templates from the source chosen at fit time; reference-free, ``references`` are ignored).
+
+    ``identity`` is ``{"scorer": bridge.cache_identity(), "template_source": …}``, taken when the
+    pair scorer is made (as the scores' cache key)."""
+
+    def __init__(self, bridge: BRIDGE, corpus):
+        self.bridge = bridge
+        self.corpus = corpus
+        self.name = bridge.name
+        self.identity = {"scorer": bridge.cache_identity(),
+                         "template_source": getattr(bridge, "template_source", None)}
+
+    def __call__(self, image_ids: Sequence[str], candidates: Sequence[str], references=None) -> np.ndarray:
+        return self.bridge.score_corpus_pairs(self.corpus, image_ids, candidates)
+
+    def __repr__(self) -> str:
+        return f"BridgePairScorer({self.name!r})"
+

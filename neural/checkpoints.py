@@ -37,11 +37,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from corpora.cache import array_bytes
 
@@ -234,8 +236,6 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     if not p.is_file():
         raise MissingWeightsError(f"weights file not found: {p}")
     if p.suffix == ".safetensors" or is_safetensors_file(p):
-        from safetensors.torch import load_file
-
         try:
             sd = load_file(str(p), device="cpu")
         except Exception as exc:  # safetensors raises its own error types
@@ -251,8 +251,6 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
                 raise UnsafeCheckpointError(torchscript_refused(p))
             source = io.BytesIO(data)   # exactly the bytes that were hashed
         try:
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
                 module = torch.jit.load(source, map_location="cpu")
@@ -300,8 +298,6 @@ def save_state_dict(model_or_sd, path: str | Path, fmt: str = "safetensors") -> 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "safetensors":
-        from safetensors.torch import save_file
-
         save_file(sd, str(p))
     elif fmt == "state_dict":
         torch.save(sd, p)

@@ -44,7 +44,6 @@ Unlike RefCLIP-S' reference code, the reference term IS clipped at 0 here (Eq. 4
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -54,61 +53,26 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from neural.base import PROMPT
+from neural.backbone import backbone_from_model
+from neural.base import (
+    PROMPT,
+    clip_s,
+    flatten_references,
+    harmonic_mean,
+    image_embeddings,
+    max_reference_cosine,
+    with_prompt,
+)
+from neural.text_tower import pool_text, text_tower_parts
+from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
 
 __all__ = [
     "MultiplexedCLIP", "SharedBlock", "RepeatAdapter", "LCLIPConfig", "distill_loss",
     "similarity_regulator", "train_lclip", "train_lclip_on_corpus", "LCLIPScore", "count_parameters", "encode_speed",
-    "info_nce", "state_dict_arrays", "load_state_arrays", "text_tower_parts",
 ]
 
 
-# ============================================================================ small shared helpers
-def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float | torch.Tensor = 0.07) -> torch.Tensor:
-    """Symmetric InfoNCE between L2-normalised rows of ``a`` and ``b`` (row i of each is a positive pair)."""
-    logits = a @ b.t() / temperature
-    target = torch.arange(a.shape[0], device=a.device)
-    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.t(), target))
-
-
-def state_dict_arrays(module: nn.Module, only_trainable: bool = False) -> dict[str, np.ndarray]:
-    """A module's state dict as float32 numpy arrays (for :class:`corpora.cache.DiskCache`)."""
-    names = {n for n, p in module.named_parameters() if p.requires_grad} if only_trainable else None
-    return {k: v.detach().cpu().float().numpy() for k, v in module.state_dict().items()
-            if names is None or k in names}
-
-
-def load_state_arrays(module: nn.Module, arrays: dict[str, np.ndarray], strict: bool = True) -> None:
-    own = module.state_dict()
-    sd = {k: torch.from_numpy(np.asarray(v)).to(own[k].dtype) for k, v in arrays.items() if k in own}
-    module.load_state_dict(sd, strict=strict)
-
-
-def text_tower_parts(model: nn.Module):
-    """The text-tower pieces of an open_clip ``CLIP`` (attributes on the model) or ``CustomTextCLIP``
-    (``model.text``): ``(token_embedding, positional_embedding, transformer, ln_final, text_projection,
-    attn_mask, pool_type, eos_id)``."""
-    t = model.text if hasattr(model, "text") and not hasattr(model, "token_embedding") else model
-    if getattr(t, "cls_emb", None) is not None:
-        raise NotImplementedError("text towers with a CLS embedding (CoCa) are not supported")
-    pool = getattr(t, "text_pool_type", getattr(t, "pool_type", "argmax"))
-    eos = getattr(t, "text_eos_id", getattr(t, "eos_id", None))
-    return (t.token_embedding, t.positional_embedding, t.transformer, t.ln_final, t.text_projection,
-            getattr(t, "attn_mask", None), pool, eos)
-
-
-def _pool_text(x: torch.Tensor, tokens: torch.Tensor, pool: str, eos_id) -> torch.Tensor:
-    from open_clip.transformer import text_global_pool
-
-    return text_global_pool(x, tokens, pool, eos_token_id=eos_id)
-
-
-def _project(x: torch.Tensor, proj) -> torch.Tensor:
-    if proj is None:
-        return x
-    return proj(x) if isinstance(proj, nn.Linear) else x @ proj
-
-
+# ============================================================================ small helpers
 def count_parameters(module: nn.Module) -> int:
     """Number of distinct parameter tensors' elements (a shared tensor counts once)."""
     return sum(p.numel() for p in module.parameters())
@@ -352,7 +316,7 @@ class MultiplexedCLIP(nn.Module):
         x = x + self.positional_embedding[:L].to(x.dtype)
         mask = None if self.attn_mask is None else self.attn_mask[:L, :L]
         x = self.ln_final(self.transformer(x, mask))
-        x = _pool_text(x, tokens, self.text_pool_type, self.text_eos_id) @ self.text_projection
+        x = pool_text(x, tokens, self.text_pool_type, self.text_eos_id) @ self.text_projection
         return F.normalize(x, dim=-1) if normalize else x
 
     def encode_text(self, text: torch.Tensor, normalize: bool = False) -> torch.Tensor:
@@ -450,83 +414,15 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
     Backbone
         The student, wrapped with the teacher's preprocessing and tokenizer.
     """
-    from neural.backbone import adamw, backbone_from_model
-
     cfg = config or LCLIPConfig()
     torch.manual_seed(cfg.seed)
     student = MultiplexedCLIP(teacher.model.float().cpu() if teacher.device.type == "cpu" else teacher.model,
                               cfg.vision_shared, cfg.vision_repeats, cfg.text_shared, cfg.text_repeats,
                               cfg.embed_rank).to(teacher.device).float()
 
-    def run() -> dict[str, np.ndarray]:
-        rng = np.random.default_rng(cfg.seed)
-        n_img, n_txt = min(len(images), cfg.max_images), min(len(texts), cfg.max_texts)
-        X = _preprocessed(teacher, list(images[:n_img])).to(teacher.device)
-        T = teacher.tokenize(list(texts[:n_txt])).to(teacher.device)
-        tm = teacher.model
-        with torch.no_grad():
-            rv_t = torch.cat([tm.encode_image(X[s:s + 128].to(teacher.dtype)).float() for s in range(0, n_img, 128)])
-            rt_t = torch.cat([tm.encode_text(T[s:s + 256]).float() for s in range(0, n_txt, 256)])
-        P = np.array([(i, j) for i, j in pairs if i < n_img and j < n_txt], dtype=np.int64)
-        student.train()
-        frozen = [student.visual.conv1.weight, student.visual.class_embedding, student.visual.positional_embedding,
-                  student.positional_embedding]
-        for p in frozen:
-            p.requires_grad_(False)
-        params = [p for p in student.parameters() if p.requires_grad]
-        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        bar = _bar(cfg.stage1_steps + cfg.stage2_steps, "L-CLIP distillation", show_progress)
-        for step in range(cfg.stage1_steps):
-            bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
-            bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
-            loss = distill_loss(rv_t[bi], student.encode_image(X[bi])) + \
-                distill_loss(rt_t[bt], student.encode_text(T[bt]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            _tick(bar, log, "stage1", step, loss)
-        # ---- stage 2: text encoder frozen; image-side embeddings unfrozen
-        for p in student.parameters():
-            p.requires_grad_(False)
-        for p in student.image_parameters():
-            p.requires_grad_(True)
-        opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr,
-                                weight_decay=cfg.weight_decay)
-        if len(P) >= 2:
-            for step in range(cfg.stage2_steps):
-                # one pair per distinct image and text so the off-diagonal entries are true negatives
-                order = rng.permutation(len(P))
-                seen_i, seen_t, sel = set(), set(), []
-                for k in order:
-                    i, j = P[k]
-                    if i not in seen_i and j not in seen_t:
-                        seen_i.add(i), seen_t.add(j), sel.append(k)
-                        if len(sel) == cfg.batch_size:
-                            break
-                bi = torch.from_numpy(P[sel, 0])
-                bt = torch.from_numpy(P[sel, 1])
-                rv_s = student.encode_image(X[bi])
-                with torch.no_grad():
-                    rt_s = student.encode_text(T[bt])
-                S_t = F.normalize(rv_t[bi], dim=-1) @ F.normalize(rt_t[bt], dim=-1).t()
-                S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
-                loss = distill_loss(rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                _tick(bar, log, "stage2", step, loss)
-        if bar is not None:
-            bar.close()
-        for p in student.parameters():
-            p.requires_grad_(True)
-        student.eval()
-        return state_dict_arrays(student)
-
     def run_det() -> dict[str, np.ndarray]:
-        from neural.tiny_clip import deterministic
-
         with deterministic(num_threads):
-            return run()
+            return _distil(student, teacher, images, texts, pairs, cfg, show_progress, log)
 
     if cache is not None and cache_key is not None:
         key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
@@ -542,6 +438,111 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
                                name=f"L-CLIP student of {teacher.name}", arch="lclip-multiplexed",
                                source=f"distilled here from {teacher.name} ({teacher.weights_id})",
                                device=teacher.device, show_progress=teacher.show_progress)
+
+
+@dataclass
+class _DistillationData:
+    """The distillation set on the teacher's device: preprocessed images ``X``, tokens ``T``, the
+    teacher's global embeddings ``rv_t`` / ``rt_t`` and the matching pairs ``P`` (image row, text row)."""
+
+    X: torch.Tensor
+    T: torch.Tensor
+    rv_t: torch.Tensor
+    rt_t: torch.Tensor
+    P: np.ndarray
+
+
+def _distillation_data(teacher, images, texts, pairs, cfg: LCLIPConfig) -> _DistillationData:
+    """:func:`train_lclip`, step 1: the first ``max_images`` images and ``max_texts`` texts, encoded once
+    by the teacher; the pairs among them."""
+    n_img, n_txt = min(len(images), cfg.max_images), min(len(texts), cfg.max_texts)
+    X = _preprocessed(teacher, list(images[:n_img])).to(teacher.device)
+    T = teacher.tokenize(list(texts[:n_txt])).to(teacher.device)
+    tm = teacher.model
+    with torch.no_grad():
+        rv_t = torch.cat([tm.encode_image(X[s:s + 128].to(teacher.dtype)).float() for s in range(0, n_img, 128)])
+        rt_t = torch.cat([tm.encode_text(T[s:s + 256]).float() for s in range(0, n_txt, 256)])
+    P = np.array([(i, j) for i, j in pairs if i < n_img and j < n_txt], dtype=np.int64)
+    return _DistillationData(X, T, rv_t, rt_t, P)
+
+
+def _distil(student: MultiplexedCLIP, teacher, images, texts, pairs, cfg: LCLIPConfig, show_progress: bool,
+            log: list | None) -> dict[str, np.ndarray]:
+    """:func:`train_lclip`'s training run (stage 1, then stage 2; one seeded generator for both):
+    returns the student's weights as arrays."""
+    rng = np.random.default_rng(cfg.seed)
+    d = _distillation_data(teacher, images, texts, pairs, cfg)
+    student.train()
+    bar = progress(total=cfg.stage1_steps + cfg.stage2_steps, desc="L-CLIP distillation", enabled=show_progress)
+    _stage1(student, d, cfg, rng, bar, log)
+    _stage2(student, d, cfg, rng, bar, log)
+    if bar is not None:
+        bar.close()
+    for p in student.parameters():
+        p.requires_grad_(True)
+    student.eval()
+    return state_dict_arrays(student)
+
+
+def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+    """Stage 1 (Eq. 1 on both towers): patch / class / positional embeddings frozen, random image and
+    text batches."""
+    n_img, n_txt = len(d.X), len(d.T)
+    frozen = [student.visual.conv1.weight, student.visual.class_embedding, student.visual.positional_embedding,
+              student.positional_embedding]
+    for p in frozen:
+        p.requires_grad_(False)
+    params = [p for p in student.parameters() if p.requires_grad]
+    opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    for step in range(cfg.stage1_steps):
+        bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
+        bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
+        loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi])) + \
+            distill_loss(d.rt_t[bt], student.encode_text(d.T[bt]))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tick(bar, log, "stage1", step, loss)
+
+
+def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
+    """Rows of ``P`` in a seeded random order, keeping one pair per distinct image and text (so the
+    off-diagonal entries of the batch's similarity matrices are true negatives), at most ``batch_size``."""
+    order = rng.permutation(len(P))
+    seen_i, seen_t, sel = set(), set(), []
+    for k in order:
+        i, j = P[k]
+        if i not in seen_i and j not in seen_t:
+            seen_i.add(i), seen_t.add(j), sel.append(k)
+            if len(sel) == batch_size:
+                break
+    return sel
+
+
+def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+    """Stage 2 (Eq. 1 on the image tower + λ_SR · Eq. 2): text encoder frozen, image-side embeddings
+    unfrozen, batches of distinct matching pairs (none when fewer than two pairs)."""
+    for p in student.parameters():
+        p.requires_grad_(False)
+    for p in student.image_parameters():
+        p.requires_grad_(True)
+    opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if len(d.P) < 2:
+        return
+    for step in range(cfg.stage2_steps):
+        sel = _distinct_pairs(d.P, rng, cfg.batch_size)
+        bi = torch.from_numpy(d.P[sel, 0])
+        bt = torch.from_numpy(d.P[sel, 1])
+        rv_s = student.encode_image(d.X[bi])
+        with torch.no_grad():
+            rt_s = student.encode_text(d.T[bt])
+        S_t = F.normalize(d.rv_t[bi], dim=-1) @ F.normalize(d.rt_t[bt], dim=-1).t()
+        S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
+        loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tick(bar, log, "stage2", step, loss)
 
 
 def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,
@@ -563,25 +564,6 @@ def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPCo
            "images": corpus.images_fingerprint(ids)}   # the pixels (the fingerprint covers the captions)
     return train_lclip(teacher, images, [c.text for c in caps], pairs, cfg, cache=cache, cache_key=key,
                        show_progress=show_progress, log=log, num_threads=num_threads)
-
-
-def _bar(total: int, desc: str, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False)
-
-
-def _tick(bar, log, stage: str, step: int, loss: torch.Tensor) -> None:
-    val = float(loss.detach())
-    if not math.isfinite(val):
-        raise FloatingPointError(f"{stage} step {step}: non-finite loss {val}")
-    if log is not None:
-        log.append({"stage": stage, "step": step, "loss": val})
-    if bar is not None:
-        bar.update(1)
-        bar.set_postfix(loss=f"{val:.4f}")
 
 
 def encode_speed(backbone, images: Sequence[np.ndarray], texts: Sequence[str], repeats: int = 3) -> dict:
@@ -624,14 +606,10 @@ class LCLIPScore:
                 "backbone": self.backbone.cache_identity()}
 
     def _texts(self, texts: Sequence[str]) -> np.ndarray:
-        from neural.base import with_prompt
-
         return self.backbone.encode_texts(with_prompt(list(texts), self.prompt)).numpy()
 
     def score(self, images, candidates: Sequence[str],
               references: Sequence[Sequence[str]] | None = None) -> np.ndarray:
-        from neural.base import clip_s, flatten_references, harmonic_mean, image_embeddings, max_reference_cosine
-
         v = image_embeddings(self.backbone, images)
         if v.shape[0] != len(candidates):
             raise ValueError(f"score: {v.shape[0]} images but {len(candidates)} candidates")
@@ -644,7 +622,5 @@ class LCLIPScore:
         return harmonic_mean(s, ref)
 
     def score_matrix(self, images, captions: Sequence[str]) -> np.ndarray:
-        from neural.base import clip_s, image_embeddings
-
         v = image_embeddings(self.backbone, images)
         return clip_s(v @ self._texts(captions).T, self.w)

@@ -41,6 +41,7 @@ computed once and every step is a few small matrix products (identical maths, mu
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -51,9 +52,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neural.backbone import Backbone, _progress, adamw, backbone_from_model
+from corpora.base import GeneratedCorpus, file_signature
+from corpora.cache import NO_CACHE
+from corpora.images import read_image  # the datasets layer's safe image reader
+from neural.backbone import Backbone, backbone_from_model
 from neural.base import PROMPT
+from neural.checkpoints import file_sha256
 from neural.clipscore import CLIPScore
+from neural.losses import info_nce
+from neural.positives import tuple_entries
+from neural.training import adamw, deterministic, progress
 
 #: Sarto et al. 2023, Eq. 1: w = 2.0.
 PACS_W = 2.0
@@ -133,8 +141,8 @@ def teaching_tuples(corpus, split: str = "train", *, seed: int = 0, captions_per
     """Positive-augmented tuples from the teaching set: for each image of ``split`` (first
     ``max_images``), ``captions_per_image`` of its captions (chosen with ``seed``), with
     ``v' = corpus.rerender(image_id, seed + k)`` and ``t' = corpus.paraphrase(caption_id, seed)``."""
-    if not hasattr(corpus, "rerender") or not hasattr(corpus, "paraphrase"):
-        raise TypeError(f"corpus {corpus.name!r} cannot generate positives (no rerender/paraphrase); "
+    if not isinstance(corpus, GeneratedCorpus):
+        raise TypeError(f"corpus {corpus.name!r} cannot generate positives (no generator: rerender/paraphrase); "
                         "supply generated images and captions with load_tuples()")
     ids = list(corpus.split(split))[: max_images or None]
     rng = np.random.default_rng(seed)
@@ -166,12 +174,6 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
     The tuples' ``identity`` (the cache key of :func:`finetune_pacs`) holds the JSON file's hash, the
     resolved image root and a digest of every image file's :func:`~corpora.base.file_signature` (size,
     modification time), so moving the root or replacing an image invalidates a cached fine-tune."""
-    import hashlib
-
-    from corpora.base import file_signature
-    from corpora.images import read_image  # the datasets layer's safe image reader
-    from neural.positives import tuple_entries
-
     p = Path(path)
     entries, root = tuple_entries(p, image_root)
     out = {"images": [], "texts": [], "gen_images": [], "gen_texts": []}
@@ -187,8 +189,6 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
         out["texts"].append(e["caption"])
         out["gen_images"].append(read(e["generated_image"]))
         out["gen_texts"].append(e["generated_caption"])
-    from neural.checkpoints import file_sha256
-
     digest = hashlib.sha256("\n".join(f"{k}\t{v}" for k, v in sorted(signatures.items()))
                             .encode("utf-8")).hexdigest()
     return PositiveTuples(**out, identity={"file": str(p), "sha256": file_sha256(p),
@@ -197,21 +197,16 @@ def load_tuples(path: str | Path, image_root: str | Path | None = None) -> Posit
 
 
 # ---------------------------------------------------------------------------- the loss
-def info_nce(a: torch.Tensor, b: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
-    """:math:`L_{A,B}` of Eq. 2: the sum of the a→b and b→a cross-entropies of ``exp(logit_scale) ·
-    cos`` logits, each averaged over the batch (inputs L2-normalised)."""
-    logits = logit_scale.exp() * a @ b.T
-    target = torch.arange(a.shape[0], device=a.device)
-    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
-
-
 def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor, t_gen: torch.Tensor,
               logit_scale: torch.Tensor, lambda_v: float = 0.05, lambda_t: float = 0.1
               ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Eq. 3: ``L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'}`` on normalised embeddings; also returns the parts."""
-    l_vt = info_nce(v, t, logit_scale)
-    l_gv = info_nce(v_gen, t, logit_scale)
-    l_gt = info_nce(v, t_gen, logit_scale)
+    """Eq. 3: ``L_{V,T} + λ_v L_{V',T} + λ_t L_{V,T'}`` on normalised embeddings; also returns the parts.
+
+    Each ``L_{A,B}`` is Eq. 2, the *sum* of the a→b and b→a cross-entropies of ``exp(logit_scale) · cos``
+    logits, each averaged over the batch: :func:`neural.losses.info_nce` with ``reduction="sum"``."""
+    l_vt = info_nce(v, t, logit_scale=logit_scale, reduction="sum")
+    l_gv = info_nce(v_gen, t, logit_scale=logit_scale, reduction="sum")
+    l_gt = info_nce(v, t_gen, logit_scale=logit_scale, reduction="sum")
     total = l_vt + lambda_v * l_gv + lambda_t * l_gt
     return total, {"L_VT": float(l_vt.detach()), "L_V'T": float(l_gv.detach()), "L_VT'": float(l_gt.detach())}
 
@@ -330,21 +325,10 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         ``.training`` holds the per-epoch history (``"history"``: initial and per-epoch train / val
         losses), the best epoch and whether the cache was hit.
     """
-    from corpora.cache import NO_CACHE
-
     cfg = config or PACSFinetuneConfig()
     if overrides:
         cfg = PACSFinetuneConfig(**{**asdict(cfg), **overrides})
-    model = copy.deepcopy(backbone.model).float()
-    names = dict(model.named_parameters())
-    unknown = [n for n in cfg.trainable if n not in names]
-    if unknown:
-        raise ValueError(f"trainable parameter(s) {unknown} not in the model (e.g. {list(names)[:4]} …)")
-    for n, p in names.items():
-        p.requires_grad_(n in cfg.trainable)
-    fast = set(cfg.trainable) <= _PROJ_NAMES and isinstance(getattr(model, "text_projection", None),
-                                                            torch.nn.Parameter) \
-        and isinstance(getattr(model.visual, "proj", None), torch.nn.Parameter)
+    model, fast = _trainable_copy(backbone, cfg)
     cache = cache if cache is not None else NO_CACHE
     key = None
     if train.identity is not None and val.identity is not None:
@@ -352,71 +336,11 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
                "val": val.identity, "config": asdict(cfg)}
     info: dict = {"cache_hit": True}
 
-    def compute():
-        t0 = time.perf_counter()
-        enc = _Encoders(backbone, model, fast)
-        model.eval()  # no dropout; frozen towers behave as at scoring time
-        data = {}
-        for split, tup in (("train", train), ("val", val)):
-            data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
-                           "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(list(tup.gen_texts))}
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        gen = torch.Generator().manual_seed(cfg.seed)
-        B = cfg.batch_size
-        val_batches = [torch.arange(s, min(s + B, len(val))) for s in range(0, len(val), B)]
-        with torch.no_grad():
-            v0 = _epoch_loss(enc, data["val"], val_batches, cfg)
-            tr0 = _epoch_loss(enc, data["train"], [torch.arange(s, min(s + B, len(train)))
-                                                   for s in range(0, len(train), B)], cfg)
-        history = [{"epoch": 0, "train_loss": tr0, "val_loss": v0}]
-        best, best_epoch, bad = v0, 0, 0
-        best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-        bar = _progress(range(1, cfg.max_epochs + 1), cfg.max_epochs, "PAC-S fine-tuning", show_progress)
-        for epoch in bar:
-            perm = torch.randperm(len(train), generator=gen)
-            batches = [perm[s:s + B] for s in range(0, len(train), B)]
-            tr = _epoch_loss(enc, data["train"], batches, cfg, opt)
-            with torch.no_grad():
-                vl = _epoch_loss(enc, data["val"], val_batches, cfg)
-            history.append({"epoch": epoch, "train_loss": tr, "val_loss": vl})
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(val=f"{vl:.4f}")
-            if vl < best - 1e-7:
-                best, best_epoch, bad = vl, epoch, 0
-                best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-            else:
-                bad += 1
-                if bad >= cfg.patience:
-                    break
-        if not cfg.restore_best:
-            best_epoch = history[-1]["epoch"]
-            best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-        with torch.no_grad():  # the objective on the training tuples with the returned weights
-            current = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-            for n, p in model.named_parameters():
-                if n in best_state:
-                    p.copy_(best_state[n])
-            final_train = _epoch_loss(enc, data["train"], [torch.arange(s, min(s + B, len(train)))
-                                                           for s in range(0, len(train), B)], cfg)
-            for n, p in model.named_parameters():
-                if n in current:
-                    p.copy_(current[n])
-        info["final_train_loss"] = final_train
-        info.update(cache_hit=False, history=history, best_epoch=best_epoch, best_val_loss=best,
-                    seconds=time.perf_counter() - t0, fast_path=fast)
-        arrays = {"param::" + n: v.cpu().numpy() for n, v in best_state.items()}
-        arrays["history"] = np.array([[h["epoch"], h["train_loss"], h["val_loss"]] for h in history],
-                                     np.float64)
-        arrays["best_epoch"] = np.array(best_epoch)
-        arrays["final_train_loss"] = np.array(final_train)
-        return arrays
-
     def compute_deterministic():
-        from neural.tiny_clip import deterministic
-
         with deterministic():       # deterministic algorithms, as the other fine-tunes (same seed, same weights)
-            return compute()
+            arrays, fresh = _train_pacs(backbone, model, fast, train, val, cfg, show_progress)
+        info.update(fresh)
+        return arrays
 
     arrays = (cache.get_or_compute("pacs_finetune", key, compute_deterministic) if key is not None
               else compute_deterministic())
@@ -440,5 +364,106 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     return out
 
 
+def _trainable_copy(backbone: Backbone, cfg: PACSFinetuneConfig) -> tuple[torch.nn.Module, bool]:
+    """:func:`finetune_pacs`, step 1: an fp32 copy of the backbone's model with only ``cfg.trainable``
+    requiring gradients, and whether the fast path applies (only the projections and the temperature
+    train, so the frozen towers' pre-projection features can be computed once)."""
+    model = copy.deepcopy(backbone.model).float()
+    names = dict(model.named_parameters())
+    unknown = [n for n in cfg.trainable if n not in names]
+    if unknown:
+        raise ValueError(f"trainable parameter(s) {unknown} not in the model (e.g. {list(names)[:4]} …)")
+    for n, p in names.items():
+        p.requires_grad_(n in cfg.trainable)
+    fast = set(cfg.trainable) <= _PROJ_NAMES and isinstance(getattr(model, "text_projection", None),
+                                                            torch.nn.Parameter) \
+        and isinstance(getattr(model.visual, "proj", None), torch.nn.Parameter)
+    return model, fast
+
+
+def _trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of the parameters that train."""
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _batches(n: int, B: int) -> list[torch.Tensor]:
+    """Consecutive index batches of size ``B`` over ``n`` items (evaluation order)."""
+    return [torch.arange(s, min(s + B, n)) for s in range(0, n, B)]
+
+
+def _train_pacs(backbone: Backbone, model: torch.nn.Module, fast: bool, train: PositiveTuples,
+                val: PositiveTuples, cfg: PACSFinetuneConfig, show_progress: bool) -> tuple[dict, dict]:
+    """:func:`finetune_pacs`, step 2: the training run.  Returns the cache arrays (the returned epoch's
+    trainable parameters, the history, the best epoch and the final training loss) and the run's
+    ``training`` entries."""
+    t0 = time.perf_counter()
+    enc = _Encoders(backbone, model, fast)
+    model.eval()  # no dropout; frozen towers behave as at scoring time
+    data = {}
+    for split, tup in (("train", train), ("val", val)):
+        data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
+                       "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(list(tup.gen_texts))}
+    history, best, best_epoch, best_state = _early_stopping(enc, data, model, len(train), len(val), cfg,
+                                                            show_progress)
+    if not cfg.restore_best:
+        best_epoch = history[-1]["epoch"]
+        best_state = _trainable_state(model)
+    with torch.no_grad():  # the objective on the training tuples with the returned weights
+        current = _trainable_state(model)
+        for n, p in model.named_parameters():
+            if n in best_state:
+                p.copy_(best_state[n])
+        final_train = _epoch_loss(enc, data["train"], _batches(len(train), cfg.batch_size), cfg)
+        for n, p in model.named_parameters():
+            if n in current:
+                p.copy_(current[n])
+    fresh = {"final_train_loss": final_train, "cache_hit": False, "history": history, "best_epoch": best_epoch,
+             "best_val_loss": best, "seconds": time.perf_counter() - t0, "fast_path": fast}
+    arrays = {"param::" + n: v.cpu().numpy() for n, v in best_state.items()}
+    arrays["history"] = np.array([[h["epoch"], h["train_loss"], h["val_loss"]] for h in history],
+                                 np.float64)
+    arrays["best_epoch"] = np.array(best_epoch)
+    arrays["final_train_loss"] = np.array(final_train)
+    return arrays, fresh
+
+
+def _early_stopping(enc, data, model: torch.nn.Module, n_train: int, n_val: int, cfg: PACSFinetuneConfig,
+                    show_progress: bool):
+    """:func:`finetune_pacs`, the epochs: AdamW over seeded shuffles of the training tuples, the
+    validation loss after each epoch, stopping after ``cfg.patience`` epochs without improvement.
+    Returns ``(history, best validation loss, best epoch, best epoch's trainable parameters)``; epoch 0
+    is the starting point."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    B = cfg.batch_size
+    val_batches = _batches(n_val, B)
+    with torch.no_grad():
+        v0 = _epoch_loss(enc, data["val"], val_batches, cfg)
+        tr0 = _epoch_loss(enc, data["train"], _batches(n_train, B), cfg)
+    history = [{"epoch": 0, "train_loss": tr0, "val_loss": v0}]
+    best, best_epoch, bad = v0, 0, 0
+    best_state = _trainable_state(model)
+    bar = progress(range(1, cfg.max_epochs + 1), total=cfg.max_epochs, desc="PAC-S fine-tuning",
+                   enabled=show_progress)
+    for epoch in bar:
+        perm = torch.randperm(n_train, generator=gen)
+        batches = [perm[s:s + B] for s in range(0, n_train, B)]
+        tr = _epoch_loss(enc, data["train"], batches, cfg, opt)
+        with torch.no_grad():
+            vl = _epoch_loss(enc, data["val"], val_batches, cfg)
+        history.append({"epoch": epoch, "train_loss": tr, "val_loss": vl})
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(val=f"{vl:.4f}")
+        if vl < best - 1e-7:
+            best, best_epoch, bad = vl, epoch, 0
+            best_state = _trainable_state(model)
+        else:
+            bad += 1
+            if bad >= cfg.patience:
+                break
+    return history, best, best_epoch, best_state
+
+
 __all__ = ["PACS_W", "PACScore", "RefPACScore", "PositiveTuples", "teaching_tuples", "load_tuples",
-           "info_nce", "pacs_loss", "PACSFinetuneConfig", "finetune_pacs"]
+           "pacs_loss", "PACSFinetuneConfig", "finetune_pacs"]

@@ -24,12 +24,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["specificity_rate", "build_specificity_texts", "pairwise_score_fn"]
+__all__ = ["specificity_rate", "build_specificity_texts", "pairwise_score_fn", "join_unit"]
 
 ScoreFn = Callable[[Sequence[np.ndarray], Sequence[str]], np.ndarray]
 
 
-def _join(a: str, b: str) -> str:
+def join_unit(a: str, b: str) -> str:
+    """``a ⊕ b``: caption ``a`` extended by unit ``b`` (stripped; one space between, none before a
+    punctuation mark; ``b`` alone when ``a`` is empty)."""
     a, b = a.strip(), b.strip()
     if not a:
         return b
@@ -71,14 +73,14 @@ def build_specificity_texts(
             )
         cum, idx = "", []
         for u in units:
-            cum = _join(cum, u)
+            cum = join_unit(cum, u)
             idx.append(len(texts))
             texts.append(cum)
             owners.append(i)
         for k in range(1, len(units)):
             steps.append((i, idx[k - 1], idx[k], "pos"))
         for k, neg in enumerate(negs):
-            texts.append(_join(texts[idx[k]], neg))
+            texts.append(join_unit(texts[idx[k]], neg))
             owners.append(i)
             steps.append((i, idx[k], len(texts) - 1, "neg"))
     return owners, texts, steps

@@ -16,7 +16,8 @@
       L_neg = mean max(0, ε_neg − (s(I, c_{k+1}) − s(I, c_{k+1} ⊕ u⁻))) (negative unit must lower s)
       ε_• = clamp(stop_grad(batch mean of the corresponding gain), ε_min, ε_max)
 
-  ``L_con`` is CLIP's symmetric InfoNCE between the images and their full captions c_K with the model's
+  ``L_con`` is CLIP's symmetric InfoNCE (:func:`neural.losses.info_nce`, ``reduction="mean"``) between
+  the images and their full captions c_K with the model's
   own (trainable) temperature.  One step k is drawn per image and step.  AdamW, lr 1e-5 and weight
   decay 1e-2 as in the paper; every parameter is trained.  The tiny CLIP needs a larger lr
   (:meth:`SPECSConfig.for_tiny`: 1e-4) to move in a few dozen steps.
@@ -41,8 +42,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from neural.backbone import adamw
-from neural.lclip import _bar, _tick, load_state_arrays, state_dict_arrays, text_tower_parts
+from corpora.base import GeneratedCorpus
+from corpora.cache import NO_CACHE
+from neural.backbone import backbone_from_model
+from neural.base import image_embeddings, with_prompt
+from neural.losses import info_nce
+from neural.specificity import join_unit, pairwise_score_fn, specificity_rate
+from neural.text_tower import encode_text_to_eot, text_tower_parts
+from neural.text_units import detail_units
+from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
 
 __all__ = [
     "stretch_positional_embedding", "long_context_for", "stretch_backbone", "SPECSConfig", "train_specs",
@@ -94,8 +102,6 @@ def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = No
                      precision: str | None = None):
     """A copy of ``backbone`` whose text tower accepts ``new_len`` tokens (positional embedding stretched,
     causal mask rebuilt, tokenizer context raised).  ``new_len == context_length`` returns a plain copy."""
-    from neural.backbone import backbone_from_model
-
     model = copy.deepcopy(backbone.model).float().cpu()
     L = backbone.context_length
     new_len, keep = long_context_for(L, new_len, keep)
@@ -125,12 +131,6 @@ def stretch_backbone(backbone, new_len: int | None = None, keep: int | None = No
 
 
 # ============================================================================ data
-def _join(a: str, b: str) -> str:
-    from neural.specificity import _join as j
-
-    return j(a, b)
-
-
 def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
                      per_step: bool = True) -> tuple[list[list[str]], list[list[str]]]:
     """Detail units and per-step negative units of each image.
@@ -141,7 +141,7 @@ def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
     image and repeats it for every step (cheaper; used for training).
     """
     units_all, negs_all = [], []
-    if hasattr(corpus, "describe") and hasattr(corpus, "negative_unit"):
+    if isinstance(corpus, GeneratedCorpus):
         for i in image_ids:
             _, units = corpus.describe(i)
             units_all.append(list(units))
@@ -150,8 +150,6 @@ def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
             else:
                 negs_all.append([corpus.negative_unit(i, seed)] * len(units))
         return units_all, negs_all
-    from neural.text_units import detail_units
-
     rng = np.random.default_rng(seed)
     longest = {}
     for i in image_ids:
@@ -215,9 +213,7 @@ class SPECSConfig:
 
 def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """Normalised text features, computing only up to the longest end-of-text position (exact under the
-    causal mask; :func:`neural.bridge.encode_text_to_eot`)."""
-    from neural.bridge import encode_text_to_eot
-
+    causal mask; :func:`neural.text_tower.encode_text_to_eot`)."""
     return F.normalize(encode_text_to_eot(model, tokens).float(), dim=-1)
 
 
@@ -231,9 +227,6 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     split, training image ids and config.  ``image_ids``: the training images to use instead of the
     whole split (e.g. only those on disk, ``--skip-missing-images``).
     """
-    from corpora.cache import NO_CACHE
-    from neural.tiny_clip import deterministic
-
     cfg = config or SPECSConfig()
     cache = cache if cache is not None else NO_CACHE
     long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep, precision="fp32")  # train in fp32
@@ -255,8 +248,6 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     losses = arrays.pop("losses", np.zeros((0, 6), np.float32))
     load_state_arrays(model, arrays)
     model.eval()
-    from neural.backbone import backbone_from_model
-
     out = backbone_from_model(model, long_bb.preprocess, long_bb.tokenizer,
                               name=f"SPECS({backbone.name}, ctx {long_bb.context_length})", arch=backbone.arch,
                               source=f"SPECS fine-tuned here from {backbone.name} on {corpus.name}/{split}",
@@ -279,7 +270,7 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
     for us in units:
         c, row = "", []
         for u in us:
-            c = _join(c, u)
+            c = join_unit(c, u)
             row.append(c)
         cum.append(row)
     multi = [i for i, r in enumerate(cum) if len(r) >= 2]
@@ -292,7 +283,7 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
                             weight_decay=cfg.weight_decay)
     B = min(cfg.batch_size, len(multi))
     rows = []
-    bar = _bar(cfg.steps, "SPECS fine-tuning", show_progress)
+    bar = progress(total=cfg.steps, desc="SPECS fine-tuning", enabled=show_progress)
     for step in range(cfg.steps):
         pick = rng.choice(len(multi), size=B, replace=False)
         texts_full, prev, nxt, neg = [], [], [], []
@@ -302,15 +293,12 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
             texts_full.append(cum[i][-1])
             prev.append(cum[i][k])
             nxt.append(cum[i][k + 1])
-            neg.append(_join(cum[i][k + 1], negs[i][k + 1]))
+            neg.append(join_unit(cum[i][k + 1], negs[i][k + 1]))
         tokens = bb.tokenize(texts_full + prev + nxt + neg).to(dev)
         t = _encode_trimmed(model, tokens)
         t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
         v = F.normalize(model.encode_image(X[torch.from_numpy(pick).to(dev)]).float(), dim=-1)
-        scale = model.logit_scale.exp().clamp(max=100.0)
-        logits = scale * v @ t_full.t()
-        tgt = torch.arange(B, device=dev)
-        l_con = 0.5 * (F.cross_entropy(logits, tgt) + F.cross_entropy(logits.t(), tgt))
+        l_con = info_nce(v, t_full, logit_scale=model.logit_scale, max_logit_scale=100.0)
         s_prev = (v * t_prev).sum(-1)
         s_next = (v * t_next).sum(-1)
         s_neg = (v * t_neg).sum(-1)
@@ -321,7 +309,7 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
         opt.step()
         rows.append([float(loss.detach()), float(l_con.detach()), float(l_pos.detach()), float(l_neg.detach()),
                      float(e_pos), float(e_neg)])
-        _tick(bar, None, "specs", step, loss)
+        tick(bar, None, "specs", step, loss)
     if bar is not None:
         bar.close()
     model.eval()
@@ -352,29 +340,21 @@ class SPECSScore:
         return (np.float32(self.w) * np.maximum((c + np.float32(1.0)) / np.float32(2.0), 0.0)).astype(np.float32)
 
     def _texts(self, texts: Sequence[str]) -> np.ndarray:
-        from neural.base import with_prompt
-
         return self.backbone.encode_texts(with_prompt(list(texts), self.prompt or None)).numpy()
 
     def score(self, images, candidates: Sequence[str], references=None) -> np.ndarray:
         """Per-instance SPECS (reference-free: ``references`` is ignored)."""
-        from neural.base import image_embeddings
-
         v = image_embeddings(self.backbone, images)
         if v.shape[0] != len(candidates):
             raise ValueError(f"SPECS.score: {v.shape[0]} images but {len(candidates)} candidates")
         return self._map(np.einsum("nd,nd->n", v, self._texts(candidates)))
 
     def score_matrix(self, images, captions: Sequence[str]) -> np.ndarray:
-        from neural.base import image_embeddings
-
         return self._map(image_embeddings(self.backbone, images) @ self._texts(captions).T)
 
 
 def _raw_cosine_fn(scorer):
     """Pair scores for the specificity rate: the scorer's own ``score_matrix``."""
-    from neural.specificity import pairwise_score_fn
-
     return pairwise_score_fn(scorer)
 
 
@@ -382,8 +362,6 @@ def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "t
                           seed: int = 0) -> dict[str, dict[str, float]]:
     """SR_pos / SR_neg (SPECS Eqs. 1–2) of every scorer (anything with ``score_matrix(images, texts)``) on
     the first ``max_images`` images of ``split``: ``{name: {"SR_pos", "SR_neg", ...}}``."""
-    from neural.specificity import specificity_rate
-
     ids = list(corpus.split(split))[:max_images]
     units, negs = specificity_data(corpus, ids, seed)
     images = [corpus.load_image(i) for i in ids]

@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from corpora.nltk_resources import MissingResourceError, ensure_pos_tagger
+
 __all__ = [
     "NP_GRAMMAR", "UNIT_GRAMMAR", "Token", "Span", "tokenize", "pos_tag", "noun_chunks",
     "mask_templates", "MaskTemplate", "detail_units", "cumulative_captions",
@@ -100,13 +102,11 @@ def _tagger():
     """NLTK's English POS tagger; its resource is found or downloaded by
     :func:`corpora.nltk_resources.ensure_pos_tagger` (a :class:`~corpora.nltk_resources.MissingResourceError`
     naming it when offline)."""
-    from corpora.nltk_resources import MissingResourceError, ensure_pos_tagger
-
     try:
         ensure_pos_tagger()
     except MissingResourceError as exc:
         raise MissingResourceError(f"{exc} (or pass POS tags explicitly: Caption.pos)") from None
-    import nltk
+    import nltk  # lazy: nltk takes seconds to import; only untagged text needs the tagger
 
     return nltk.pos_tag
 
@@ -133,7 +133,7 @@ def pos_tag(text: str, tags: Sequence[str] | None = None) -> list[Token]:
 
 @lru_cache(maxsize=4)
 def _parser(grammar: str):
-    import nltk
+    import nltk  # lazy: nltk takes seconds to import (BRIDGE / SPECS import this module at their top)
 
     return nltk.RegexpParser(grammar)
 

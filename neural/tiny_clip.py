@@ -3,10 +3,10 @@
 No CLIP weights exist on an offline machine, so every neural scorer of the toolkit defaults to this
 model.  It is an honest, small CLIP (Radford et al. 2021):
 
-* architecture ``itr-tiny-clip`` (:data:`neural.backbone.CUSTOM_MODEL_CONFIGS`), a standard open_clip
+* architecture ``itr-tiny-clip`` (:data:`neural.architectures.CUSTOM_MODEL_CONFIGS`), a standard open_clip
   ``CLIP``: ViT image tower (48 px input, 8 px patches, i.e. a 6 × 6 grid, width 128, 4 layers), a causal text transformer (3 layers,
   width 128, context 32, open_clip's ``SimpleTokenizer`` BPE vocabulary), 128-d joint space;
-* objective: CLIP's symmetric InfoNCE with a learnable temperature,
+* objective: CLIP's symmetric InfoNCE with a learnable temperature (:func:`neural.losses.info_nce`),
 
   .. math:: \\mathcal{L} = \\tfrac12\\Big[-\\tfrac1B\\sum_i \\log\\frac{e^{s\\,\\cos(v_i,t_i)}}{\\sum_j e^{s\\,\\cos(v_i,t_j)}}
             -\\tfrac1B\\sum_i \\log\\frac{e^{s\\,\\cos(t_i,v_i)}}{\\sum_j e^{s\\,\\cos(t_i,v_j)}}\\Big],
@@ -24,7 +24,6 @@ The default recipe (56 steps of 96 images) keeps training to about 15 s on two C
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -34,14 +33,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neural.backbone import (
-    CUSTOM_MODEL_CONFIGS,
-    Backbone,
-    adamw,
-    backbone_from_model,
-    create_architecture,
-    is_tiny_model,
-)
+from corpora.cache import NO_CACHE
+from corpora.scoring import gold_ranks, rank_metrics
+from neural.architectures import CUSTOM_MODEL_CONFIGS, create_architecture
+from neural.backbone import Backbone, backbone_from_model, to_pil
+from neural.losses import info_nce
+from neural.training import adamw, deterministic, progress
 
 TINY_ARCH = "itr-tiny-clip"
 
@@ -59,33 +56,6 @@ class TinyCLIPConfig:
     max_logit_scale: float = 100.0
     split: str = "train"
     arch: str = TINY_ARCH
-
-
-@contextlib.contextmanager
-def deterministic(num_threads: int | None = None):
-    """Deterministic torch algorithms (and optionally a fixed thread count) inside the block."""
-    prev_det = torch.are_deterministic_algorithms_enabled()
-    prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    prev_threads = torch.get_num_threads()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    if num_threads:
-        torch.set_num_threads(int(num_threads))
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(prev_det, warn_only=prev_warn)
-        if num_threads:
-            torch.set_num_threads(prev_threads)
-
-
-def clip_contrastive_loss(img: torch.Tensor, txt: torch.Tensor, logit_scale: torch.Tensor,
-                          max_logit_scale: float = 100.0) -> torch.Tensor:
-    """CLIP's symmetric InfoNCE (mean of the image→text and text→image cross-entropies) on
-    L2-normalised features; ``logit_scale`` is the log inverse temperature."""
-    s = logit_scale.exp().clamp(max=max_logit_scale)
-    logits = s * img @ txt.T
-    target = torch.arange(img.shape[0], device=img.device)
-    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float):
@@ -116,10 +86,8 @@ def _training_data(corpus, split: str, preprocess, tokenizer, show_progress: boo
     if missing:
         raise FileNotFoundError(f"tiny CLIP training needs the images of split {split!r}: {len(missing)} "
                                 f"missing (first: {missing[:3]})")
-    from neural.backbone import _progress, _to_pil
-
-    it = _progress(ids, len(ids), "tiny CLIP: preprocess images", show_progress and len(ids) > 300)
-    X = torch.stack([preprocess(_to_pil(corpus.load_image(i))) for i in it])
+    it = progress(ids, total=len(ids), desc="tiny CLIP: preprocess images", enabled=show_progress and len(ids) > 300)
+    X = torch.stack([preprocess(to_pil(corpus.load_image(i))) for i in it])
     texts, owner = [], []
     for k, i in enumerate(ids):
         caps = corpus.captions_of(i)
@@ -147,9 +115,7 @@ def _train(corpus, cfg: TinyCLIPConfig, seed: int, show_progress: bool, num_thre
     model.train()
     losses = []
     perm, pos = torch.randperm(n, generator=gen), 0
-    from neural.backbone import _progress
-
-    bar = _progress(range(cfg.steps), cfg.steps, "tiny CLIP: train", show_progress)
+    bar = progress(range(cfg.steps), total=cfg.steps, desc="tiny CLIP: train", enabled=show_progress)
     with deterministic(num_threads):
         for step in bar:
             if pos + B > n:
@@ -162,7 +128,7 @@ def _train(corpus, cfg: TinyCLIPConfig, seed: int, show_progress: bool, num_thre
                 g["lr"] = _lr_at(step, cfg)
             img = F.normalize(model.encode_image(X[idx]), dim=-1)
             txt = F.normalize(model.encode_text(T[pick]), dim=-1)
-            loss = clip_contrastive_loss(img, txt, model.logit_scale, cfg.max_logit_scale)
+            loss = info_nce(img, txt, logit_scale=model.logit_scale, max_logit_scale=cfg.max_logit_scale)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -204,8 +170,6 @@ def train_tiny_clip(corpus, *, seed: int = 0, steps: int | None = None, batch_si
         ``name`` ``"tiny-clip(<corpus>, seed=<seed>)"``, ``arch`` ``"itr-tiny-clip"``, ``weights_id`` the
         state-dict hash; ``backbone.training`` holds the loss curve, time and whether the cache was hit.
     """
-    from corpora.cache import NO_CACHE
-
     cfg = config or TinyCLIPConfig()
     upd = dict(overrides)
     if steps is not None:
@@ -243,41 +207,14 @@ def train_tiny_clip(corpus, *, seed: int = 0, steps: int | None = None, batch_si
 
 def retrieval_recall(backbone: Backbone, corpus, image_ids: Sequence[str], caption_ids: Sequence[str],
                      gold: Sequence[int], ks=(1, 5, 10), cache=None) -> dict[str, float]:
-    """Image-annotation recall@k of a backbone by raw cosine similarity (a quick check that does not
-    depend on the evaluation package): ``gold[i]`` is the column of image ``i``'s own caption."""
+    """Image-annotation R@k (percent), median and mean rank of a backbone by raw cosine similarity (a
+    quick training check that does not need the evaluation package): ``gold[i]`` is the column of image
+    ``i``'s own caption.  Ranks and metrics are those of the evaluator (:func:`corpora.scoring.gold_ranks`,
+    pessimistic ties; :func:`corpora.scoring.rank_metrics`, Hodosh et al. 2013, Sec. 4.3.1):
+    ``R@k = 100 · mean_i [rank_i ≤ k]``."""
     v = backbone.encode_corpus_images(corpus, image_ids, cache=cache)
     t = backbone.encode_texts([corpus.caption(c).text for c in caption_ids]).numpy()
-    S = v @ t.T
-    g = np.asarray(gold)
-    gold_s = S[np.arange(len(g)), g]
-    rank = (S >= gold_s[:, None]).sum(1)  # pessimistic ties, as the evaluator
-    return {f"R@{k}": float(np.mean(rank <= k)) for k in ks} | {"median_rank": float(np.median(rank))}
+    return rank_metrics(gold_ranks(v @ t.T, np.asarray(gold)), ks)
 
 
-__all__ = ["TINY_ARCH", "TinyCLIPConfig", "train_tiny_clip", "clip_contrastive_loss", "deterministic",
-           "retrieval_recall"]
-
-
-def backbone_for(corpus=None, clip_model: str | None = None, clip_pretrained=None, *, seed: int = 0,
-                 cache=None, device: str = "auto", precision: str = "fp32", show_progress: bool = True,
-                 **train_kwargs) -> Backbone:
-    """The backbone a job should use: ``clip_model`` None or one of :data:`neural.backbone.TINY_MODEL_NAMES`
-    (``"tiny"``, ``"tiny-clip"``; :func:`~neural.backbone.is_tiny_model`) → the tiny CLIP trained on
-    ``corpus`` (the teaching set by default); otherwise :func:`neural.backbone.load_backbone`
-    (``clip_pretrained``: tag or file, default ``"openai"``)."""
-    if is_tiny_model(clip_model, default=True):
-        usable = corpus is not None and "train" in getattr(corpus, "splits", {}) and \
-            not corpus.missing_images(corpus.split("train"))
-        if not usable:  # e.g. Flickr8k with only a few images on disk: train on the teaching set
-            from corpora.teaching import make_teaching_set
-
-            corpus = make_teaching_set(seed=seed)
-        return train_tiny_clip(corpus, seed=seed, cache=cache, show_progress=show_progress, device=device,
-                               **train_kwargs)
-    from neural.backbone import load_backbone
-
-    return load_backbone(clip_model, clip_pretrained or "openai", device=device, precision=precision,
-                         show_progress=show_progress)
-
-
-__all__.append("backbone_for")
+__all__ = ["TINY_ARCH", "TinyCLIPConfig", "train_tiny_clip", "retrieval_recall"]

@@ -76,7 +76,8 @@ def random_tiny_backbone():
     """The tiny CLIP architecture with seeded random weights (no training), as a Backbone."""
     import torch
 
-    from neural.backbone import backbone_from_model, create_architecture
+    from neural.architectures import create_architecture
+    from neural.backbone import backbone_from_model
 
     torch.manual_seed(0)
     m, p, t = create_architecture("itr-tiny-clip")

@@ -6,16 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from neural.bridge import (
-    BRIDGE,
-    BridgeConfig,
-    MappingModule,
-    build_template_tokens,
-    chunk_prompt,
-    encode_text_from_embeddings,
-    image_global_and_grid,
-    l3_targets,
-)
+from neural.bridge import BRIDGE, BridgeConfig, MappingModule, image_global_and_grid
+from neural.bridge_templates import build_template_tokens, chunk_prompt, l3_targets
+from neural.losses import info_nce
+from neural.text_tower import encode_text_from_embeddings
 from neural.text_units import mask_templates
 
 
@@ -162,9 +156,9 @@ def test_refit_starts_from_the_seed_and_l3_positives_share_a_prompt(backbone, sm
     import neural.bridge as nb
 
     masks, rows_seen = [], []
-    orig_nce, orig_pseudo = nb._soft_info_nce, BRIDGE._pseudo
+    orig_nce, orig_pseudo = nb.info_nce, BRIDGE._pseudo
     mp = pytest.MonkeyPatch()
-    mp.setattr(nb, "_soft_info_nce", lambda a, b, pos, t: masks.append(pos.cpu().numpy()) or orig_nce(a, b, pos, t))
+    mp.setattr(nb, "info_nce", lambda a, b, **kw: masks.append(kw["targets"].cpu().numpy()) or orig_nce(a, b, **kw))
     mp.setattr(BRIDGE, "_pseudo", lambda self, tb, grid, rows: rows_seen.append([tb.chunks[r] for r in rows])
                or orig_pseudo(self, tb, grid, rows))
     try:
@@ -216,9 +210,12 @@ def test_captions_file_missing_an_image_names_it_before_training(backbone, small
 
 
 def test_soft_info_nce_spreads_the_target_over_every_positive():
-    """Several positives per row: the target of row i is uniform over its positives (``same[i]`` / its
-    row count), in both directions; the loss is ½ (image→text + text→image) soft cross-entropy."""
-    from neural.bridge import _soft_info_nce
+    """Several positives per row (BRIDGE's L1-L3: neural.losses.info_nce with targets): the target of row
+    i is uniform over its positives (``same[i]`` / its row count), in both directions; the loss is
+    ½ (image→text + text→image) soft cross-entropy."""
+
+    def _soft_info_nce(a, b, same, T):
+        return info_nce(a, b, temperature=T, targets=same)
 
     a = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]), dim=-1)
     b = torch.nn.functional.normalize(torch.tensor([[1.0, 0.1], [0.2, 1.0], [0.7, 0.7]]), dim=-1)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from neural.backbone import CUSTOM_MODEL_CONFIGS, load_backbone
+from neural.architectures import CUSTOM_MODEL_CONFIGS
+from neural.backbone import load_backbone
 from neural.checkpoints import (
     MissingDependencyError,
     MissingWeightsError,
@@ -179,7 +180,7 @@ def test_hugging_face_text_tower_without_transformers_names_the_package(tmp_path
     any weight download, by load_backbone and create_architecture alike; CLIP-BPE ones are unaffected."""
     import sys
 
-    from neural.backbone import create_architecture, hf_text_requirements
+    from neural.architectures import create_architecture, hf_text_requirements
 
     assert hf_text_requirements("ViT-B-16-SigLIP") == ["timm/ViT-B-16-SigLIP"]
     assert hf_text_requirements("ViT-B-32") == [] and hf_text_requirements("itr-tiny-clip") == []
@@ -208,7 +209,7 @@ def test_hugging_face_tokenizer_is_not_fetched_when_downloads_are_off(tiny, monk
 
     import open_clip
 
-    from neural.backbone import create_architecture
+    from neural.architectures import create_architecture
 
     calls = []
 
@@ -320,7 +321,7 @@ def test_documented_pacs_weight_files_get_quickgelu():
     import re
     from pathlib import Path
 
-    from neural.backbone import PACS_CHECKPOINTS
+    from neural.pretrained import PACS_CHECKPOINTS
 
     root = Path(__file__).resolve().parent.parent
     pats = (re.compile(r"--clip-model\s+(\S+)\s+--clip-pretrained\s+(\S+\.(?:pth|pt|bin|ckpt|safetensors))\b"),
@@ -360,11 +361,11 @@ def test_hugging_face_text_tower_config_is_read_with_the_hub_off_when_downloads_
     import huggingface_hub.constants as hub_constants
     import open_clip
 
-    import neural.backbone as nb
+    import neural.architectures as na
 
     arch = "xlm-roberta-base-ViT-B-32"
-    assert nb._text_cfg(arch).get("hf_model_name")
-    monkeypatch.setattr(nb, "require_architecture_dependencies", lambda a: None)   # as if installed
+    assert na.text_config(arch).get("hf_model_name")
+    monkeypatch.setattr(na, "require_architecture_dependencies", lambda a: None)   # as if installed
     for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "ITR_OFFLINE"):
         monkeypatch.delenv(v, raising=False)
     seen = []
@@ -377,12 +378,12 @@ def test_hugging_face_text_tower_config_is_read_with_the_hub_off_when_downloads_
     monkeypatch.setattr(open_clip, "create_model", create_model)
     before = hub_constants.HF_HUB_OFFLINE
     with pytest.raises(MissingDependencyError, match=r"text-tower configuration .* downloads are off"):
-        nb.create_architecture(arch, allow_download=False)
+        na.create_architecture(arch, allow_download=False)
     assert seen == [("1", "1", True)]
     assert hub_constants.HF_HUB_OFFLINE == before and "HF_HUB_OFFLINE" not in os.environ
     assert "TRANSFORMERS_OFFLINE" not in os.environ
     with pytest.raises(MissingDependencyError, match="could not be downloaded"):
-        nb.create_architecture(arch, allow_download=True)
+        na.create_architecture(arch, allow_download=True)
     assert seen[1] == (None, None, before)                     # downloads allowed: nothing switched off
 
 

@@ -152,10 +152,10 @@ def test_main_job_reports_missing_training_images_clearly(f8, fast_neural, tmp_p
 
 @pytest.mark.parametrize("model", ["tiny", "tiny-clip", "TINY", None])
 def test_every_tiny_clip_spelling_is_the_tiny_clip(model, monkeypatch):
-    import neural.tiny_clip as tc
+    import neural.factory as factory
 
     seen = {}
-    monkeypatch.setattr(tc, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
+    monkeypatch.setattr(factory, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
     pipeline.load_neural_backbone(None, _args(clip_model=model, clip_steps=5, quick=False), None)
     assert seen["args"][1] is None and seen["kw"]["steps"] == 5          # --clip-steps reaches training
     seen.clear()

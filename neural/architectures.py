@@ -1,0 +1,283 @@
+"""open_clip architectures: which exist (open_clip's registry plus this toolkit's own), building an
+untrained one with its eval transform and tokenizer, and loading a state dict into it.
+
+Nothing here knows where weights come from (:mod:`neural.pretrained`) or wraps a model as a
+:class:`~neural.backbone.Backbone`.  ``open_clip`` is imported inside the functions that need it: it
+takes seconds to import (torchvision, timm), and option checks that only read this module's tables must
+stay fast.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from contextlib import contextmanager
+from copy import deepcopy
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from neural.checkpoints import MissingDependencyError, WeightsError
+from neural.pretrained import offline
+
+#: Architectures defined by this toolkit (not in open_clip's registry).  ``itr-tiny-clip`` is the
+#: small CLIP trained on the teaching set (:mod:`neural.tiny_clip`).  Heads are ``width // 64`` so that
+#: OpenAI-format files of it can also be rebuilt by ``open_clip.build_model_from_openai_state_dict``.
+CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
+    "itr-tiny-clip": {
+        "embed_dim": 128,
+        "quick_gelu": True,
+        "vision_cfg": {"image_size": 48, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
+        "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
+    },
+}
+#: Preprocessing overrides for custom architectures (the teaching images are 4:3; "squash" keeps the
+#: whole scene, including what is left / right of centre).
+CUSTOM_PREPROCESS: dict[str, dict[str, Any]] = {"itr-tiny-clip": {"resize_mode": "squash"}}
+
+
+def preprocess_for(model, overrides: dict | None = None):
+    """open_clip's eval transform from the preprocess config attached to ``model``."""
+    # lazy: open_clip takes seconds to import (torchvision, timm)
+    from open_clip.model import get_model_preprocess_cfg, set_model_preprocess_cfg
+    from open_clip.transform import PreprocessCfg, image_transform_v2, merge_preprocess_dict
+
+
+    cfg = merge_preprocess_dict(asdict(PreprocessCfg()), get_model_preprocess_cfg(model) or {})
+    cfg = merge_preprocess_dict(cfg, overrides or {})
+    cfg["size"] = model.visual.image_size
+    set_model_preprocess_cfg(model, cfg)
+    return image_transform_v2(PreprocessCfg(**cfg), is_train=False)
+
+
+def hf_text_requirements(arch: str) -> list[str]:
+    """Hugging Face names (tokenizer and / or text model) that open_clip architecture ``arch`` loads
+    through ``transformers`` (SigLIP, NLLB-CLIP, XLM-R / RoBERTa text towers …); empty for the CLIP BPE
+    tokenizer and for this toolkit's own architectures."""
+    text_cfg = text_config(arch)
+    names = [text_cfg[k] for k in ("hf_tokenizer_name", "hf_model_name") if text_cfg.get(k)]
+    return list(dict.fromkeys(names))
+
+
+def text_config(arch: str) -> dict:
+    """open_clip's ``text_cfg`` of built-in architecture ``arch`` (empty for custom or unknown ones)."""
+    if arch in CUSTOM_MODEL_CONFIGS:
+        return {}
+    import open_clip  # lazy: seconds to import (torchvision, timm)
+
+    return (open_clip.get_model_config(arch) or {}).get("text_cfg", {}) or {}
+
+
+def activation_hint(arch: str) -> str | None:
+    """Why a weights *file* for ``arch`` may need ``quick_gelu=True``, or ``None`` when there is no doubt.
+
+    OpenAI trained CLIP with QuickGELU (x·σ(1.702x)); open_clip's plain ``ViT-B-32`` etc. build GELU.
+    For a pretrained tag, the OpenAI TorchScript format and the PAC-S release names the activation is
+    known; a renamed or converted file of an architecture that OpenAI released gives no sign of it, and
+    the wrong choice changes every embedding without any error.  Returns ``None`` for ``*-quickgelu``
+    names and for architectures without an OpenAI release."""
+    if arch in CUSTOM_MODEL_CONFIGS or arch.lower().endswith("quickgelu"):
+        return None
+    import open_clip  # lazy: seconds to import (torchvision, timm)
+
+    try:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+    except Exception:  # noqa: BLE001 - unknown names are reported by create_architecture
+        return None
+    if "openai" not in tags:
+        return None
+    return (f"building {arch} with GELU; if these weights are OpenAI's or fine-tuned from them (as PAC-S's "
+            f"ViT-B/32), they need QuickGELU: pass quick_gelu=True or use the architecture {arch}-quickgelu "
+            f"(command line: --clip-model {arch}-quickgelu); pass quick_gelu=False if they were trained with "
+            "GELU (open_clip's LAION / DataComp weights)")
+
+
+def require_architecture_dependencies(arch: str) -> None:
+    """Raise :class:`~neural.checkpoints.MissingDependencyError` naming the package to install when
+    ``arch`` needs ``transformers`` and it is not installed.  Called before any weight download, so a
+    missing package is reported before hundreds of megabytes are fetched."""
+    names = hf_text_requirements(arch)
+    if not names:
+        return
+    try:
+        import transformers  # noqa: F401  (optional dependency: only probed)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"CLIP architecture {arch!r} uses the Hugging Face text components {names}, which need the "
+            "'transformers' package: pip install transformers.  Offline, their tokenizer / model files "
+            "must also be in the Hugging Face cache (run open_clip.get_tokenizer"
+            f"({arch!r}) once on a networked machine and copy ~/.cache/huggingface, or set HF_HOME).  "
+            "Architectures with the CLIP tokenizer (ViT-B-32, ViT-L-14 …) need neither.") from exc
+
+
+@contextmanager
+def _hub_offline(active: bool):
+    """While ``active``: Hugging Face Hub access off for code that does not take ``local_files_only``
+    (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` in the environment and huggingface_hub's constant,
+    which it reads at import); everything is restored afterwards."""
+    if not active:
+        yield
+        return
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    saved_env = {k: os.environ.get(k) for k in names}
+    try:
+        import huggingface_hub.constants as hub_constants  # optional: only with a Hugging Face text tower
+    except ImportError:
+        hub_constants = None
+    saved_const = getattr(hub_constants, "HF_HUB_OFFLINE", None)
+    os.environ.update({k: "1" for k in names})
+    if hub_constants is not None:
+        hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if hub_constants is not None:
+            hub_constants.HF_HUB_OFFLINE = saved_const
+
+
+def check_architecture(arch: str) -> None:
+    """Raise ``ValueError`` naming the valid choices unless ``arch`` is an open_clip model name
+    (``open_clip.list_models()``) or a key of :data:`CUSTOM_MODEL_CONFIGS`."""
+    import open_clip  # lazy: seconds to import (torchvision, timm)
+
+    if arch in CUSTOM_MODEL_CONFIGS or arch in open_clip.list_models():
+        return
+    close = difflib.get_close_matches(arch, open_clip.list_models(), n=3, cutoff=0.6)
+    raise ValueError(
+        f"unknown CLIP architecture {arch!r}{f' (did you mean {close}?)' if close else ''}: use an open_clip "
+        f"model name (e.g. 'ViT-B-32', 'ViT-L-14'; see open_clip.list_models()) or one of "
+        f"{sorted(CUSTOM_MODEL_CONFIGS)}; 'tiny' trains the small CLIP here (neural.tiny_clip: on the "
+        f"run's training split, or on the teaching set)")
+
+
+def create_architecture(arch: str, *, quick_gelu: bool | None = None,
+                        preprocess_overrides: dict | None = None, allow_download: bool | None = None):
+    """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
+
+    ``arch``: an open_clip built-in name (``open_clip.list_models()``) or a key of
+    :data:`CUSTOM_MODEL_CONFIGS`.  Returns ``(model, preprocess, tokenizer)``; the model is fp32 on CPU.
+    ``allow_download``: whether a Hugging Face tokenizer (SigLIP, XLM-R … text towers) may be fetched
+    from the Hub when it is not in the local cache.  Default: yes unless ``$ITR_OFFLINE`` or
+    ``$HF_HUB_OFFLINE`` is set; when not allowed, it is loaded with ``local_files_only=True``.
+    """
+    # lazy: open_clip takes seconds to import (torchvision, timm)
+    import open_clip
+    from open_clip.tokenizer import SimpleTokenizer
+
+    if arch in CUSTOM_MODEL_CONFIGS:
+        cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
+        if quick_gelu is not None:
+            cfg["quick_gelu"] = quick_gelu
+        model = open_clip.CLIP(**cfg)
+        over = dict(CUSTOM_PREPROCESS.get(arch, {}))
+        over.update(preprocess_overrides or {})
+        preprocess = preprocess_for(model, over)
+        tokenizer = SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
+        return model.eval(), preprocess, tokenizer
+    check_architecture(arch)
+    require_architecture_dependencies(arch)
+    allow = (not offline()) if allow_download is None else bool(allow_download)
+    text_cfg = text_config(arch)
+    try:
+        # a Hugging Face text tower reads its config with AutoConfig.from_pretrained, which open_clip
+        # calls without our keywords: with downloads off, the Hub is switched off around the call
+        with warnings.catch_warnings(), _hub_offline(not allow and bool(text_cfg.get("hf_model_name"))):
+            warnings.simplefilter("ignore")
+            model = open_clip.create_model(arch, pretrained=None, load_weights=False,
+                                           force_quick_gelu=bool(quick_gelu), pretrained_text=False,
+                                           device="cpu", precision="fp32")
+    except OSError as exc:  # transformers installed, the text tower's config neither cached nor fetchable
+        if not text_cfg.get("hf_model_name"):
+            raise
+        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
+               else "could not be downloaded")
+        raise MissingDependencyError(
+            f"the text-tower configuration of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is "
+            f"not in the Hugging Face cache and {why} ({exc}); run open_clip.create_model({arch!r}) once on "
+            "a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
+    preprocess = preprocess_for(model, preprocess_overrides)
+    # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
+    # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
+    tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
+    try:
+        tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
+    except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
+        why = ("downloads are off ($ITR_OFFLINE / $HF_HUB_OFFLINE or allow_download=False)" if not allow
+               else "could not be downloaded")
+        raise MissingDependencyError(
+            f"the tokenizer of CLIP architecture {arch!r} ({hf_text_requirements(arch)}) is not in the "
+            f"Hugging Face cache and {why} ({exc}); run open_clip.get_tokenizer({arch!r}) "
+            "once on a networked machine and copy ~/.cache/huggingface (or set HF_HOME)") from exc
+    return model.eval(), preprocess, tokenizer
+
+
+def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], *, source: str = "") -> None:
+    """Load a (normalised) CLIP state dict into ``model`` strictly, after open_clip's compatibility
+    fixes (custom-text key layout, logit_scale shape, positional-embedding resizing).  Raises
+    :class:`WeightsError` naming the source and the mismatching keys."""
+    # lazy: open_clip takes seconds to import (torchvision, timm)
+    from open_clip.model import convert_to_custom_text_state_dict, resize_pos_embed, resize_text_pos_embed
+
+    sd = dict(state_dict)
+    if "positional_embedding" in sd and not hasattr(model, "positional_embedding"):
+        sd = convert_to_custom_text_state_dict(sd)
+    if "logit_scale" in sd and model.logit_scale.ndim != sd["logit_scale"].ndim:
+        sd["logit_scale"] = sd["logit_scale"].reshape(model.logit_scale.shape)
+    if getattr(model, "logit_bias", None) is None:
+        sd.pop("logit_bias", None)
+    try:
+        resize_pos_embed(sd, model)
+        resize_text_pos_embed(sd, model)
+    except Exception as exc:  # shape too different to interpolate
+        raise WeightsError(f"{source}: weights do not match the architecture (positional embeddings: "
+                           f"{exc or type(exc).__name__}) — pass the matching --clip-model") from exc
+    own = model.state_dict()
+    # non-persistent buffers (e.g. the text causal ``attn_mask``) appear in TorchScript state dicts
+    for name, _ in model.named_buffers():
+        if name not in own:
+            sd.pop(name, None)
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
+    bad_shape = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
+    if missing or unexpected or bad_shape:
+        def few(xs):
+            return ", ".join(xs[:5]) + (f" … (+{len(xs) - 5})" if len(xs) > 5 else "")
+        raise WeightsError(
+            f"{source}: weights do not match the architecture "
+            + (f"missing: {few(missing)}; " if missing else "")
+            + (f"unexpected: {few(unexpected)}; " if unexpected else "")
+            + (f"wrong shape: {few([f'{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}' for k in bad_shape])}"
+               if bad_shape else "")
+            + " — pass the matching --clip-model (e.g. ViT-B-32 for OpenAI / PAC-S ViT-B/32, ViT-L-14 "
+              "for PAC-S ViT-L/14), or 'auto' to infer it from an OpenAI-layout state dict")
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
+
+
+def infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
+    """Rebuild the architecture of an OpenAI-layout state dict (open_clip's
+    ``build_model_from_openai_state_dict``), fp32."""
+    # lazy: open_clip takes seconds to import (torchvision, timm)
+    from open_clip.model import build_model_from_openai_state_dict
+
+    try:
+        model = build_model_from_openai_state_dict(dict(state_dict), quick_gelu=quick_gelu, cast_dtype=None)
+    except Exception as exc:
+        raise WeightsError(f"cannot infer a CLIP architecture from this state dict ({exc}); "
+                           "pass --clip-model explicitly") from exc
+    model = model.float()
+    # open_clip casts to fp16 before loading (OpenAI layout); reload so fp32 files stay bit-exact
+    model.load_state_dict({k: v for k, v in state_dict.items() if k in model.state_dict()}, strict=False)
+    return model.eval()
+
+
+__all__ = [
+    "CUSTOM_MODEL_CONFIGS", "CUSTOM_PREPROCESS", "preprocess_for", "hf_text_requirements", "text_config",
+    "activation_hint", "require_architecture_dependencies", "check_architecture", "create_architecture",
+    "load_weights_into", "infer_openai_arch",
+]
