@@ -17,8 +17,21 @@ so a re-run with the same settings only re-evaluates.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
+
+from experiments.errors import PipelineError
+from experiments.options import (
+    ALL_NEURAL,
+    DEFAULT_NEURAL,
+    DEFAULT_SYSTEMS,
+    QUICK_SYSTEMS,
+    RunOptions,
+    available_systems,
+)
+from experiments.pipeline import run
+from experiments.report import console_tables
 
 
 def positive_int(text: str) -> int:
@@ -33,14 +46,7 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments.pipeline import (
-        ALL_NEURAL,
-        DEFAULT_NEURAL,
-        DEFAULT_SYSTEMS,
-        QUICK_SYSTEMS,
-        available_systems,
-    )
-
+    """The main job's command line (``--help`` explains every option and its default)."""
     p = argparse.ArgumentParser(
         prog="python -m experiments.flickr8k_kcca",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -133,18 +139,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from experiments.pipeline import PipelineError, run
+def parse_options(argv: list[str] | None = None) -> RunOptions:
+    """The checked options of a command line (``--help`` and a malformed value exit through argparse).
 
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    RunOptions
+
+    Raises
+    ------
+    PipelineError
+        An option that cannot work (:meth:`RunOptions.from_args`).
+    """
+    return RunOptions.from_args(build_parser().parse_args(argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the main job; the exit status (2: a user-facing error, printed as one ``error:`` line)."""
     try:
-        paths = run(args)
+        paths = run(parse_options(argv))
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    import json
-
-    from experiments.report import console_tables
 
     tables = console_tables(json.loads(paths["results"].read_text(encoding="utf-8")))
     if tables:

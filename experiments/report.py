@@ -411,7 +411,8 @@ def _summary_lines(results: Mapping) -> list[str]:
         run.append(f"command `{prov['command']}`")
     if run:
         lines.append("Run: " + "; ".join(run) + " (versions and checksums: results.json, provenance)")
-    t = results.get("timings_s", {})
+    # the stages' seconds; timings_s["systems"] holds each system's step timings (results.json only)
+    t = {k: v for k, v in results.get("timings_s", {}).items() if isinstance(v, (int, float))}
     if t:
         lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items())
                      + f"; total before the report {sum(t.values()):.1f}")
