@@ -16,8 +16,20 @@ from experiments.report import GalleryItem, QueryOutcomes, write_report
 
 
 def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, SystemOutput],
-                 systems_json: Mapping, k: int = 5):
+                 systems_json: Mapping, k: int = 5) -> list[GalleryItem]:
     """One query image with the top-k captions of the best classical and the best neural system.
+
+    Parameters
+    ----------
+    corpus : Corpus
+    pool : RankingPool
+        The test pool.
+    outputs : mapping
+        Every system's :class:`SystemOutput`.
+    systems_json : mapping
+        The evaluation stage's ``systems`` block (the best system per family by R-precision, then R@10).
+    k : int, optional
+        Captions per system.
 
     Returns
     -------
