@@ -360,7 +360,8 @@ def make_folders(options: RunOptions) -> None:
         A path that exists and is not a folder, or a folder that cannot be created.
     """
     cache_root = None if options.no_cache else DiskCache(options.cache_dir).root
-    # TODO(merge): corpora.cache.check_cache_dir — also check that the cache folder is writable
+    # TODO(merge): corpora.cache.check_cache_dir(cache_root) — also check the cache folder is writable (its
+    # ValueError subclass, naming the folder, re-raised as OptionError; test_main_job_errors tests it)
     for what, folder in (("--cache-dir", cache_root), ("--out", options.out)):
         if folder is None:
             continue
