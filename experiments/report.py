@@ -491,7 +491,7 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     return paths
 
 
-#: How the gallery is chosen (experiments.pipeline.make_gallery) and what its marks mean.
+#: How the gallery is chosen (experiments.report_stage.make_gallery) and what its marks mean.
 GALLERY_NOTE = ("Image annotation for the first test image: the top-ranked test-pool captions of the classical "
                 "and the neural system with the highest annotation R-precision; ✓ (green) marks a caption "
                 "relevant to the image.")
