@@ -178,7 +178,7 @@ def uses_tiny_clip(options: RunOptions) -> bool:
     (:data:`neural.names.TINY_MODEL_NAMES`)."""
     from neural.names import is_tiny_model  # torch-free; imported on use like every neural module
 
-    return is_tiny_model(getattr(options, "clip_model", None), default=True)
+    return is_tiny_model(options.clip_model, default=True)
 
 
 def default_out_dir(corpus_name: str) -> Path:
