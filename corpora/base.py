@@ -194,7 +194,19 @@ class FrozenMapping(dict):
         return dict(self)
 
 
-def _fingerprint(parts: Iterable[str]) -> str:
+def fingerprint(parts: Iterable[str]) -> str:
+    """SHA-256 prefix (16 hex digits) of a sequence of strings, each ended by a NUL byte.
+
+    Parameters
+    ----------
+    parts : iterable of str
+        The strings, in order (the order matters).
+
+    Returns
+    -------
+    str
+        The digest prefix, e.g. the corpus fingerprint of :class:`Corpus`.
+    """
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode("utf-8"))
@@ -256,7 +268,7 @@ class Corpus:
         self._caption_index: dict[CaptionId, Caption] = {
             c.id: c for caps in self.captions.values() for c in caps
         }
-        self.fingerprint = _fingerprint(
+        self.fingerprint = fingerprint(
             [self.name]
             + [caption_key_text(c) for c in self._caption_index.values()]
             + [f"{s}:{','.join(ids)}" for s, ids in sorted(self.splits.items())]
@@ -363,7 +375,7 @@ class Corpus:
 
     def images_fingerprint(self, image_ids: Iterable[ImageId]) -> str:
         """Hash of the :meth:`image_signature` of ``image_ids`` (in order) and the ids themselves."""
-        return _fingerprint(f"{i}\t{self.image_signature(i)}" for i in image_ids)
+        return fingerprint(f"{i}\t{self.image_signature(i)}" for i in image_ids)
 
     # ------------------------------------------------------------------ relevance
     def judge_relevance(

@@ -28,7 +28,7 @@ from evaluation.ranking import RankingResult
 
 __all__ = [
     "TestResult", "mcnemar_test", "paired_randomization_test", "significance_marker", "compare",
-    "Comparison", "ranking_agreement",
+    "Comparison", "ranking_agreement", "default_metrics",
 ]
 
 
@@ -247,7 +247,20 @@ class Comparison:
         return len(self.rows)
 
 
-def _default_metrics(res: RankingResult) -> list[str]:
+def default_metrics(res: RankingResult) -> list[str]:
+    """The metrics :func:`compare` tests by default on a ranking result.
+
+    Parameters
+    ----------
+    res : RankingResult
+        One system's evaluation on one task.
+
+    Returns
+    -------
+    list of str
+        ``R@k`` for each cut-off, ``median_rank``, and, where relevance is known, ``S@k`` and
+        ``R-precision``.
+    """
     ms = [f"R@{k}" for k in res.ks] + ["median_rank"]
     if res.success is not None:
         ms += [f"S@{k}" for k in res.ks] + ["R-precision"]
@@ -284,7 +297,7 @@ def compare(results_by_system: Mapping[str, RankingResult | np.ndarray], referen
         raise KeyError(f"reference system {reference!r} not in results ({sorted(results_by_system)})")
     ref = results_by_system[reference]
     if metrics is None:
-        metrics = ["mean_score"] if not isinstance(ref, RankingResult) else _default_metrics(ref)
+        metrics = ["mean_score"] if not isinstance(ref, RankingResult) else default_metrics(ref)
     metrics = list(metrics)
 
     def values(r, m: str) -> tuple[float, np.ndarray]:

@@ -47,6 +47,7 @@ from evaluation.correlation import (
     flickr8k_cf_rows,
     flickr8k_expert_rows,
 )
+from experiments.options import OptionError, parse_list
 
 #: bump when a metric implementation changes (invalidates cached scores)
 _CACHE_VERSION = 2
@@ -308,7 +309,11 @@ def main(argv=None) -> int:
                    help="no progress bars or per-metric timings on stderr")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
     args = p.parse_args(argv)
-    only = split_metric_list(args.metrics) if args.metrics else None
+    try:   # the main job's list rule: no names ("" or ",") is an error, not "every metric"
+        only = None if args.metrics is None else parse_list(args.metrics, (), None, "--metrics",
+                                                             split=split_metric_list, keywords=False)
+    except OptionError as exc:
+        p.error(str(exc))
     # unknown or excluded (--no-hodosh / --no-meteor) names: fail before loading the corpus
     err = metric_selection_error(only, meteor=not args.no_meteor, hodosh=not args.no_hodosh)
     if err:

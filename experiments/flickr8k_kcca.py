@@ -17,8 +17,21 @@ so a re-run with the same settings only re-evaluates.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
+
+from experiments.errors import PipelineError
+from experiments.options import (
+    ALL_NEURAL,
+    DEFAULT_NEURAL,
+    DEFAULT_SYSTEMS,
+    QUICK_SYSTEMS,
+    RunOptions,
+    available_systems,
+)
+from experiments.pipeline import run
+from experiments.report import console_tables
 
 
 def positive_int(text: str) -> int:
@@ -33,14 +46,7 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments.pipeline import (
-        ALL_NEURAL,
-        DEFAULT_NEURAL,
-        DEFAULT_SYSTEMS,
-        QUICK_SYSTEMS,
-        available_systems,
-    )
-
+    """The main job's command line (``--help`` explains every option and its default)."""
     p = argparse.ArgumentParser(
         prog="python -m experiments.flickr8k_kcca",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,83 +74,110 @@ def build_parser() -> argparse.ArgumentParser:
                                      rounding, slower); "0" or empty leaves them on
             """),
     )
-    d = p.add_argument_group("data")
-    d.add_argument("--data", metavar="PATH", default=None,
+    add_data_options(p.add_argument_group("data"))
+    add_method_options(p.add_argument_group("methods"))
+    add_run_options(p.add_argument_group("run"))
+    return p
+
+
+def add_data_options(g) -> None:
+    """The data options: ``--data``, ``--skip-missing-images``, ``--teaching-size``."""
+    g.add_argument("--data", metavar="PATH", default=None,
                    help="Flickr8k folder (standard or Kaggle captions.txt layout). "
                         "Default: the built-in teaching set, generated offline.")
-    d.add_argument("--skip-missing-images", action="store_true",
+    g.add_argument("--skip-missing-images", action="store_true",
                    help="restrict every split to the images present on disk and report how many were "
                         "skipped (default: stop with an error naming the missing files)")
-    d.add_argument("--teaching-size", type=positive_int, default=None, metavar="N",
+    g.add_argument("--teaching-size", type=positive_int, default=None, metavar="N",
                    help="number of teaching-set images (default 2000; 600 with --quick; at least 60); "
                         "split 70/15/15; only without --data")
-    s = p.add_argument_group("methods")
-    s.add_argument("--systems", default=None, metavar="LIST",
+
+
+def add_method_options(g) -> None:
+    """The method options: systems, neural scorers and their backbone, significance tests."""
+    g.add_argument("--systems", default=None, metavar="LIST",
                    help="comma-separated classical systems (names with commas such as TRI5_A,D_ext "
                         "work as they are; quote the list in the shell), 'all' for the paper's grid, or "
                         "'none' (default: see below)")
-    s.add_argument("--metrics", default=None, metavar="LIST",
+    g.add_argument("--metrics", default=None, metavar="LIST",
                    help="comma-separated neural scorers, or 'none' (default: see below)")
-    s.add_argument("--quick", action="store_true",
+    g.add_argument("--quick", action="store_true",
                    help="a smaller default for class demos: 600 teaching images, fewer systems, "
                         "shorter neural training")
-    s.add_argument("--full-selection", action="store_true",
+    g.add_argument("--full-selection", action="store_true",
                    help="choose each system's image power p ∈ {2,3} and text diagonal factor "
                         "d ∈ {1,2,5,10,15} on dev over all four κ with float64 KCCA, as the paper "
                         "(about 10x slower); default: p = 2, d = 1 fixed in advance, float32 KCCA "
                         "(the 15-model (n, κ) selection on dev is always done)")
-    s.add_argument("--clip-model", default=None, metavar="NAME",
+    g.add_argument("--clip-model", default=None, metavar="NAME",
                    help="open_clip model name for the neural scorers, e.g. ViT-B-32, or 'auto' to "
                         "infer an OpenAI-layout architecture from the --clip-pretrained file "
                         "(default: 'tiny', also spelled 'tiny-clip': the small CLIP trained here on the "
                         "training split, or on the teaching set when training images are missing)")
-    s.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
+    g.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
                         "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
                         "an OpenAI TorchScript .pt file is loaded only with ITR_TRUST_TORCHSCRIPT=1 "
                         "(it can run code; or convert it to .safetensors, see docs/neural.md); "
                         "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
                         "openai tag)")
-    s.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
+    g.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
                    help="training steps of the tiny CLIP (default 56, 40 with --quick; ~15 s on 2 cores)")
-    s.add_argument("--pacs-positives", default=None, metavar="FILE",
+    g.add_argument("--pacs-positives", default=None, metavar="FILE",
                    help="PAC-S fine-tuning tuples for real data: a JSON file of at least 4 generated "
                         "positives (see docs/neural.md); default: none (on the teaching set the generator "
                         "supplies them; otherwise the PAC-S formula runs on the backbone as given)")
-    s.add_argument("--reference", default="best", metavar="NAME",
+    g.add_argument("--reference", default="best", metavar="NAME",
                    help="the system or scorer every other one is tested against in both tasks (the "
                         "significance markers), e.g. TRI5SEM as in the paper's Tables 3-5; it must be "
                         "one that runs. Default 'best': per task the system with the highest R@10 "
                         "(then R@1, then median rank)")
-    s.add_argument("--permutations", type=positive_int, default=10000, metavar="N",
+    g.add_argument("--permutations", type=positive_int, default=10000, metavar="N",
                    help="reassignments of Fisher's paired randomisation test (default 10000; the "
                         "paper's 100000 is slower)")
-    r = p.add_argument_group("run")
-    r.add_argument("--out", default=None, metavar="DIR",
+
+
+def add_run_options(g) -> None:
+    """The run options: output and cache folders, seed, device, progress bars."""
+    g.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default: runs/<corpus>-<timestamp>/)")
-    r.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^32 (default 0)")
-    r.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+    g.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^32 (default 0)")
+    g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="device for the neural scorers (default auto: CUDA when available)")
-    r.add_argument("--cache-dir", default=None, metavar="DIR",
+    g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="cache folder (default $ITR_CACHE_DIR or ~/.cache/image-text-ranking)")
-    r.add_argument("--no-cache", action="store_true",
+    g.add_argument("--no-cache", action="store_true",
                    help="recompute everything; read and write no cache")
-    r.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    return p
+    g.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def parse_options(argv: list[str] | None = None) -> RunOptions:
+    """The checked options of a command line (``--help`` and a malformed value exit through argparse).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    RunOptions
+
+    Raises
+    ------
+    PipelineError
+        An option that cannot work (:meth:`RunOptions.from_args`).
+    """
+    return RunOptions.from_args(build_parser().parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from experiments.pipeline import PipelineError, run
-
+    """Run the main job; the exit status (2: a user-facing error, printed as one ``error:`` line)."""
     try:
-        paths = run(args)
+        paths = run(parse_options(argv))
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    import json
-
-    from experiments.report import console_tables
 
     tables = console_tables(json.loads(paths["results"].read_text(encoding="utf-8")))
     if tables:

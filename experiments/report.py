@@ -411,7 +411,8 @@ def _summary_lines(results: Mapping) -> list[str]:
         run.append(f"command `{prov['command']}`")
     if run:
         lines.append("Run: " + "; ".join(run) + " (versions and checksums: results.json, provenance)")
-    t = results.get("timings_s", {})
+    # the stages' seconds; timings_s["systems"] holds each system's step timings (results.json only)
+    t = {k: v for k, v in results.get("timings_s", {}).items() if isinstance(v, (int, float))}
     if t:
         lines.append("Timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in t.items())
                      + f"; total before the report {sum(t.values()):.1f}")
@@ -490,7 +491,7 @@ def write_report(results: Mapping, out_dir: str | Path, *,
     return paths
 
 
-#: How the gallery is chosen (experiments.pipeline.make_gallery) and what its marks mean.
+#: How the gallery is chosen (experiments.report_stage.make_gallery) and what its marks mean.
 GALLERY_NOTE = ("Image annotation for the first test image: the top-ranked test-pool captions of the classical "
                 "and the neural system with the highest annotation R-precision; ✓ (green) marks a caption "
                 "relevant to the image.")

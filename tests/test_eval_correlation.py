@@ -157,7 +157,8 @@ def test_cf_own_caption_by_text_and_no_references_left():
         flickr8k_cf_rows(all_own)
     assert [len(r) for r in flickr8k_cf_rows(all_own, references="row").references] == [2, 2, 2]
     # the main job reports it as a pipeline error (one "error:" line), not a traceback
-    from experiments.pipeline import PipelineError, human_correlation_table
+    from experiments.errors import PipelineError
+    from experiments.human_stage import human_correlation_table
 
     with pytest.raises(PipelineError, match="Flickr8k-CF protocol: .*image 'i1'.*no references left"):
         human_correlation_table(all_own, {})
@@ -329,6 +330,24 @@ def test_experiment_metrics_excluded_by_option_named_in_error(capsys, tmp_path):
         metric_table(None, meteor=False, hodosh=False, only=["Hodosh ROUGE (unigram, pre)"])
     with pytest.raises(ValueError, match="excluded by --no-meteor"):
         metric_table(None, meteor=False, only=[METEOR_NAME])
+
+
+def test_experiment_metric_list_without_names_is_an_error(capsys, tmp_path):
+    """``--metrics ","`` or ``""`` names no metric: a usage error naming the option (the main job's list
+    rule, one parser for both command lines), not a run of every metric."""
+    from experiments.caption_metrics_vs_humans import main
+    from experiments.errors import PipelineError
+    from experiments.options import ALL_NEURAL, parse_list
+
+    missing = str(tmp_path / "no-such-flickr8k")   # the usage error must come before the corpus is read
+    for value in (",", "", " , "):
+        with pytest.raises(SystemExit) as exc:
+            main(["--data", missing, "--no-cache", "--metrics", value])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"--metrics: no names in {value!r}" in err, err
+        with pytest.raises(PipelineError, match=f"--metrics: no names in {value!r}"):   # the main job's rule
+            parse_list(value, (), ALL_NEURAL, "--metrics")
 
 
 def test_experiment_json(flickr8k_dir, capsys, tmp_path):

@@ -191,12 +191,12 @@ def test_compare_against_reference():
 
 
 def test_main_job_significance_table_is_cached_by_data(tmp_path, monkeypatch):
-    """The main job's significance tables (experiments.pipeline.significance_table) are cached under the
+    """The main job's significance tables (experiments.evaluation_stage.significance_table) are cached under the
     per-query values: a re-run reads the same markers and p-values without testing again; other data,
     another seed or another reference is tested afresh."""
     import evaluation
     from corpora.cache import DiskCache
-    from experiments import pipeline
+    from experiments import evaluation_stage
 
     rng = np.random.default_rng(0)
     results = {"ref": _system(rng, 1.0), "better": _system(rng, 3.0)}
@@ -204,21 +204,21 @@ def test_main_job_significance_table_is_cached_by_data(tmp_path, monkeypatch):
     real = evaluation.compare
     monkeypatch.setattr(evaluation, "compare", lambda *a, **k: calls.append(1) or real(*a, **k))
     cache = DiskCache(tmp_path / "c")
-    first = pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=cache)
+    first = evaluation_stage.significance_table(results, "ref", permutations=500, seed=0, cache=cache)
     direct = real(results, "ref", n_permutations=500, seed=0)
     assert first["better"]["p_values"] == direct["better"]["p_values"]
     assert first["better"]["markers"] == direct["better"]["markers"] and first["ref"]["markers"] == {}
-    assert pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=cache) == first
+    assert evaluation_stage.significance_table(results, "ref", permutations=500, seed=0, cache=cache) == first
     assert len(calls) == 1
     other = {"ref": results["ref"], "better": _system(rng, 3.0)}
-    pipeline.significance_table(other, "ref", permutations=500, seed=0, cache=cache)
-    pipeline.significance_table(results, "ref", permutations=500, seed=1, cache=cache)
-    pipeline.significance_table(results, "better", permutations=500, seed=0, cache=cache)
+    evaluation_stage.significance_table(other, "ref", permutations=500, seed=0, cache=cache)
+    evaluation_stage.significance_table(results, "ref", permutations=500, seed=1, cache=cache)
+    evaluation_stage.significance_table(results, "better", permutations=500, seed=0, cache=cache)
     assert len(calls) == 4
-    pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=None)
+    evaluation_stage.significance_table(results, "ref", permutations=500, seed=0, cache=None)
     assert len(calls) == 5
-    monkeypatch.setattr(pipeline, "_library_versions", lambda names: {n: "other" for n in names})
-    pipeline.significance_table(results, "ref", permutations=500, seed=0, cache=cache)  # another statsmodels
+    monkeypatch.setattr(evaluation_stage, "library_versions", lambda names: {n: "other" for n in names})
+    evaluation_stage.significance_table(results, "ref", permutations=500, seed=0, cache=cache)  # another statsmodels
     assert len(calls) == 6
 
 

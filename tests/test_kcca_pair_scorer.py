@@ -146,19 +146,19 @@ def test_released_models_are_refitted_with_the_same_numbers(trained):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_cache, caplog):
-    """experiments.pipeline.run_classical releases every system's fitted KCCA models once its test
+    """experiments.classical_stage.run_classical releases every system's fitted KCCA models once its test
     rankings exist and drops a text kernel after its last system unless a KCCA pair scorer needs it (on
     Flickr8k the models took about 1 GB per system, so --systems all ran out of memory); the pair
     scorers built afterwards still score, refitting one model each."""
-    from argparse import Namespace
-
     from corpora.protocol import hodosh_pool
-    from experiments.pipeline import _metrics, best_kcca_system, kcca_pair_scorers, run_classical
     from evaluation import evaluate_pool
+    from experiments.classical_stage import best_kcca_system, kcca_pair_scorers, run_classical
+    from experiments.evaluation_stage import metrics_json
+    from experiments.options import RunOptions
 
     corpus = small_teaching_set
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
-    args = Namespace(seed=0, no_progress=True, skip_missing_images=False, full_selection=False)
+    args = RunOptions(seed=0, no_progress=True, skip_missing_images=False, full_selection=False)
     names = ["BoW1", "BoW5", "TRI5^Histo", "NN5_F1^idf", "TRI5"]
     import gc
 
@@ -168,7 +168,7 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     outputs, runs, store = run_classical(corpus, pools, names, args, tmp_cache)
     assert list(runs) == names
     assert all(not r.models.fitted for n, r in runs.items() if n != "NN5_F1^idf")
-    systems_json = {n: {"annotation": _metrics(evaluate_pool(o.test, pools["test"])["annotation"])}
+    systems_json = {n: {"annotation": metrics_json(evaluate_pool(o.test, pools["test"])["annotation"])}
                     for n, o in outputs.items()}
     kcca = [n for n in names if n != "NN5_F1^idf"]
     best = best_kcca_system({n: systems_json[n]["annotation"]["R@10"] for n in kcca})

@@ -152,12 +152,13 @@ def test_missing_images_message_names_the_option_not_the_keyword(mini_flickr8k, 
 
 
 def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
-    from experiments.pipeline import ALL_NEURAL, PipelineError, parse_list
+    from experiments.errors import PipelineError
+    from experiments.options import ALL_NEURAL, parse_list
 
-    assert parse_list("clip-s, refpac-s,l-clipscore", (), ALL_NEURAL, "metrics") == [
+    assert parse_list("clip-s, refpac-s,l-clipscore", (), ALL_NEURAL, "--metrics") == [
         "CLIP-S", "RefPAC-S", "L-CLIPScore"]
     with pytest.raises(PipelineError, match=r"unknown metrics: clip-x \(choose from CLIP-S, "):
-        parse_list("clip-s,clip-x", (), ALL_NEURAL, "metrics")
+        parse_list("clip-s,clip-x", (), ALL_NEURAL, "--metrics")
 
 
 @pytest.fixture()
@@ -166,10 +167,10 @@ def console_logger(request):
     import io
     import logging
 
-    from experiments.pipeline import _ConsoleHandler
+    from experiments.runlog import ConsoleHandler
 
     buf = io.StringIO()
-    handler = _ConsoleHandler(buf)
+    handler = ConsoleHandler(buf)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger = logging.getLogger(f"test.{request.node.name}")
     logger.addHandler(handler)
@@ -230,7 +231,7 @@ def test_console_handler_does_not_deadlock_with_tqdms_lock(console_logger):
 def test_data_checksums_follow_a_linked_text_folder(flickr8k_dir, tmp_path):
     """results.json's data_checksums cover the caption files also when Flickr8k_text is a symbolic link
     (a common set-up, and what benchmarks/flickr8k_standin.py makes); they used to be empty then."""
-    from experiments.pipeline import data_checksums
+    from experiments.provenance import data_checksums
 
     root = tmp_path / "f8k"
     root.mkdir()
@@ -327,13 +328,13 @@ def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path,
     import logging
     import sys
 
-    from experiments.pipeline import _ConsoleHandler
+    from experiments.runlog import ConsoleHandler
 
     lib = logging.getLogger("itr_test_library")
     own = logging.StreamHandler(sys.stderr)
     lib.addHandler(own)
     plain = logging.getLogger("itr_test_plain")
-    console = _ConsoleHandler(sys.stderr)
+    console = ConsoleHandler(sys.stderr)
     console.setFormatter(logging.Formatter("%(message)s"))
     runlog = logging.FileHandler(tmp_path / "run.log", encoding="utf-8")
     root = logging.getLogger()
@@ -363,14 +364,15 @@ def test_a_library_logger_with_its_own_console_handler_is_printed_once(tmp_path,
 def test_reference_option_chooses_the_significance_reference(small_teaching_set, tmp_path, capsys):
     """--reference NAME tests every system against NAME in both tasks (the paper's TRI5SEM); 'best' is the
     highest R@10 per task; a name that is not requested is refused before any work."""
-    from argparse import Namespace
-
     import numpy as np
 
     from corpora.protocol import hodosh_pool
     from evaluation import ScoreMatrices
+    from experiments.errors import PipelineError
+    from experiments.evaluation_stage import evaluate_systems
     from experiments.flickr8k_kcca import main
-    from experiments.pipeline import PipelineError, SystemOutput, evaluate_systems, reference_choice
+    from experiments.options import reference_choice
+    from experiments.outputs import SystemOutput
 
     pool = hodosh_pool(small_teaching_set, "test")
     n = pool.n_images
@@ -387,13 +389,73 @@ def test_reference_option_chooses_the_significance_reference(small_teaching_set,
     with pytest.raises(PipelineError, match="did not run"):
         evaluate_systems(outputs, pool, permutations=200, seed=0, reference_system="TRI5")
 
-    args = Namespace(reference="tri5_a,d_ext+ic^sqrtidf")             # the paper's spelling
-    assert reference_choice(args, ["BoW5", "TRI5SEM"], ["CLIP-S"]) == "TRI5SEM"
-    assert reference_choice(Namespace(reference="clip-s"), ["BoW5"], ["CLIP-S"]) == "CLIP-S"
-    assert reference_choice(Namespace(reference="best"), ["BoW5"], []) is None
+    assert reference_choice("tri5_a,d_ext+ic^sqrtidf", ["BoW5", "TRI5SEM"], ["CLIP-S"]) == "TRI5SEM"  # the paper's
+    assert reference_choice("clip-s", ["BoW5"], ["CLIP-S"]) == "CLIP-S"
+    assert reference_choice("best", ["BoW5"], []) is None
     out = tmp_path / "out"
     assert main(["--systems", "BoW1", "--metrics", "none", "--reference", "TRI5SEM", "--no-progress",
                  "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "error: --reference TRI5SEM: not among the requested systems and scorers (BoW1)" in err, err
+    assert not out.exists()
+
+
+def test_options_are_checked_once_into_frozen_run_options(tmp_path, monkeypatch):
+    """The command line becomes one frozen RunOptions: each check runs exactly once (the data folder, the
+    neural options), the values are resolved (canonical system names, the reference), and no stage
+    reads the command line again."""
+    import dataclasses
+
+    from experiments import options as options_module
+    from experiments.errors import PipelineError
+    from experiments.flickr8k_kcca import parse_options
+    from experiments.options import RunOptions
+
+    calls: dict[str, int] = {}
+
+    def counting(name):
+        real = getattr(options_module, name)
+
+        def wrapper(*a, **k):
+            calls[name] = calls.get(name, 0) + 1
+            return real(*a, **k)
+        return wrapper
+
+    for name in ("check_data_folder", "check_neural_options", "make_folders"):
+        monkeypatch.setattr(options_module, name, counting(name))
+    opts = parse_options(["--systems", "bow5,tri5_a,d_ext+ic^sqrtidf", "--metrics", "clip-s",
+                          "--reference", "TRI5_A,D_ext+ic^sqrtidf", "--teaching-size", "60",
+                          "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")])
+    assert calls == {"check_data_folder": 1, "check_neural_options": 1, "make_folders": 1}
+    assert opts.systems == ("BoW5", "TRI5SEM") and opts.neural == ("CLIP-S",) and opts.reference == "TRI5SEM"
+    assert opts.n_teaching_images == 60 and opts.out == tmp_path / "out" and (tmp_path / "cache").is_dir()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.seed = 1
+    # the values are checked among themselves on every construction (also dataclasses.replace)
+    with pytest.raises(PipelineError, match="--clip-pretrained needs an open_clip architecture"):
+        dataclasses.replace(opts, clip_pretrained="openai")
+    with pytest.raises(PipelineError, match="--seed must be in"):
+        RunOptions(seed=-1)
+    assert dataclasses.replace(opts, neural=(), clip_pretrained="openai").clip_pretrained == "openai"
+
+
+def test_cache_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """--cache-dir is checked up front with corpora.cache.check_cache_dir (not only created): its error
+    names the folder, exit 2, nothing written."""
+    import experiments.options
+    from corpora.cache import CacheDirError
+    from experiments.flickr8k_kcca import main
+
+    seen = []
+
+    def refuse(path):
+        seen.append(path)
+        raise CacheDirError(f"cache folder {path} is not writable: Permission denied")
+
+    monkeypatch.setattr(experiments.options, "check_cache_dir", refuse)
+    out = tmp_path / "out"
+    assert main(["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress",
+                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert seen and f"cache folder {tmp_path / 'cache'}" in err and "Traceback" not in err
     assert not out.exists()

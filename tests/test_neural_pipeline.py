@@ -1,4 +1,4 @@
-"""The neural part of the main job (experiments.pipeline.run_neural): --skip-missing-images restricts the
+"""The neural part of the main job (experiments.neural_stage.run_neural): --skip-missing-images restricts the
 trained scorers (L-CLIPScore, BRIDGE, SPECS) to the training images on disk, a missing image is a clear
 PipelineError, and every spelling of the tiny CLIP ("tiny", "tiny-clip") gets the same treatment.
 
@@ -6,7 +6,6 @@ Runs on a synthetic Flickr8k-layout folder (a few 32 × 24 JPEGs) with the tiny 
 random weights and a handful of training steps, so the file takes seconds."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 
@@ -15,7 +14,13 @@ import pytest
 import torch
 from PIL import Image
 
-from experiments import pipeline
+from experiments import neural_stage as stage
+from experiments import provenance
+from experiments.corpus_stage import build_pools
+from experiments.errors import PipelineError
+from experiments.human_stage import cached_row_scores
+from experiments.options import RunOptions, uses_tiny_clip
+from experiments.outputs import SystemOutput
 
 WORDS = ("dog", "cat", "man", "girl", "boy", "horse", "bird", "car")
 PLACES = ("grass", "beach", "street", "snow", "water", "field", "road", "park")
@@ -70,7 +75,7 @@ def fast_neural(random_tiny_backbone, monkeypatch):
     from neural.specs import SPECSConfig
 
     torch.manual_seed(0)
-    monkeypatch.setattr(pipeline, "load_neural_backbone", lambda corpus, args, cache: random_tiny_backbone)
+    monkeypatch.setattr(stage, "load_neural_backbone", lambda corpus, args, cache: random_tiny_backbone)
     monkeypatch.setattr(neural.lclip, "LCLIPConfig",
                         functools.partial(neural.lclip.LCLIPConfig, stage1_steps=2, stage2_steps=2))
     monkeypatch.setattr(neural.bridge, "BridgeConfig", functools.partial(neural.bridge.BridgeConfig, steps=2))
@@ -97,7 +102,7 @@ def _wrap_init(init, made):
 def _args(**kw):
     base = dict(seed=0, skip_missing_images=True, quick=True, no_progress=True, clip_model=None,
                 clip_pretrained=None, clip_steps=None, pacs_positives=None, device="cpu")
-    return argparse.Namespace(**{**base, **kw})
+    return RunOptions(**{**base, **kw})
 
 
 def test_skip_missing_images_trains_neural_scorers_on_images_on_disk(f8, fast_neural, tmp_path):
@@ -106,7 +111,7 @@ def test_skip_missing_images_trains_neural_scorers_on_images_on_disk(f8, fast_ne
     _, corpus, train = f8
     assert corpus.missing_images(train) == train[4:]
     args = _args()
-    pools, _ = pipeline.build_pools(corpus, args)
+    pools, _ = build_pools(corpus, args)
     keys = {}
 
     class RecordingCache(DiskCache):
@@ -115,14 +120,14 @@ def test_skip_missing_images_trains_neural_scorers_on_images_on_disk(f8, fast_ne
             return super().get_or_compute(namespace, key, compute)
 
     names = ["L-CLIPScore", "SPECS", "BRIDGE"]
-    outputs, pair, _, _ = pipeline.run_neural(corpus, pools, names, args, RecordingCache(tmp_path / "cache"))
+    outputs, pair, _, _ = stage.run_neural(corpus, pools, names, args, RecordingCache(tmp_path / "cache"))
     assert sorted(outputs) == sorted(names)
     assert all(np.isfinite(outputs[n].test.annotation).all() for n in names)
     # the on-disk training ids enter each trained scorer's cache key
     assert keys["lclip_student"]["data"]["ids"] == train[:4]
     assert keys["specs"]["ids"] == train[:4] and keys["bridge"]["ids"] == train[:4]
-    assert pipeline.neural_train_ids(corpus, args) == train[:4]
-    assert pipeline.neural_train_ids(corpus, _args(skip_missing_images=False)) is None
+    assert stage.neural_train_ids(corpus, args) == train[:4]
+    assert stage.neural_train_ids(corpus, _args(skip_missing_images=False)) is None
 
 
 def test_missing_training_images_without_the_flag_are_a_pipeline_error(f8, fast_neural):
@@ -130,10 +135,10 @@ def test_missing_training_images_without_the_flag_are_a_pipeline_error(f8, fast_
 
     _, corpus, train = f8
     args = _args(skip_missing_images=False)
-    pools, _ = pipeline.build_pools(corpus, args)   # dev and test are complete
+    pools, _ = build_pools(corpus, args)   # dev and test are complete
     for name in ("L-CLIPScore", "SPECS", "BRIDGE"):
-        with pytest.raises(pipeline.PipelineError, match="--skip-missing-images") as e:
-            pipeline.run_neural(corpus, pools, [name], args, NO_CACHE)
+        with pytest.raises(PipelineError, match="--skip-missing-images") as e:
+            stage.run_neural(corpus, pools, [name], args, NO_CACHE)
         assert train[4] in str(e.value)
 
 
@@ -156,16 +161,15 @@ def test_every_tiny_clip_spelling_is_the_tiny_clip(model, monkeypatch):
 
     seen = {}
     monkeypatch.setattr(factory, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
-    pipeline.load_neural_backbone(None, _args(clip_model=model, clip_steps=5, quick=False), None)
+    stage.load_neural_backbone(None, _args(clip_model=model, clip_steps=5, quick=False), None)
     assert seen["args"][1] is None and seen["kw"]["steps"] == 5          # --clip-steps reaches training
     seen.clear()
-    pipeline.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
+    stage.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
     assert seen["kw"]["steps"] == 40                                      # --quick's shorter training
-    with pytest.raises(pipeline.PipelineError, match="--clip-pretrained"):
-        pipeline.load_neural_backbone(None, _args(clip_model=model, clip_pretrained="openai"), None)
-    if hasattr(pipeline, "uses_tiny_clip"):
-        assert pipeline.uses_tiny_clip(_args(clip_model=model))
-        assert not pipeline.uses_tiny_clip(_args(clip_model="ViT-B-32"))
+    with pytest.raises(PipelineError, match="--clip-pretrained"):   # refused by the options themselves
+        stage.load_neural_backbone(None, _args(clip_model=model, clip_pretrained="openai"), None)
+    assert uses_tiny_clip(_args(clip_model=model))
+    assert not uses_tiny_clip(_args(clip_model="ViT-B-32"))
 
 
 def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neural):
@@ -173,12 +177,12 @@ def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neura
 
     corpus = small_teaching_set
     args = _args(clip_model="tiny-clip", skip_missing_images=False)
-    pools, _ = pipeline.build_pools(corpus, args)
-    pipeline.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
+    pools, _ = build_pools(corpus, args)
+    stage.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
     assert fast_neural[0] == "tiny"
     fast_neural.clear()
     args = _args(clip_model="ViT-B-32", skip_missing_images=False)
-    pipeline.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
+    stage.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
     assert fast_neural[0] == "config"
 
 
@@ -199,7 +203,7 @@ def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             corpus = load_flickr8k(root)
-        pools, _ = pipeline.build_pools(corpus, args)
+        pools, _ = build_pools(corpus, args)
         keys = {}
 
         class RecordingCache(DiskCache):
@@ -207,7 +211,7 @@ def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path
                 keys.setdefault(namespace, []).append(key)
                 return super().get_or_compute(namespace, key, compute)
 
-        pipeline.run_neural(corpus, pools, ["L-CLIPScore", "SPECS", "BRIDGE"], args,
+        stage.run_neural(corpus, pools, ["L-CLIPScore", "SPECS", "BRIDGE"], args,
                             RecordingCache(tmp_path / "cache"))
         return keys
 
@@ -240,8 +244,8 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
             warnings.simplefilter("ignore")
             corpus = load_flickr8k(root)
         args = _args(skip_missing_images=False, **kw)
-        pools, _ = pipeline.build_pools(corpus, args)
-        return pipeline.neural_stage_key(corpus, pools, list(names), args)
+        pools, _ = build_pools(corpus, args)
+        return stage.neural_stage_key(corpus, pools, list(names), args)
 
     base = key()
     assert key() == base
@@ -274,10 +278,11 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
     code = tmp_path / "code"                                                   # the code digest
     (code / "pkg").mkdir(parents=True)
     (code / "pkg" / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(pipeline, "__file__", str(code / "experiments" / "pipeline.py"))
-    d1 = pipeline._source_digest(("pkg",))
+    monkeypatch.setattr(provenance, "__file__", str(code / "experiments" / "provenance.py"))
+    d1 = provenance.source_digest(("pkg",))
     (code / "pkg" / "a.py").write_text("x = 2\n")
-    assert pipeline._source_digest(("pkg",)) != d1
+    assert provenance.source_digest(("pkg",)) != d1
+    assert "experiments/neural_stage.py" in stage.NEURAL_STAGE_SOURCES
 
 
 def test_deferred_pair_scorers_rebuild_and_warn_when_the_weights_changed(tmp_path, monkeypatch, caplog):
@@ -296,15 +301,15 @@ def test_deferred_pair_scorers_rebuild_and_warn_when_the_weights_changed(tmp_pat
             return np.full(len(ids), float(_k))
 
         pair.identity = {"weights": "w1" if len(calls) < 3 else "w2"}
-        out = {"CLIP-S": pipeline.SystemOutput("CLIP-S", "neural", ScoreMatrices.from_affinity(np.eye(2)),
+        out = {"CLIP-S": SystemOutput("CLIP-S", "neural", ScoreMatrices.from_affinity(np.eye(2)),
                                                {"backbone": "b"})}
         return out, {"CLIP-S": pair}, {"CLIP-S": {"SR_pos": 0.5, "SR_neg": 0.25}}, {"backbone": {"x": 1}}
 
-    monkeypatch.setattr(pipeline, "run_neural", fake_run_neural)
-    monkeypatch.setattr(pipeline, "neural_stage_key", lambda *a: {"k": 1})
+    monkeypatch.setattr(stage, "run_neural", fake_run_neural)
+    monkeypatch.setattr(stage, "neural_stage_key", lambda *a: {"k": 1})
     cache, args = DiskCache(tmp_path / "c"), _args()
-    cold = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)
-    warm = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)
+    cold = stage.neural_stage(None, {}, ["CLIP-S"], args, cache)
+    warm = stage.neural_stage(None, {}, ["CLIP-S"], args, cache)
     assert len(calls) == 1                                            # the warm stage ran nothing
     assert np.array_equal(warm[0]["CLIP-S"].test.annotation, cold[0]["CLIP-S"].test.annotation)
     assert warm[0]["CLIP-S"].config == {"backbone": "b"} and warm[2] == cold[2]
@@ -314,7 +319,7 @@ def test_deferred_pair_scorers_rebuild_and_warn_when_the_weights_changed(tmp_pat
         assert list(deferred(["a", "b"], ["x", "y"], None)) == [2.0, 2.0]   # built once, then answers
         assert list(deferred(["a"], ["x"], None)) == [2.0] and len(calls) == 2
     assert "rebuilt with other weights" not in caplog.text              # same identity: no warning
-    again = pipeline.neural_stage(None, {}, ["CLIP-S"], args, cache)[1]["CLIP-S"]
+    again = stage.neural_stage(None, {}, ["CLIP-S"], args, cache)[1]["CLIP-S"]
     with caplog.at_level("WARNING", logger="experiments.flickr8k_kcca"):
         again(["a"], ["x"], None)                                      # third build: weights "w2"
     assert "CLIP-S were rebuilt with other weights" in caplog.text
@@ -347,16 +352,16 @@ def test_cached_human_scores_of_image_based_scorers_follow_the_image_files(tmp_p
     scorer.identity = {"name": "probe"}
     cache = DiskCache(tmp_path / "c")
     for image_based in (True, False):
-        pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=image_based)
+        cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=image_based)
     assert len(calls) == 2
     target = folder / "b.png"
     Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(target)
     st = target.stat()
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     corpus = Corpus("files", tuple(ids), caps, {"train": tuple(ids)}, image_paths={i: folder / i for i in ids})
-    pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=False)
+    cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=False)
     assert len(calls) == 2                                   # text-only: cached entry still valid
-    pipeline._cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=True)
+    cached_row_scores(cache, corpus, "probe", scorer, "expert", rows, image_based=True)
     assert len(calls) == 3                                   # image-based: the new pixels are scored
 
 
@@ -366,8 +371,8 @@ def test_no_neural_scorers_import_no_torch():
     import sys
     from pathlib import Path
 
-    code = ("import sys\nfrom argparse import Namespace\nfrom experiments.pipeline import run_neural\n"
-            "print(run_neural(None, {}, [], Namespace(), None), 'torch' in sys.modules)")
+    code = ("import sys\nfrom experiments.neural_stage import run_neural\nfrom experiments.options import RunOptions\n"
+            "print(run_neural(None, {}, [], RunOptions(), None), 'torch' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

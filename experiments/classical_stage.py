@@ -1,0 +1,125 @@
+"""The main job's classical stage: the Hodosh et al. (2013) systems (kernels → KCCA, and the NN
+baseline) on the test pool, and the KCCA affinity f(i, s) as a caption metric for the human-correlation
+stage."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from corpora.base import Corpus, RankingPool
+from corpora.cache import DiskCache
+from corpora.scoring import PairScorer
+from evaluation import evaluate_pool
+from experiments.evaluation_stage import metrics_json
+from experiments.options import RunOptions
+from experiments.outputs import SystemOutput, jsonable, split_timings
+from experiments.runlog import JOB_LOGGER
+from kcca.caption_metric import KCCACaptionMetric
+from kcca.kernel_store import KernelStore
+from kcca.systems import get_system, run_system
+from kernels.text.preprocess import clear_preprocess_memo
+
+log = logging.getLogger(JOB_LOGGER)
+
+
+def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
+                  cache: DiskCache) -> tuple[dict[str, SystemOutput], dict, KernelStore]:
+    """Train every classical system (Hodosh Appendix B) and return its test score matrices.
+
+    Kernels, Gram matrices and KCCA decompositions are shared across systems in one
+    :class:`~kcca.kernel_store.KernelStore` (one fit per image kernel kind, one per text kernel) and
+    cached on disk.  Also returns the per-system run details (chosen
+    p, d, (n, κ) models, dev metrics) for ``results.json``.  To bound memory on Flickr8k, every
+    system's fitted KCCA models are released once its rankings exist, and a text kernel is dropped after
+    the last system that uses it unless :func:`kcca_pair_scorers` will need it (TRI5SEM's, and the best
+    system's by :func:`best_kcca_system`).
+
+    Returns
+    -------
+    outputs : dict
+        ``{system: SystemOutput}`` (model-selection timings in ``SystemOutput.timings``).
+    runs : dict
+        ``{system: kcca.systems.SystemRun}``.
+    store : KernelStore
+        The kernels kept in memory (for :func:`kcca_pair_scorers`).
+    """
+    store = KernelStore()
+    outputs: dict[str, SystemOutput] = {}
+    runs: dict = {}
+    # Default: image power p = 2 and text diagonal factor d = 1 fixed in advance for every kernel pair
+    # (on the teaching set, choosing d on dev overfits: see docs/teaching_set.md), float32 KCCA; the
+    # 15-model selection always sweeps all four κ and 46 n on dev.  --full-selection chooses (p, d) on
+    # dev over p ∈ {2, 3} × d ∈ {1, 2, 5, 10, 15} with all κ and float64 KCCA.  float32 runs at its
+    # numerical rank (jitter="auto": eigenvalues above N·eps32·λ_max, see kcca.solver).
+    extra: dict = {} if options.full_selection else {
+        "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
+    # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
+    # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
+    # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.
+    texts: dict[str, str] = {}      # KCCA system -> its text kernel
+    last_use: dict[str, int] = {}   # text kernel -> index of the last system that uses it
+    for i, n in enumerate(names):
+        c = get_system(n)
+        if c.model == "kcca":
+            texts[c.name], last_use[c.text] = c.text, i
+    r10: dict[str, float] = {}
+    bar = tqdm(names, desc="classical systems", unit="system", disable=options.no_progress)
+    for i, name in enumerate(bar):
+        bar.set_postfix_str(name)
+        cfg = get_system(name)
+        r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
+                       show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
+                       **extra)
+        family = "baseline" if cfg.model == "nn" else "classical"
+        config, timings = split_timings(jsonable(r.config))
+        outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices, config=config,
+                                       timings=timings)
+        # The fitted KCCA models (hundreds of MB per system on Flickr8k) are not needed for retrieval any
+        # more; the KCCA pair scorers refit the one model they use.  The kernel decompositions stay.
+        r.release_models()
+        runs[r.name] = r
+        if cfg.model == "kcca":
+            r10[r.name] = metrics_json(evaluate_pool(r.test_matrices, pools["test"])["annotation"])["R@10"]
+            needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts}
+            for t, last in last_use.items():
+                if last <= i and t not in needed:
+                    store.drop_text(t)
+    clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
+    return outputs, runs, store
+
+
+def best_kcca_system(r10: Mapping[str, float]) -> str | None:
+    """The classical system whose KCCA affinity the human-correlation table reports besides TRI5SEM's:
+    the highest test annotation R@10 (as rounded in results.json), ties to the later name."""
+    return max(r10, key=lambda n: (r10[n], n)) if r10 else None
+
+
+def kcca_pair_scorers(corpus: Corpus, runs: Mapping, store: KernelStore | None,
+                      systems_json: Mapping) -> dict[str, PairScorer]:
+    """The KCCA affinity f(i, s) (Hodosh Eq. 4) as a caption metric, for TRI5SEM and the best classical
+    system (single best (n, κ) model on dev; see :class:`kcca.caption_metric.KCCACaptionMetric`), over
+    the store :func:`run_classical` returned.
+
+    Returns
+    -------
+    dict
+        ``{"KCCA f(i,s) [system]": KCCACaptionMetric}``, each with its ``identity`` (the key of its cached
+        human-judgment scores).
+    """
+
+    kcca_runs = [n for n in runs if get_system(n).model == "kcca"]
+    if not kcca_runs or store is None:
+        return {}
+    best = best_kcca_system({n: systems_json.get(n, {}).get("annotation", {}).get("R@10", 0.0) for n in kcca_runs})
+    chosen = [n for n in dict.fromkeys(["TRI5SEM", best]) if n in kcca_runs]
+    out = {}
+    for n in chosen:
+        if not store.has_text(get_system(n).text):
+            # run_classical keeps the text kernels of the systems chosen here (same rule); a caller that
+            # passes another store gets a warning instead of an error at the end of a long run
+            log.warning("KCCA f(i,s) [%s]: its text kernel is no longer in memory; not scored", n)
+            continue
+        out[f"KCCA f(i,s) [{n}]"] = KCCACaptionMetric(runs[n], corpus, store=store, criterion="R@1")
+    return out

@@ -1,0 +1,353 @@
+"""The main job's neural stage: the CLIP family (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS and the
+reference-based variants) on the tiny CLIP trained here or an open_clip backbone — test-pool score
+matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
+lets a warm re-run skip the whole stage without importing torch.
+
+Every :mod:`neural` module is imported inside the functions that use it, never at module top: a warm
+re-run reads the stage from its cache and must not import torch.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from corpora.base import Corpus, RankingPool, fingerprint
+from corpora.cache import DiskCache
+from corpora.scoring import PairScorer, ScoreMatrices
+from experiments.corpus_stage import missing_images_message
+from experiments.errors import PipelineError
+from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_tiny_clip
+from experiments.outputs import SystemOutput, jsonable
+from experiments.provenance import library_versions, source_digest
+from experiments.runlog import JOB_LOGGER
+
+log = logging.getLogger(JOB_LOGGER)
+
+
+def neural_train_ids(corpus: Corpus, options: RunOptions) -> list[str] | None:
+    """The training images of the trained neural scorers (L-CLIPScore, BRIDGE, SPECS): with
+    ``--skip-missing-images`` only the train-split images on disk (as the classical systems), else
+    ``None`` (the whole split; a missing image is an error)."""
+    if not options.skip_missing_images:
+        return None
+    return [i for i in corpus.split("train") if corpus.has_image(i)]
+
+
+def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache):
+    """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file), via
+    :func:`neural.tiny_clip.backbone_for`; loading failures become :class:`PipelineError` (the options
+    themselves were checked by :class:`~experiments.options.RunOptions`)."""
+    from neural.checkpoints import WeightsError
+    from neural.factory import backbone_for
+
+    tiny = uses_tiny_clip(options)
+    steps = options.clip_steps if options.clip_steps is not None else (40 if options.quick else None)
+    try:
+        return backbone_for(corpus, None if tiny else options.clip_model, options.clip_pretrained,
+                            seed=options.seed, cache=cache, device=options.device,
+                            show_progress=not options.no_progress,
+                            **({"steps": steps} if tiny else {}))
+    except (WeightsError, FileNotFoundError, RuntimeError, ValueError) as exc:
+        raise PipelineError(str(exc)) from exc
+
+
+def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
+    """Seeded train / validation split of user-supplied PAC-S tuples (validation: ≥ 2 tuples)."""
+    from neural.pacs import PositiveTuples
+
+    n = len(tuples)
+    if n < MIN_PACS_TUPLES:
+        raise PipelineError(f"--pacs-positives: need at least {MIN_PACS_TUPLES} tuples (got {n})")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = max(2, int(round(n * val_share)))
+    parts = []
+    for idx, tag in ((perm[n_val:], "train"), (perm[:n_val], "val")):
+        ident = None if tuples.identity is None else {**tuples.identity, "part": tag, "seed": seed}
+        parts.append(PositiveTuples(images=[tuples.images[i] for i in idx], texts=[tuples.texts[i] for i in idx],
+                                    gen_images=[tuples.gen_images[i] for i in idx],
+                                    gen_texts=[tuples.gen_texts[i] for i in idx], identity=ident))
+    return parts[0], parts[1]
+
+
+def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
+               cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+    """Train / load the CLIP family and score the test pool.
+
+    Returns ``(retrieval outputs, pair scorers for human correlation, specificity rates, provenance)``.
+    Reference-based variants (RefCLIP-S, RefPAC-S, RefL-CLIPScore) only score pairs: ranking a pool
+    with the pool's own references would leak the answer.  With ``--skip-missing-images`` the trained
+    scorers see only the training images on disk; an image that is still missing raises
+    :class:`PipelineError`.
+    """
+    from corpora.base import MissingImagesError
+
+    try:
+        return _run_neural(corpus, pools, names, options, cache)
+    except MissingImagesError as exc:
+        if options.skip_missing_images:
+            raise PipelineError(f"neural scorers: {exc.what}") from exc
+        raise PipelineError("neural scorers: " + missing_images_message(exc)) from exc
+
+
+def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
+                cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+    names = list(names)
+    if not names:
+        return {}, {}, {}, {}
+    from corpora.base import GeneratedCorpus, MissingImagesError
+    from neural.base import CorpusPairScorer, affinity_for_pool
+    from neural.clipscore import CLIPScore
+
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    bb = load_neural_backbone(corpus, options, cache)
+    timings["backbone"] = time.perf_counter() - t
+    prov = {"backbone": bb.provenance()}
+    show = not options.no_progress
+    train_ids = neural_train_ids(corpus, options)   # None: the whole train split
+    scorers: dict[str, object] = {}      # retrieval + pair scoring
+    ref_scorers: dict[str, object] = {}  # pair scoring with references
+    if "CLIP-S" in names or "RefCLIP-S" in names:
+        scorers["CLIP-S"] = CLIPScore(bb)
+        ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
+    if "PAC-S" in names or "RefPAC-S" in names:
+        from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
+
+        t = time.perf_counter()
+        pacs_bb = bb
+        if options.pacs_positives:
+            try:
+                tuples = load_tuples(options.pacs_positives)
+            except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
+                raise PipelineError(f"--pacs-positives: {exc}") from exc
+            train, val = _split_tuples(tuples, seed=options.seed)
+            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        elif isinstance(corpus, GeneratedCorpus):
+            n_img = 300 if options.quick else 700
+            train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
+            val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
+            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        else:
+            log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
+                        "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
+                        "on the backbone as given", corpus.name)
+        prov["pacs_backbone"] = pacs_bb.provenance()
+        scorers["PAC-S"] = PACScore(pacs_bb)
+        ref_scorers["RefPAC-S"] = RefPACScore(pacs_bb)
+        timings["PAC-S"] = time.perf_counter() - t
+    if "L-CLIPScore" in names or "RefL-CLIPScore" in names:
+        from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
+
+        t = time.perf_counter()
+        student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=options.seed), cache=cache,
+                                        show_progress=show, image_ids=train_ids)
+        prov["lclip_student"] = student.provenance()
+        scorers["L-CLIPScore"] = LCLIPScore(student)
+        ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
+        timings["L-CLIPScore"] = time.perf_counter() - t
+    bridge = None
+    if "BRIDGE" in names:
+        from neural.bridge import BRIDGE, BridgeConfig, BridgePairScorer
+
+        t = time.perf_counter()
+        bridge = BRIDGE(bb, BridgeConfig(seed=options.seed)).fit(corpus, "train", cache=cache, show_progress=show,
+                                                              image_ids=train_ids)
+        timings["BRIDGE"] = time.perf_counter() - t
+    specs_scorer = None
+    if "SPECS" in names:
+        from neural.specs import SPECSConfig, SPECSScore, train_specs
+
+        t = time.perf_counter()
+        cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_tiny_clip(options) else SPECSConfig(seed=options.seed)
+        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show, image_ids=train_ids)
+        prov["specs_backbone"] = specs_bb.provenance()
+        specs_scorer = SPECSScore(specs_bb)
+        scorers["SPECS"] = specs_scorer
+        timings["SPECS"] = time.perf_counter() - t
+
+    # Retrieval on the test pool: every reference-free scorer.
+    pool = pools["test"]
+    outputs: dict[str, SystemOutput] = {}
+    t = time.perf_counter()
+    for name, sc in scorers.items():
+        if name not in names:
+            continue
+        S = affinity_for_pool(sc, corpus, pool, cache=cache)
+        outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
+                                     config={"backbone": sc.backbone.name, "weights_id": sc.backbone.weights_id})
+    if bridge is not None:   # templates from the source chosen at fit time (BRIDGE.affinity)
+        S = affinity_for_pool(bridge, corpus, pool, cache=cache)
+        outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
+                                         config={"backbone": bb.name, "weights_id": bb.weights_id,
+                                                 "template_source": getattr(bridge, "template_source", None)})
+    timings["neural retrieval"] = time.perf_counter() - t
+
+    # Pair scorers for the human-correlation tables.
+    pair: dict[str, PairScorer] = {}
+    for name, sc in scorers.items():
+        if name in names:
+            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=False)
+    for name, sc in ref_scorers.items():
+        if name in names:
+            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=True)
+    if bridge is not None:
+        pair["BRIDGE"] = BridgePairScorer(bridge, corpus)
+
+    # Specificity rate (SPECS Eqs. 1-2) where the corpus can produce detail units.
+    specificity: dict = {}
+    if isinstance(corpus, GeneratedCorpus):
+        from neural.specs import specificity_on_corpus
+
+        t = time.perf_counter()
+        # cached per scorer (under its identity); the scorers not in the cache are computed in one call,
+        # which builds the detail units and loads the images once for all of them
+        keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
+                    "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed}
+                if hasattr(v, "cache_identity") else None
+                for k, v in scorers.items() if k in names}
+        sr = {k: hit for k, key in keys.items()
+              if key is not None and (hit := cache.load("specificity", key)) is not None}
+        missing = {k: scorers[k] for k in keys if k not in sr}
+        if missing:
+            fresh = specificity_on_corpus(missing, corpus, "test", max_images=100, seed=options.seed)
+            for k in missing:
+                sr[k] = {m: np.asarray(float(fresh[k][m])) for m in ("SR_pos", "SR_neg")}
+                if keys[k] is not None:
+                    cache.store("specificity", keys[k], sr[k])
+        specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
+                       for k, v in sr.items()}
+        timings["specificity"] = time.perf_counter() - t
+        for k, v in specificity.items():
+            log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
+    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    return outputs, pair, specificity, prov
+
+
+#: Layout version of the ``neural_stage`` cache entries (bump when what is stored changes).
+NEURAL_STAGE_VERSION = 1
+#: Source files whose code decides the neural stage's numbers (besides the libraries): a change to any of
+#: them gives the stage a new cache key (the per-scorer entries below it keep theirs).
+NEURAL_STAGE_SOURCES = ("neural", "corpora", "experiments/neural_stage.py")
+#: Distributions whose versions enter the neural stage's cache key.
+NEURAL_LIBRARIES = ("torch", "torchvision", "open_clip_torch", "numpy", "pillow", "nltk", "opencv-python-headless",
+                    "opencv-python")
+
+
+def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str],
+                     options: RunOptions) -> dict | None:
+    """Cache key of the whole neural stage (:func:`neural_stage`), computed without importing torch.
+
+    It holds what decides the stage's outputs: the corpus (name, fingerprint of captions and splits, the
+    signatures of every image the stage reads: training, dev and test-pool images), the test pool, the
+    scorers asked for, the options that reach them (``--seed``, ``--quick``, ``--clip-model``,
+    ``--clip-pretrained`` — a weights file by path, size and modification time —, ``--clip-steps``,
+    ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
+    ``--skip-missing-images``' training images), the versions of the libraries that compute
+    them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
+    ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
+    """
+    if options.pacs_positives:
+        return None
+    weights_file = None
+    if options.clip_pretrained:
+        p = Path(options.clip_pretrained).expanduser()
+        if p.is_file():
+            st = p.stat()
+            weights_file = {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    train_ids = neural_train_ids(corpus, options)
+    splits = getattr(corpus, "splits", {})
+    pool = pools["test"]
+    ids = list(dict.fromkeys([*(train_ids if train_ids is not None else splits.get("train", ())),
+                              *splits.get("dev", ()), *pool.image_ids]))
+    return {
+        "what": "neural-stage", "version": NEURAL_STAGE_VERSION, "code": source_digest(NEURAL_STAGE_SOURCES),
+        "libraries": library_versions(NEURAL_LIBRARIES), "python": platform.python_version(),
+        "corpus": corpus.name, "fingerprint": corpus.fingerprint,
+        "images": corpus.images_fingerprint(ids), "n_images": len(ids),
+        "train_ids": None if train_ids is None else fingerprint(train_ids),
+        "pool": {"split": pool.split, "image_ids": fingerprint(pool.image_ids),
+                 "caption_ids": fingerprint(pool.caption_ids)},
+        "names": list(names), "seed": int(options.seed), "quick": bool(options.quick),
+        "clip_model": options.clip_model, "clip_pretrained": options.clip_pretrained, "weights_file": weights_file,
+        "clip_steps": options.clip_steps, "device": options.device,
+        # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
+        # visible-devices setting stand in (the provenance then names the device actually used)
+        "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]
+        if options.device == "auto" else None,
+    }
+
+
+class DeferredPairScorer:
+    """A neural pair scorer restored from the neural-stage cache: its ``identity`` (the key of its cached
+    human-judgment scores) is known, the backbone is only built — by running the neural stage on its
+    per-scorer caches — if a score is actually asked for."""
+
+    def __init__(self, name: str, identity, resolve: Callable[[], Mapping[str, PairScorer]]):
+        self.name, self._resolve = name, resolve
+        self.identity = identity   # None (as the live scorer's): its scores are never cached
+
+    def __call__(self, image_ids, candidates, references):
+        return self._resolve()[self.name](image_ids, candidates, references)
+
+
+def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
+                 cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+    """:func:`run_neural`, with its results cached as a whole (namespace ``neural_stage``, key
+    :func:`neural_stage_key`).
+
+    A warm re-run then reads one entry — the test-pool score matrices, the pair scorers' identities, the
+    specificity rates and the provenance — and neither imports torch nor builds a backbone.  The pair
+    scorers come back deferred (:class:`DeferredPairScorer`): the human-correlation stage finds their
+    scores in its own cache; a scorer asked for a new score runs :func:`run_neural` once (from the
+    per-scorer caches) and answers.  Returns what :func:`run_neural` returns.
+    """
+    names = list(names)
+    key = neural_stage_key(corpus, pools, names, options) if names else None
+    if key is None:
+        return run_neural(corpus, pools, names, options, cache)
+    t0 = time.perf_counter()
+    hit = cache.load("neural_stage", key)
+    if hit is None:
+        outputs, pair, specificity, prov = run_neural(corpus, pools, names, options, cache)
+        meta = {"outputs": {k: {"family": v.family, "config": jsonable(v.config)} for k, v in outputs.items()},
+                "pair": {k: jsonable(f.identity) for k, f in pair.items()},
+                "specificity": jsonable(specificity), "provenance": jsonable(prov)}
+        arrays = {f"S::{k}": np.asarray(v.test.annotation, dtype=np.float32) for k, v in outputs.items()}
+        arrays["meta"] = np.array(json.dumps(meta))
+        cache.store("neural_stage", key, arrays)
+        return outputs, pair, specificity, prov
+
+    meta = json.loads(str(hit["meta"]))
+    outputs = {k: SystemOutput(name=k, family=v["family"], test=ScoreMatrices.from_affinity(hit[f"S::{k}"]),
+                               config=v["config"]) for k, v in meta["outputs"].items()}
+    resolved: dict[str, Mapping[str, PairScorer]] = {}
+
+    def resolve() -> Mapping[str, PairScorer]:
+        if "pair" not in resolved:
+            log.info("neural scorers: a human-judgment score is not cached; building the scorers")
+            live = run_neural(corpus, pools, names, options, cache)[1]
+            changed = sorted(k for k, f in live.items()
+                             if k in meta["pair"] and jsonable(f.identity) != meta["pair"][k])
+            if changed:  # retrained with other weights (their caches were deleted; other threads or device)
+                log.warning("neural scorers %s were rebuilt with other weights than the cached neural stage "
+                            "used; their new human-judgment scores do not belong to the report's retrieval "
+                            "numbers: delete %s (or run with --no-cache) for a consistent report",
+                            ", ".join(changed), cache.path("neural_stage", key))
+            resolved["pair"] = live
+        return resolved["pair"]
+
+    pair = {k: DeferredPairScorer(k, ident, resolve) for k, ident in meta["pair"].items()}
+    specificity = meta["specificity"]
+    for k, v in specificity.items():
+        log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
+    prov = meta["provenance"]
+    prov["neural_timings_s"] = {"cached stage": round(time.perf_counter() - t0, 2)}
+    log.info("neural scorers: %s read from the cache", ", ".join(outputs) or "human-correlation scores")
+    return outputs, pair, specificity, prov

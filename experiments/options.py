@@ -1,0 +1,474 @@
+"""The main job's options, checked once: :class:`RunOptions` (frozen) is built from the command line by
+:meth:`RunOptions.from_args`, which parses the method lists and ``--reference``, checks every value
+(:meth:`RunOptions.__post_init__`: the values among themselves; then data folder, neural options and the
+output / cache folders) and creates the folders, before anything is loaded, trained or written.
+
+:func:`parse_list` is the comma-separated list rule of every command line of :mod:`experiments`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from corpora.cache import CacheDirError, DiskCache, check_cache_dir
+from experiments.errors import PipelineError
+
+#: Default classical systems: NN, BoW1, BoW5, TagRank, TRI5, TRI5SEM and the ^Histo contrasts.
+DEFAULT_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TagRank", "TRI5", "TRI5^Histo",
+                   "TRI5SEM")
+QUICK_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "TRI5^Histo", "TRI5SEM")
+#: Neural scorers that rank (retrieval) and score pairs (human correlation).
+ALL_NEURAL = ("CLIP-S", "RefCLIP-S", "PAC-S", "RefPAC-S", "L-CLIPScore", "RefL-CLIPScore", "BRIDGE", "SPECS")
+DEFAULT_NEURAL = ALL_NEURAL
+#: Reference-based scorers cannot rank a pool (their references would leak the answer): they only
+#: enter the human-correlation table.
+REFERENCE_BASED = ("RefCLIP-S", "RefPAC-S", "RefL-CLIPScore")
+#: ``--pacs-positives`` needs this many tuples: at least 2 for validation and 2 for training.
+MIN_PACS_TUPLES = 4
+#: The smallest teaching set (``--teaching-size``).
+MIN_TEACHING_SIZE = 60
+
+
+class OptionError(PipelineError, ValueError):
+    """An option value that cannot work; the message names the option."""
+
+
+def available_systems() -> list[str]:
+    """The classical systems ``--systems all`` runs (the paper's grid, canonical names)."""
+    from kcca.systems import list_systems  # the system registry: only when names are listed
+
+    return list_systems()
+
+
+def split_commas(value: str) -> list[str]:
+    """The non-empty, stripped pieces of a comma-separated ``value``."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str] | None, option: str, *,
+               split: Callable[[str], list[str]] = split_commas, keywords: bool = True,
+               all_names: Sequence[str] | None = None) -> list[str]:
+    """A comma-separated list option, one rule for every command line: no names is an error.
+
+    Parameters
+    ----------
+    value : str or None
+        The option's value; ``None`` when it was not given.
+    default : sequence of str
+        The names when the option is not given.
+    allowed : sequence of str or None
+        The known names: matched case-insensitively and returned in this spelling; another name is an
+        error listing them.  ``None``: the names are returned as ``split`` gives them.
+    option : str
+        The option (``"--metrics"``), named in messages.
+    split : callable, optional
+        ``value -> names`` (e.g. one that keeps names with commas together); its errors
+        (``ValueError``) become :class:`OptionError`.
+    keywords : bool, optional
+        Whether ``none`` (no names) and ``all`` (``all_names``, else ``allowed``, when either is given)
+        are keywords.
+    all_names : sequence of str, optional
+        The names ``all`` stands for (default: ``allowed``).
+
+    Returns
+    -------
+    list of str
+        The names.
+
+    Raises
+    ------
+    OptionError
+        ``value`` holds no names (``""``, ``","``), or an unknown name.
+    """
+    if value is None:
+        return list(default)
+    word = value.strip().lower()
+    everything = all_names if all_names is not None else allowed
+    if keywords and word == "none":
+        return []
+    if keywords and word == "all" and everything is not None:
+        return list(everything)
+    try:
+        items = split(value)
+    except ValueError as exc:
+        raise OptionError(f"{option}: {exc}") from exc
+    if not items:
+        choices = "a comma-separated list" + (", 'all'," if keywords and everything is not None else "")
+        rest = f" or 'none' to run no {option.lstrip('-')}" if keywords else ""
+        raise OptionError(f"{option}: no names in {value!r} (give {choices}{rest})")
+    if allowed is not None:
+        by_lower = {a.lower(): a for a in allowed}  # clip-s == CLIP-S
+        items = [by_lower.get(v.lower(), v) for v in items]
+        bad = [v for v in items if v not in allowed]
+        if bad:
+            raise OptionError(f"unknown {option.lstrip('-')}: {', '.join(bad)} (choose from {', '.join(allowed)})")
+    return items
+
+
+def requested_methods(systems: str | None, metrics: str | None, *, quick: bool) -> tuple[list[str], list[str]]:
+    """The classical systems (canonical names) and neural scorers asked for.
+
+    Parameters
+    ----------
+    systems, metrics : str or None
+        ``--systems`` / ``--metrics`` as given (``None``: the defaults, :data:`DEFAULT_SYSTEMS` or
+        :data:`QUICK_SYSTEMS`, and :data:`DEFAULT_NEURAL`).
+    quick : bool
+        ``--quick`` (its smaller default system list).
+
+    Returns
+    -------
+    systems, neural : list of str
+
+    Raises
+    ------
+    OptionError
+        An empty list or an unknown name (the message lists the choices).
+    """
+    from kcca.systems import canonical_name, split_system_list  # the system registry's name rules
+
+    def system_names(value: str) -> list[str]:   # names may contain commas themselves (TRI5_A,D_ext)
+        return list(dict.fromkeys(split_system_list(value)))
+
+    default = [canonical_name(s) for s in (QUICK_SYSTEMS if quick else DEFAULT_SYSTEMS)]
+    return (parse_list(systems, default, None, "--systems", split=system_names, all_names=available_systems()),
+            parse_list(metrics, DEFAULT_NEURAL, ALL_NEURAL, "--metrics"))
+
+
+def reference_choice(value: str | None, systems: Sequence[str], neural: Sequence[str]) -> str | None:
+    """``--reference`` as the name of a requested system or scorer.
+
+    Parameters
+    ----------
+    value : str or None
+        The option as given; ``best`` (or ``None``) for the best system per task.
+    systems, neural : sequence of str
+        The requested classical systems and neural scorers.
+
+    Returns
+    -------
+    str or None
+        The canonical spelling, or ``None`` for 'best'.
+
+    Raises
+    ------
+    OptionError
+        A name that is not requested.
+    """
+    value = (value or "best").strip()
+    if value.lower() == "best":
+        return None
+    from kcca.systems import canonical_name  # the system registry's name rules
+
+    by_lower = {n.lower(): n for n in neural}
+    try:
+        name = by_lower.get(value.lower()) or canonical_name(value)
+    except ValueError:
+        name = value
+    if name not in set(systems) | set(neural):
+        raise OptionError(f"--reference {value}: not among the requested systems and scorers "
+                          f"({', '.join(list(systems) + list(neural)) or 'none'}); use one of them or 'best'")
+    return name
+
+
+def uses_tiny_clip(options: RunOptions) -> bool:
+    """Whether ``--clip-model`` selects the tiny CLIP trained here: absent, ``tiny`` or ``tiny-clip``
+    (:data:`neural.names.TINY_MODEL_NAMES`)."""
+    from neural.names import is_tiny_model  # torch-free; imported on use like every neural module
+
+    return is_tiny_model(options.clip_model, default=True)
+
+
+def default_out_dir(corpus_name: str) -> Path:
+    """``runs/<corpus>-<UTC timestamp>/``, the default ``--out``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{corpus_name}-{stamp}"
+
+
+def corpus_label(data: Path | None) -> str:
+    """The corpus part of the default output folder: ``teaching``, or the ``--data`` folder's name."""
+    return "teaching" if data is None else Path(data).resolve().name.lower() or "flickr8k"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Every setting of one run of the main job, checked (build it with :meth:`from_args`).
+
+    Attributes
+    ----------
+    data : Path or None
+        The Flickr8k folder (``--data``, user folder expanded); ``None``: the built-in teaching set.
+    teaching_size : int or None
+        ``--teaching-size`` as given (``None``: the default, see :attr:`n_teaching_images`).
+    skip_missing_images : bool
+        Restrict every split to the images on disk.
+    systems : tuple of str
+        The classical systems to run (canonical names).
+    neural : tuple of str
+        The neural scorers to run.
+    quick : bool
+        The smaller class-demo defaults.
+    full_selection : bool
+        Choose each system's (p, d) on dev with float64 KCCA, as the paper.
+    clip_model, clip_pretrained : str or None
+        The open_clip architecture (``None``: the tiny CLIP) and pretrained tag or weights file.
+    clip_steps : int or None
+        Training steps of the tiny CLIP (``None``: its default).
+    pacs_positives : str or None
+        The PAC-S fine-tuning tuples file.
+    reference : str or None
+        The significance reference (``None``: the best system per task).
+    permutations : int
+        Reassignments of the randomisation test.
+    out : Path or None
+        The output folder (:meth:`from_args` fills in ``runs/<corpus>-<timestamp>/``).
+    seed : int
+        Seed of every random choice, in [0, 2^32).
+    device : str
+        ``auto``, ``cpu`` or ``cuda`` for the neural scorers.
+    cache_dir : Path or None
+        The cache folder (``None``: ``$ITR_CACHE_DIR`` or the user cache).
+    no_cache, no_progress : bool
+        Read and write no cache; hide progress bars.
+    """
+
+    data: Path | None = None
+    teaching_size: int | None = None
+    skip_missing_images: bool = False
+    systems: tuple[str, ...] = DEFAULT_SYSTEMS
+    neural: tuple[str, ...] = DEFAULT_NEURAL
+    quick: bool = False
+    full_selection: bool = False
+    clip_model: str | None = None
+    clip_pretrained: str | None = None
+    clip_steps: int | None = None
+    pacs_positives: str | None = None
+    reference: str | None = None
+    permutations: int = 10000
+    out: Path | None = None
+    seed: int = 0
+    device: str = "auto"
+    cache_dir: Path | None = None
+    no_cache: bool = False
+    no_progress: bool = False
+
+    def __post_init__(self) -> None:
+        """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
+        work."""
+        if not 0 <= self.seed < 2 ** 32:
+            raise OptionError(f"--seed must be in [0, 2^32) (got {self.seed})")
+        if self.data is None and self.n_teaching_images < MIN_TEACHING_SIZE:
+            raise OptionError(f"--teaching-size must be at least {MIN_TEACHING_SIZE} (got {self.n_teaching_images})")
+        if self.data is not None and self.teaching_size is not None:
+            raise OptionError("--teaching-size sets the size of the built-in teaching set; it does not apply "
+                              "with --data (drop one of the two)")
+        for what, n in (("--permutations", self.permutations), ("--clip-steps", self.clip_steps)):
+            if n is not None and n < 1:
+                raise OptionError(f"{what}: expected a positive integer, got {n}")
+        if not self.systems and not self.neural:
+            raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
+                              "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+        if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & set(self.neural):
+            raise OptionError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
+        if self.neural and uses_tiny_clip(self) and self.clip_pretrained:
+            raise OptionError(f"--clip-pretrained needs an open_clip architecture in --clip-model (the "
+                              f"architecture of the weights, e.g. ViT-B-32, or auto); --clip-model "
+                              f"{self.clip_model or 'tiny'} is the tiny CLIP, which is always trained here")
+
+    @property
+    def n_teaching_images(self) -> int:
+        """The number of teaching-set images: ``--teaching-size``, else 600 with ``--quick``, else 2000."""
+        return self.teaching_size if self.teaching_size is not None else (600 if self.quick else 2000)
+
+    @property
+    def corpus_label(self) -> str:
+        """``teaching`` or the ``--data`` folder's name (the default output folder's prefix)."""
+        return corpus_label(self.data)
+
+    @classmethod
+    def from_args(cls, ns) -> RunOptions:
+        """The checked options of a parsed command line (the only place that reads the namespace).
+
+        Parameters
+        ----------
+        ns : argparse.Namespace
+            What :func:`experiments.flickr8k_kcca.build_parser` parsed.
+
+        Returns
+        -------
+        RunOptions
+            Checked; the output and cache folders exist.
+
+        Raises
+        ------
+        OptionError
+            The first option that cannot work, before anything is loaded, trained or written.
+        """
+        data = None if ns.data is None else Path(ns.data).expanduser()
+        systems, neural = requested_methods(ns.systems, ns.metrics, quick=ns.quick)
+        options = cls(
+            data=data, teaching_size=ns.teaching_size, skip_missing_images=ns.skip_missing_images,
+            systems=tuple(systems), neural=tuple(neural), quick=ns.quick, full_selection=ns.full_selection,
+            clip_model=ns.clip_model, clip_pretrained=ns.clip_pretrained, clip_steps=ns.clip_steps,
+            pacs_positives=ns.pacs_positives, reference=reference_choice(ns.reference, systems, neural),
+            permutations=ns.permutations, seed=ns.seed, device=ns.device,
+            out=Path(ns.out) if ns.out else default_out_dir(corpus_label(data)),
+            cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
+            no_progress=ns.no_progress)
+        check_data_folder(options.data)
+        if options.neural:
+            check_neural_options(options)
+        make_folders(options)
+        return options
+
+
+def check_data_folder(data: Path | None) -> None:
+    """Refuse a ``--data`` path that is not a folder.
+
+    Parameters
+    ----------
+    data : Path or None
+        ``--data`` (``None``: the teaching set, nothing to check).
+
+    Raises
+    ------
+    OptionError
+        No such path, or a file.
+    """
+    if data is None:
+        return
+    if not data.exists():
+        raise OptionError(f"--data {data}: no such folder")
+    if not data.is_dir():
+        raise OptionError(f"--data {data}: is a file; give the Flickr8k root folder (the one holding "
+                          f"Flicker8k_Dataset/ or Images/ and the caption files)")
+
+
+def make_folders(options: RunOptions) -> None:
+    """Create ``--cache-dir`` (when the cache is on) and ``--out``.
+
+    Parameters
+    ----------
+    options : RunOptions
+        The run's options.
+
+    Raises
+    ------
+    OptionError
+        A path that exists and is not a folder, a folder that cannot be created, or a cache folder that
+        cannot be written.
+    """
+    cache_root = None if options.no_cache else DiskCache(options.cache_dir).root
+    if cache_root is not None:
+        if cache_root.exists() and not cache_root.is_dir():
+            raise OptionError(f"--cache-dir {cache_root}: exists and is not a folder")
+        try:       # created and written to (a small file, removed), not only created
+            check_cache_dir(cache_root)
+        except CacheDirError as exc:
+            raise OptionError(f"--cache-dir: {exc}") from exc
+    out = options.out
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise OptionError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"--out {out}: cannot create the folder "
+                          f"({exc.strerror or exc.__class__.__name__}: {exc.filename or out})") from exc
+
+
+def check_neural_options(options: RunOptions) -> None:
+    """Refuse ``--device`` / ``--pacs-positives`` / ``--clip-model`` / ``--clip-pretrained`` values that
+    cannot work, before the corpus is loaded.
+
+    That is: a CUDA device on a machine without one, a PAC-S tuples file that is unreadable, malformed
+    or names missing images, an unknown open_clip architecture, a weights file that does not exist, an
+    untrusted TorchScript archive, a pretrained tag that is unknown or neither cached nor downloadable
+    (downloads off, host unreachable).  The tiny CLIP with ``--clip-pretrained`` is refused by
+    :class:`RunOptions` itself.
+
+    Parameters
+    ----------
+    options : RunOptions
+        The run's options (neural scorers requested).
+
+    Raises
+    ------
+    OptionError
+        The first value that cannot work.
+    """
+    if options.device not in (None, "auto", "cpu"):  # "auto" and "cpu" always resolve: no torch import needed
+        from neural.backbone import resolve_device  # imports torch: only for --device cuda
+
+        try:
+            resolve_device(options.device)
+        except RuntimeError as exc:
+            raise OptionError(f"--device: {exc}") from exc
+    if options.pacs_positives:
+        from neural.positives import check_positives_file  # torch-free
+
+        try:
+            check_positives_file(options.pacs_positives, min_tuples=MIN_PACS_TUPLES)
+        except (ValueError, FileNotFoundError) as exc:
+            raise OptionError(f"--pacs-positives: {exc}") from exc
+    if uses_tiny_clip(options):
+        return
+    if options.clip_model != "auto":
+        from neural.backbone import check_architecture  # open_clip: only for an open_clip backbone
+
+        try:
+            check_architecture(options.clip_model.replace("/", "-"))
+        except ValueError as exc:
+            raise OptionError(f"--clip-model: {exc}") from exc
+    check_pretrained(options.clip_model, options.clip_pretrained)
+
+
+def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
+    """Refuse a ``--clip-pretrained`` weights file or tag that cannot be loaded (nothing is downloaded).
+
+    Parameters
+    ----------
+    clip_model : str
+        The open_clip architecture, or ``auto`` (inferred from a weights file).
+    clip_pretrained : str or None
+        A weights file or a pretrained tag (``None``: the ``openai`` tag).
+
+    Raises
+    ------
+    OptionError
+        Not a weights file, an untrusted TorchScript archive, a missing file, ``auto`` with a tag, an
+        unknown tag or one neither cached nor downloadable.
+    """
+    # open_clip backbones only: these modules import torch
+    from neural.backbone import check_pretrained_tag, looks_like_weights_file
+    from neural.checkpoints import MissingWeightsError
+
+    pretrained = clip_pretrained or "openai"   # backbone_for's default tag
+    p = Path(pretrained).expanduser()
+    if p.is_file():
+        from neural.checkpoints import (
+            is_torchscript_archive,
+            torchscript_refused,
+            torchscript_trusted,
+            weights_file_format,
+        )
+
+        if weights_file_format(p) is None:
+            raise OptionError(f"--clip-pretrained {p}: not a weights file (neither safetensors, a PyTorch "
+                              f"zip archive / TorchScript nor a legacy torch.save file)")
+        if is_torchscript_archive(p) and not torchscript_trusted():
+            raise OptionError(f"--clip-pretrained {torchscript_refused(p)}")
+        return
+    if looks_like_weights_file(pretrained):
+        raise OptionError(f"--clip-pretrained {p}: weights file not found")
+    if clip_model == "auto":
+        raise OptionError(f"--clip-model auto infers the architecture from a weights file, but "
+                          f"--clip-pretrained {pretrained!r} is not a file; give the file, or name the "
+                          f"architecture (e.g. --clip-model ViT-B-32) for a pretrained tag")
+    try:  # a tag: known, and cached or downloadable now (nothing is downloaded here)
+        check_pretrained_tag(clip_model, pretrained)
+    except (ValueError, MissingWeightsError) as exc:
+        raise OptionError(str(exc)) from exc

@@ -1,0 +1,97 @@
+"""What the main job's stages hand to each other: :class:`SystemOutput` (one ranking system's test-pool
+scores) and :func:`jsonable` (plain-JSON copies of configurations and identities)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from corpora.scoring import ScoreMatrices
+
+
+@dataclass
+class SystemOutput:
+    """What every ranking system – classical or neural – hands to the evaluator.
+
+    Attributes
+    ----------
+    name : str
+        The system's name (a row of the report).
+    family : str
+        ``"baseline"``, ``"classical"`` or ``"neural"``.
+    test : ScoreMatrices
+        Its scores on the test pool.
+    config : dict
+        Its configuration as written to ``results.json`` (plain JSON, no timings).
+    timings : dict
+        Wall-clock seconds of its steps (``results.json``'s ``timings_s["systems"][name]``), kept apart
+        from ``config`` so that two runs with the same numbers have the same ``systems`` block.
+    """
+
+    name: str
+    family: str
+    test: ScoreMatrices
+    config: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def jsonable(obj):
+    """A plain-JSON copy of ``obj``: mappings with string keys, lists for tuples and arrays, Python
+    numbers for numpy scalars, strings for paths.
+
+    Parameters
+    ----------
+    obj : object
+        A configuration, identity or result (nested mappings and sequences).
+
+    Returns
+    -------
+    object
+        The copy; anything else is returned as it is.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def split_timings(config: Mapping) -> tuple[dict, dict]:
+    """``config`` without its ``"timings"`` entries (at any depth), and those entries.
+
+    Parameters
+    ----------
+    config : mapping
+        A system's configuration, e.g. a KCCA system's, whose ``selection`` summary holds the
+        model-selection timings.
+
+    Returns
+    -------
+    config : dict
+        The configuration without any ``"timings"`` key.
+    timings : dict
+        The removed entries under the path of their parent, e.g. ``{"selection": {"fit": 1.2, ...}}``
+        (empty when there were none).
+    """
+    rest: dict = {}
+    timings: dict = {}
+    for k, v in config.items():
+        if k == "timings":
+            timings.update(v if isinstance(v, Mapping) else {"total": v})
+        elif isinstance(v, Mapping):
+            rest[k], inner = split_timings(v)
+            if inner:
+                timings[k] = inner
+        else:
+            rest[k] = v
+    return rest, timings
