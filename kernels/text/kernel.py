@@ -106,7 +106,8 @@ class TextKernel:
         BoW only: merge an item's captions into one document (BoW5).  Otherwise the item kernel is the
         normalised sum over the caption cross product (:mod:`kernels.text.items`).
     idf : {"none", "idf", "sqrt"}
-        Word weights omega_w = 1, lambda_w, sqrt(lambda_w) with lambda_w = log(|D|/(|D(w)|+1)).
+        Word weights omega_w = 1, lambda_w, sqrt(lambda_w) with lambda_w = log(|D|/(|D(w)|+1)), ``D`` the
+        training images (each image's captions merged into one document; Sec. 3.4.1, Eq. 16).
     similarity : str or None
         TRI only: lexical similarities, e.g. ``"A"``, ``"D_ic"``, ``"D_ext+ic"``, ``"Lin"``,
         ``"A,D_ext+ic"`` (comma = max, Eq. 27).
@@ -203,7 +204,7 @@ class TextKernel:
     def params(self) -> dict:
         return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
                 "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
-                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 1}
+                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 2}
 
     def ext_identity(self) -> dict | None:
         """The external corpus as cache keys see it (:func:`~kernels.text.similarity.external_corpus_identity`:
@@ -216,7 +217,13 @@ class TextKernel:
 
     # ------------------------------------------------------------------ fit
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
-        """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions."""
+        """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions.
+
+        The IDF ``lambda_w = log(|D| / (|D(w)| + 1))`` of Hodosh et al. (2013), Sec. 3.4.1 and Eq. 16
+        (and the word weights of the lexical-similarity kernels, Eqs. 17-21) counts documents over the
+        training *images*: ``D`` is the set of items, each item's captions merged into one document
+        (:meth:`item_documents`), whether or not the kernel itself merges them.
+        """
         from corpora.protocol import select_caption_index
 
         self.corpus_fingerprint = corpus.fingerprint
@@ -242,11 +249,8 @@ class TextKernel:
         if self.V > _tri.MAX_ID - 100_000:
             raise ValueError(f"vocabulary too large ({self.V} words) for subsequence codes")
         self.docs = [np.array(self.vocab.encode(p.tokens), dtype=np.int64) for p in self.processed]
-        if self.merge:
-            idf_docs = self.item_documents()
-        else:
-            idf_docs = self.docs
-        self.idf_values, self.idf_unseen = _bow.idf_weights(idf_docs, self.V)
+        # IDF documents are the training *images* (an item's captions merged), for every kernel
+        self.idf_values, self.idf_unseen = _bow.idf_weights(self.item_documents(), self.V)
         self.omega = _bow.word_weights(self.idf_values, self.idf)
         self.omega_unseen = float(_bow.word_weights(np.array([self.idf_unseen]), self.idf)[0])
         self._key = {"corpus": corpus.fingerprint, "train": list(self.train_ids), "params": self.params()}
