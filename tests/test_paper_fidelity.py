@@ -47,3 +47,77 @@ def test_tri_idf_counts_training_images_not_captions(name):
     if tk.idf == "sqrt":
         w = dict(zip(tk.vocab.words, tk.omega))
         assert w["dog"] == pytest.approx(math.sqrt(math.log(5.0)))
+
+
+# ------------------------------------------------------------------ noun vocabulary (Eq. 25, Sec. 3.4)
+def test_noun_vocabulary_counts_noun_tags_only():
+    """A lemma seen >= 5 times *as a noun* is a noun, however often it is tagged otherwise; one seen 6
+    times, 4 of them as a noun, is not (the old rule, >= 5 occurrences and >= 50 % noun tags, had it the
+    other way round for both)."""
+    from kernels.text.preprocess import ProcessedCaption
+    from kernels.text.similarity import pos_vocabularies
+
+    proc = ([ProcessedCaption(("climb", "rock"), ("VBZ", "NN"))] * 7            # climb: 7 x verb
+            + [ProcessedCaption(("climb", "wall"), ("NN", "NN"))] * 5           # climb: 5 x noun (5/12)
+            + [ProcessedCaption(("dive", "pool"), ("NN", "NN"))] * 4            # dive: 4 x noun
+            + [ProcessedCaption(("dive", "pool"), ("JJ", "NN"))] * 2)           # dive: 6 tokens, 4/6 noun
+    nouns, _, p_n, _ = pos_vocabularies(proc, min_count=5)
+    assert "climb" in nouns and "dive" not in nouns
+    assert {"rock", "wall", "pool"} <= set(nouns)
+    assert p_n["climb"] == pytest.approx(5 / 12)
+
+
+# ------------------------------------------------------------------ Lin hypernym vectors (Eqs. 22-23)
+@pytest.fixture(scope="module")
+def wordnet(nltk_data_dir):
+    from corpora.nltk_resources import english_wordnet
+
+    return english_wordnet()
+
+
+def _tagged_nouns(counts: dict[str, int]):
+    from kernels.text.preprocess import ProcessedCaption
+
+    return [ProcessedCaption((w,), ("NN",)) for w, c in counts.items() for _ in range(c)]
+
+
+def test_lin_vector_is_over_the_first_senses_hypernyms(wordnet):
+    """Eq. 23: dog's vector has the entry 2 IC(h) / (IC(dog) + IC(h)) on every hypernym h of dog.n.01 and 0
+    elsewhere; kappa_Lin(dog, cat) is the cosine of the two hypernym vectors (not the cosine of rows of
+    the word-by-word Lin matrix, the Eq. 17 recipe)."""
+    from kernels.text.similarity import lin_kernel, wordnet_information_content
+
+    proc = _tagged_nouns({"dog": 7, "cat": 6, "car": 5, "horse": 5})
+    words, K, info = lin_kernel(proc)
+    assert words == ["car", "cat", "dog", "horse"]
+    _, _, ic = wordnet_information_content(proc)
+
+    def vector(word):                                       # built here from NLTK's hypernym paths
+        c = wordnet.synsets(word, pos="n")[0]
+        hyper = {h for path in c.hypernym_paths() for h in path} - {c}
+        return {h: 2 * ic(h) / (ic(c) + ic(h)) for h in hyper}
+
+    def cos(a, b):
+        return sum(a[h] * b.get(h, 0.0) for h in a) / np.sqrt(sum(v * v for v in a.values())
+                                                               * sum(v * v for v in b.values()))
+
+    vec = {w: vector(w) for w in words}
+    for i, a in enumerate(words):
+        for j, b in enumerate(words):
+            assert K[i, j] == pytest.approx(1.0 if i == j else cos(vec[a], vec[b]), abs=1e-9), (a, b)
+    assert K[words.index("dog"), words.index("cat")] > K[words.index("dog"), words.index("car")]
+    dims, X = info["hypernyms"], info["vectors"]
+    row = dict(zip(dims, X[words.index("dog")]))
+    assert {h for h, v in row.items() if v != 0} <= set(vec["dog"])
+    for h, v in vec["dog"].items():
+        assert row[h] == pytest.approx(v)
+
+
+def test_lin_similarity_is_eq_22(wordnet):
+    from kernels.text.similarity import lin_similarity, wordnet_information_content
+
+    proc = _tagged_nouns({"dog": 7, "cat": 6, "car": 5})
+    _, _, ic = wordnet_information_content(proc)
+    dog, cat, carnivore = (wordnet.synset(n) for n in ("dog.n.01", "cat.n.01", "carnivore.n.01"))
+    assert lin_similarity(dog, cat, ic) == pytest.approx(2 * ic(carnivore) / (ic(dog) + ic(cat)))
+    assert lin_similarity(dog, dog, ic) == pytest.approx(1.0)
