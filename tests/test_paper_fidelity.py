@@ -121,3 +121,39 @@ def test_lin_similarity_is_eq_22(wordnet):
     dog, cat, carnivore = (wordnet.synset(n) for n in ("dog.n.01", "cat.n.01", "carnivore.n.01"))
     assert lin_similarity(dog, cat, ic) == pytest.approx(2 * ic(carnivore) / (ic(dog) + ic(cat)))
     assert lin_similarity(dog, dog, ic) == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ NN search direction (Eq. 2)
+def _nn_corpus() -> Corpus:
+    base = {"t0.jpg": "dog run grass", "t1.jpg": "cat sleep sofa", "t2.jpg": "man ride bike",
+            "t3.jpg": "woman swim pool"}
+    extra = ["", " today", " outside", " again", " now"]
+    return _corpus({im: [t + e for e in extra] for im, t in base.items()}, "nn_directions")
+
+
+@pytest.mark.parametrize("variant", ["NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI"])
+def test_nn_search_goes_through_the_nearest_training_caption(variant):
+    """Image i0's nearest training image is t0 ("dog run grass"), i1's is t2.  The query "cat sleep grass"
+    shares "grass" with t0's captions only, so ranking the columns of the annotation affinity puts i0
+    first; the paper's search takes the nearest training *caption* ("cat sleep sofa", image t1) and ranks
+    the test images by their image-kernel value against t1, which puts i1 first."""
+    from kernels.text import NearestNeighbour
+
+    corpus = _nn_corpus()
+    nn = NearestNeighbour(variant).fit(corpus, corpus.split("train"))
+    G = np.array([[0.9, 0.2, 0.1, 0.0],       # test image i0 vs t0..t3
+                  [0.3, 0.6, 0.8, 0.0]])      # test image i1
+    q = [Caption("q.jpg#0", "q.jpg", 0, "cat sleep grass", lemma="cat sleep grass"),
+         Caption("q.jpg#1", "q.jpg", 1, "man ride bike", lemma="man ride bike")]
+
+    class _Pool:
+        captions = q
+
+    sm = nn.scores(G, _Pool())
+    A = sm.annotation                          # (n_test_images, n_captions)
+    assert A[0, 0] > A[1, 0]                   # i0's neighbour t0 shares "grass" with the query
+    np.testing.assert_allclose(sm.search[0], G[:, 1])   # nearest training caption is t1's
+    np.testing.assert_allclose(sm.search[1], G[:, 2])
+    assert sm.search[0, 1] > sm.search[0, 0]   # ... so i1 ranks first: the two directions disagree
+    np.testing.assert_allclose(A, nn.affinity(G, q))
+    np.testing.assert_allclose(sm.search, nn.search_affinity(G, q))

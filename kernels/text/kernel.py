@@ -387,6 +387,22 @@ class TextKernel:
         key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
         return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
 
+    def gram_queries_captions(self, captions: Sequence[Caption]) -> np.ndarray:
+        """Sentence kernel between each query caption and every *training caption* (not item):
+        ``(n_q, n_train_captions)`` float32, both sides normalised (the cosine of the explicit BoW
+        (Sec. 3.4.1) or TRI (Eqs. 15-16) feature vectors, with this kernel's word weights).  Row ``q``,
+        column ``c`` belongs to training item ``item_of[c]``.  Defined for ``kind`` BoW and TRI without a
+        lexical similarity (``NotImplementedError`` otherwise)."""
+        self._check()
+        if self.kind == "TagRank" or self.sim_parts:
+            raise NotImplementedError(f"{self.name}: caption-level query kernels exist for BoW and TRI "
+                                      "without a lexical similarity only")
+        Xc, columns, norms = self._features(self.docs)
+        Xc = _bow.row_normalise(Xc, norms)
+        Xq, _, qnorms = self._features(self.encode_queries(list(captions)), columns)
+        Xq = _bow.row_normalise(Xq, qnorms)
+        return _tri.sparse_gram(Xq.tocsr(), Xc.tocsr()).astype(np.float32)
+
     def _ensure_item_self(self):
         if self._item_self is not None:
             return
