@@ -157,3 +157,57 @@ def test_nn_search_goes_through_the_nearest_training_caption(variant):
     assert sm.search[0, 1] > sm.search[0, 0]   # ... so i1 ranks first: the two directions disagree
     np.testing.assert_allclose(A, nn.affinity(G, q))
     np.testing.assert_allclose(sm.search, nn.search_affinity(G, q))
+
+
+# ------------------------------------------------------------------ the 30-system grid (Tables 11-12)
+def test_the_grid_is_the_papers_30_systems_in_table_order():
+    from kcca import systems
+
+    order = systems.PAPER_TABLE_ORDER
+    assert len(order) == len(set(order)) == 30
+    assert "TRI5_Lin^sqrtidf" not in order                              # not a system of the paper
+    assert "TRI5SEM^Histo" in order
+    from kcca.systems import EXTRA_SYSTEMS, PAPER_TABLE_ORDER, SYSTEMS, canonical_name, get_system, split_system_list
+
+    histo = get_system("TRI5_{A,D_BNC+ic}^{√idf,Histo}")
+    assert histo.name == "TRI5SEM^Histo" and histo.image_kind == "histogram" and histo.text == "TRI5SEM"
+    nn_best = get_system("NN5_TRI(best)")
+    assert nn_best.name == "NN5_TRI" and nn_best.model == "nn" and nn_best.text == "TRI5SEM"
+    # the tables' order: NN baselines, one-caption systems, BoW5 ..., TRI5 ..., the TRI5SEM pair last
+    assert PAPER_TABLE_ORDER[:4] == ("NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI")
+    assert PAPER_TABLE_ORDER[-2:] == ("TRI5SEM^Histo", "TRI5SEM")
+    # extras: registered, runnable by name, outside the grid
+    assert set(EXTRA_SYSTEMS) == set(SYSTEMS) - set(PAPER_TABLE_ORDER)
+    assert {"TRI5_Lin^sqrtidf", "NN5_TRI5"} <= set(EXTRA_SYSTEMS)
+    assert split_system_list("TRI5_Lin^sqrtidf,NN5_TRI5,TRI5_{A,D_BNC+ic}^{√idf,Histo}") == [
+        "TRI5_Lin^sqrtidf", "NN5_TRI5", "TRI5SEM^Histo"]
+    assert canonical_name("nn5_tri5") == "NN5_TRI5"
+
+
+def test_nn_search_with_a_soft_tri_kernel():
+    """NN5_TRI over a lexical-similarity TRI kernel (the paper's NN5_TRI(best) uses TRI5SEM's): the
+    caption-level soft-TRI rows are normalised sentence kernels (a training caption itself scores 1 and is
+    the nearest), they add up, per training image, to the item rows, and search goes through the nearest
+    training caption's image."""
+    from kernels.text import NearestNeighbour
+
+    corpus = _nn_corpus()
+    nn = NearestNeighbour("NN5_TRI", text="TRI5_D_ic").fit(corpus, corpus.split("train"))
+    tk = nn.tk
+    q = [Caption("q.jpg#0", "q.jpg", 0, "cat sleep sofa now", lemma="cat sleep sofa now"),
+         Caption("q.jpg#1", "q.jpg", 1, "cat sleep grass", lemma="cat sleep grass")]
+    Qc = tk.gram_queries_captions(q)
+    assert Qc.shape == (2, 20)
+    hit = int(np.argmax(Qc[0]))
+    assert tk.item_of[hit] == 1 and Qc[0, hit] == pytest.approx(1.0, abs=1e-5)
+    sums = np.zeros((2, 4))
+    np.add.at(sums.T, tk.item_of, Qc.T)
+    Q = tk.gram_queries(q)                                 # item rows = sums / sqrt(K(I, I)), per item
+    assert ((Q > 0) == (sums > 1e-9)).all()
+    for j in range(4):
+        ok = Q[:, j] > 0
+        if ok.sum() > 1:
+            r = sums[ok, j] / Q[ok, j]
+            np.testing.assert_allclose(r, r[0], rtol=1e-4)
+    G = np.array([[0.9, 0.2, 0.1, 0.0], [0.3, 0.6, 0.8, 0.0]])
+    np.testing.assert_allclose(nn.search_affinity(G, q), G[:, [1, 1]].T)

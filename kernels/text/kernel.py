@@ -389,17 +389,28 @@ class TextKernel:
 
     def gram_queries_captions(self, captions: Sequence[Caption]) -> np.ndarray:
         """Sentence kernel between each query caption and every *training caption* (not item):
-        ``(n_q, n_train_captions)`` float32, both sides normalised (the cosine of the explicit BoW
-        (Sec. 3.4.1) or TRI (Eqs. 15-16) feature vectors, with this kernel's word weights).  Row ``q``,
-        column ``c`` belongs to training item ``item_of[c]``.  Defined for ``kind`` BoW and TRI without a
-        lexical similarity (``NotImplementedError`` otherwise)."""
+        ``(n_q, n_train_captions)`` float32, both sides normalised: the cosine of the explicit BoW
+        (Sec. 3.4.1) or TRI (Eqs. 15-16) feature vectors, or the normalised soft TRI kernel (Eqs. 17-21),
+        with this kernel's word weights.  Column ``c`` belongs to training item ``item_of[c]``.  Not
+        defined for TagRank (``NotImplementedError``)."""
         self._check()
-        if self.kind == "TagRank" or self.sim_parts:
-            raise NotImplementedError(f"{self.name}: caption-level query kernels exist for BoW and TRI "
-                                      "without a lexical similarity only")
+        if self.kind == "TagRank":
+            raise NotImplementedError(f"{self.name}: no caption-level query kernel for TagRank")
+        captions = list(captions)
+        h = hashlib.sha256()
+        for c in captions:
+            h.update((caption_key_text(c, pos=False) + "\0").encode("utf-8"))
+        key = {"stage": "gram_queries_captions", "queries": h.hexdigest(), **self._key}
+        return self.cache.get_or_compute("text_gram", key,
+                                         lambda: {"Q": self._compute_caption_queries(captions)})["Q"]
+
+    def _compute_caption_queries(self, captions) -> np.ndarray:
+        qdocs = self.encode_queries(captions)
+        if self.sim_parts:
+            return self._soft_queries(qdocs, per_caption=True).astype(np.float32)
         Xc, columns, norms = self._features(self.docs)
         Xc = _bow.row_normalise(Xc, norms)
-        Xq, _, qnorms = self._features(self.encode_queries(list(captions)), columns)
+        Xq, _, qnorms = self._features(qdocs, columns)
         Xq = _bow.row_normalise(Xq, qnorms)
         return _tri.sparse_gram(Xq.tocsr(), Xc.tocsr()).astype(np.float32)
 
@@ -621,7 +632,11 @@ class TextKernel:
                                  row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
         return K
 
-    def _soft_queries(self, qdocs) -> np.ndarray:
+    def _soft_queries(self, qdocs, per_caption: bool = False) -> np.ndarray:
+        """Sums of normalised soft-TRI sentence kernels of each query over each training item's captions,
+        or (``per_caption``) each training caption's own normalised kernel."""
+        col_item = np.arange(len(self.docs)) if per_caption else self.item_of
+        n_cols = len(self.docs) if per_caption else self.n_items
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
             qs = self._self_kernels(qdocs)
@@ -629,11 +644,11 @@ class TextKernel:
             from kernels.text import native
 
             Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
-                             self.docs, scale, self.item_of, self.n_items, self.max_len, self._native_threads())
+                             self.docs, scale, col_item, n_cols, self.max_len, self._native_threads())
             if Q is not None:
                 return Q
             self.last_backend = "torch"
-            return self._soft_cross(qdocs, qscale, self.docs, scale, self.item_of, self.n_items, symmetric=False,
+            return self._soft_cross(qdocs, qscale, self.docs, scale, col_item, n_cols, symmetric=False,
                                     desc="soft TRI queries")
 
     # ------------------------------------------------------------------ helpers

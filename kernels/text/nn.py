@@ -22,8 +22,10 @@ Variants (Appendix B) — the text similarity ``sim``:
   merged training documents (``log(|D| / (|D(w)| + 1))``, clipped at 0).
 * ``NN5_F1``: the same without IDF weights.
 * ``NN5_BoW5``: cosine of tf vectors (against the merged document, or the caption, as above).
-* ``NN5_TRI``: the TRI5 item kernel between ``s`` and the training item (annotation); the normalised TRI
-  sentence kernel between ``s`` and a training caption (search).
+* ``NN5_TRI``: a five-caption TRI item kernel (``text``: ``"TRI5"`` by default; the paper's
+  NN5_TRI(best) uses the best TRI kernel, ``"TRI5SEM"``, system ``NN5_TRI`` in :mod:`kcca.systems`)
+  between ``s`` and the training item (annotation); the normalised TRI sentence kernel between ``s`` and
+  a training caption (search).
 
 Ties (among training images, or training captions) are broken by the lowest index (``argmax``).
 """
@@ -41,19 +43,39 @@ VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 
 
 class NearestNeighbour:
-    """The NN5_* baselines.  ``fit(corpus, train_ids)`` then ``affinity(image_gram_test_train, captions)``."""
+    """The NN5_* baselines of Hodosh et al. (2013), Sec. 3.1, Eq. 2.
 
-    def __init__(self, variant: str = "NN5_F1_idf", cache=None, show_progress: bool = False):
+    ``fit(corpus, train_ids)`` then ``scores(image_gram_test_train, pool)`` (or ``affinity`` for annotation
+    and ``search_affinity`` for search).
+
+    Parameters
+    ----------
+    variant : {"NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI"}
+        The text similarity (module docstring).
+    cache : DiskCache or None
+    show_progress : bool
+    text : str
+        ``NN5_TRI`` only: the five-caption TRI kernel's name (``TextKernel.from_name``), default ``"TRI5"``.
+    text_kwargs : dict or None
+        ``NN5_TRI`` only: further ``TextKernel`` arguments (e.g. ``external_corpus``).
+    """
+
+    def __init__(self, variant: str = "NN5_F1_idf", cache=None, show_progress: bool = False,
+                 text: str = "TRI5", text_kwargs: dict | None = None):
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r}: expected one of {VARIANTS}")
+        if not text.startswith("TRI5"):
+            raise ValueError(f"text={text!r}: expected a five-caption TRI kernel name (TextKernel.from_name)")
         self.variant, self.cache, self.show_progress = variant, cache, show_progress
+        self.text, self.text_kwargs = text, dict(text_kwargs or {})
 
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "NearestNeighbour":
         from kernels.text.kernel import TextKernel
 
         self.train_ids = tuple(train_ids)
         if self.variant == "NN5_TRI":
-            self.tk = TextKernel("TRI", 5, cache=self.cache, show_progress=self.show_progress)
+            self.tk = TextKernel.from_name(self.text, cache=self.cache, show_progress=self.show_progress,
+                                           **self.text_kwargs)
         else:
             self.tk = TextKernel("BoW", 5, merge=True, idf="idf" if self.variant == "NN5_F1_idf" else "none",
                                  cache=self.cache, show_progress=self.show_progress)
