@@ -211,3 +211,102 @@ def test_nn_search_with_a_soft_tri_kernel():
             np.testing.assert_allclose(r, r[0], rtol=1e-4)
     G = np.array([[0.9, 0.2, 0.1, 0.0], [0.3, 0.6, 0.8, 0.0]])
     np.testing.assert_allclose(nn.search_affinity(G, q), G[:, [1, 1]].T)
+
+
+# ------------------------------------------------------------------ codebook source (Sec. 3.3)
+SMALL_WORDS = {"color": 8, "texture": 8, "sift": 8}
+
+
+def _synthetic_image(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    h, w = 72, 96
+    img = np.empty((h, w, 3), np.uint8)
+    img[:] = rng.integers(0, 256, 3)
+    y, x = rng.integers(0, h // 2), rng.integers(0, w // 2)
+    img[y:y + h // 3, x:x + w // 3] = rng.integers(0, 256, 3)
+    img[(np.arange(h) // int(rng.integers(3, 9))) % 2 == 0, w // 2:] = rng.integers(0, 256, 3)
+    return img
+
+
+def _image_corpus(n=8) -> Corpus:
+    ids = [f"img{i:02d}" for i in range(n)]
+    return Corpus(name="codebook_source", image_ids=ids, captions={}, splits={"train": ids},
+                  image_loader=lambda i: _synthetic_image(int(i[3:])))
+
+
+@pytest.fixture()
+def codebook_folder(tmp_path):
+    from PIL import Image
+
+    d = tmp_path / "voc"
+    d.mkdir()
+    for k in range(6):
+        Image.fromarray(_synthetic_image(100 + k)).save(d / f"2008_{k:06d}.png")
+    (d / "readme.txt").write_text("not an image")
+    return d
+
+
+def test_codebooks_from_a_folder_follow_the_paper(codebook_folder, tmp_path):
+    """With ``codebook_dir`` the k-means input is descriptors of the folder's images (seeded sample of
+    ``codebook_images``, ``samples_per_image`` each, none capped), whatever the training images are; the
+    paper's 200 x 1,000 are the defaults; without it the training split is the source."""
+    from kernels.image import ImageKernel
+    from kernels.image.codebook import codebook_folder_images, fit_codebook, pick_codebook_images, sample_rows
+    from kernels.image.descriptors import extract_descriptors
+
+    paper = ImageKernel(codebook_dir=codebook_folder, show_progress=False)
+    assert paper.codebook_images == 200 and set(paper.samples_per_image.values()) == {1000}
+    assert paper.max_codebook_samples == 200 * 1000
+    train_default = ImageKernel(show_progress=False)
+    assert train_default.codebook_dir is None and train_default.codebook_images == 500
+
+    corpus = _image_corpus()
+    tr = list(corpus.split("train"))
+    kw = dict(n_words=SMALL_WORDS, max_side=96, show_progress=False, n_jobs=1, codebook_images=4,
+              samples_per_image={"color": 200, "texture": 200, "sift": 40})
+    a = ImageKernel(codebook_dir=codebook_folder, **kw).fit(corpus, tr[:4])
+    b = ImageKernel(codebook_dir=codebook_folder, **kw).fit(corpus, tr[4:])
+    own = ImageKernel(**kw).fit(corpus, tr[:4])
+    for f in SMALL_WORDS:
+        np.testing.assert_array_equal(a.codebooks_[f], b.codebooks_[f])     # training images play no part
+        assert not np.array_equal(a.codebooks_[f], own.codebooks_[f])
+    # the same codebooks from the folder's images by hand: seeded choice, per-image samples, k-means
+    rng = np.random.default_rng(0)
+    pick = pick_codebook_images(codebook_folder_images(codebook_folder), 4, rng)
+    assert len(pick) == 4 and all(p.suffix == ".png" for p in pick)
+    seeds = rng.integers(0, 2**63 - 1, size=len(pick))
+    from corpora.images import read_image
+
+    rows = {f: [] for f in SMALL_WORDS}
+    for p, s in zip(pick, seeds):
+        desc = extract_descriptors(read_image(p), a.descriptor_params, a.features)
+        r = np.random.default_rng(int(s))
+        for f in a.features:
+            rows[f].append(sample_rows(desc[f][0], a.samples_per_image[f], r))
+    for f in a.features:
+        X = sample_rows(np.concatenate(rows[f]), a.max_codebook_samples, np.random.default_rng(1))
+        np.testing.assert_array_equal(a.codebooks_[f], fit_codebook(X, SMALL_WORDS[f], seed=0))
+
+
+def test_codebook_folder_is_part_of_the_cache_key(codebook_folder, tmp_path):
+    from PIL import Image
+
+    from corpora.cache import DiskCache
+    from kernels.image import ImageKernel
+
+    cache = DiskCache(tmp_path / "cache")
+    corpus = _image_corpus()
+    tr = list(corpus.split("train"))
+    kw = dict(n_words=SMALL_WORDS, max_side=96, show_progress=False, n_jobs=1, codebook_images=3,
+              samples_per_image={"color": 100, "texture": 100, "sift": 30}, cache=cache)
+    ImageKernel(**kw).fit(corpus, tr)                                      # training-split codebooks
+    h0 = cache.hits
+    ImageKernel(codebook_dir=codebook_folder, **kw).fit(corpus, tr)        # another source: no hit
+    assert cache.hits == h0
+    ImageKernel(codebook_dir=codebook_folder, **kw).fit(corpus, tr)        # same folder: 3 hits
+    assert cache.hits == h0 + 3
+    Image.fromarray(_synthetic_image(200)).save(codebook_folder / "2008_999999.png")
+    ImageKernel(codebook_dir=codebook_folder, **kw).fit(corpus, tr)        # the folder changed: no hit
+    assert cache.hits == h0 + 3
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        ImageKernel(codebook_dir=tmp_path / "missing", **kw).fit(corpus, tr)
