@@ -310,3 +310,28 @@ def test_codebook_folder_is_part_of_the_cache_key(codebook_folder, tmp_path):
     assert cache.hits == h0 + 3
     with pytest.raises(FileNotFoundError, match="no such directory"):
         ImageKernel(codebook_dir=tmp_path / "missing", **kw).fit(corpus, tr)
+
+
+@pytest.mark.parametrize("variant", ["NN5_F1_idf", "NN5_F1"])
+def test_nn_caption_level_f1_matches_bruteforce(variant):
+    """The search direction's sim(s, c) against one training caption c: F1 of (idf-weighted) bags."""
+    from kernels.text import NearestNeighbour
+
+    corpus = _nn_corpus()
+    nn = NearestNeighbour(variant).fit(corpus, corpus.split("train"))
+    tk = nn.tk
+    q = [Caption("q.jpg#0", "q.jpg", 0, "cat cat sleep grass today zebra", lemma="cat cat sleep grass today zebra")]
+    got = nn.caption_similarity(q)[0]
+    caps = [c for im in corpus.split("train") for c in corpus.captions_of(im)]
+
+    def w(x):
+        if variant == "NN5_F1":
+            return 1.0
+        return tk.idf_values[tk.vocab.index[x]] if x in tk.vocab else tk.idf_unseen
+
+    s = list(tk.pre.transform(q)[0].tokens)                 # stop words ("again", "now") removed
+    toks = [list(p.tokens) for p in tk.pre.transform(caps)]
+    for k, (c, d) in enumerate(zip(caps, toks)):
+        ov = sum(w(x) * min(s.count(x), d.count(x)) for x in set(s))
+        ms, md = sum(w(x) for x in s), sum(w(x) for x in d)
+        assert got[k] == pytest.approx(2 * ov / (ms + md) if ms + md > 0 else 0.0, abs=1e-9), c.lemma
