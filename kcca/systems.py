@@ -293,7 +293,7 @@ def _default_pools(corpus, seed, skip_missing_images):
 
 # ------------------------------------------------------------------------------------ run
 #: Bumped whenever the cached content of a KCCA system run changes meaning.
-_RUN_CACHE_VERSION = 1
+_RUN_CACHE_VERSION = 2
 
 
 def _digest(items) -> str:
