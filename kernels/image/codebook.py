@@ -37,13 +37,13 @@ def codebook_folder_images(folder) -> list[Path]:
 
 
 def codebook_folder_identity(folder) -> dict:
-    """What a codebook folder is, for cache keys: its path, number of images and a digest of every image
-    file's :func:`~corpora.base.file_signature` (name, size, modification time)."""
+    """What a codebook folder is, for cache keys: its absolute path, number of images and a digest of every
+    image file's :func:`~corpora.base.file_signature` (name, size, modification time)."""
     from corpora.base import file_signature
 
     files = codebook_folder_images(folder)
     h = hashlib.sha256("\n".join(file_signature(p) for p in files).encode("utf-8")).hexdigest()[:16]
-    return {"folder": str(folder), "n_images": len(files), "files": h}
+    return {"folder": str(Path(folder).expanduser().resolve()), "n_images": len(files), "files": h}
 
 
 def pick_codebook_images(candidates: list, n_images: int, rng: np.random.Generator) -> list:
