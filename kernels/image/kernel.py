@@ -34,7 +34,11 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
-from kernels.image.codebook import DEFAULT_N_WORDS, fit_codebook, quantise, sample_rows
+from corpora.images import read_image
+from kernels.image.codebook import (
+    DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
+    fit_codebook, pick_codebook_images, quantise, sample_rows,
+)
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors
 from kernels.image.gram import combine_kernels, intersection_gram, pyramid_match_gram
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
@@ -49,8 +53,11 @@ _KEY_VERSION = 2
 #: images, so that computing their visual words right after k-means does not extract them again.
 DESCRIPTOR_MEMO_BYTES = 512 * 2**20
 
-#: Descriptors sampled per codebook image (before the per-feature cap).
+#: Descriptors sampled per codebook image (before the per-feature cap), codebooks from training images.
 DEFAULT_SAMPLES_PER_IMAGE = {"color": 256, "texture": 256, "sift": 128}
+#: Codebook images and the per-feature cap, codebooks from training images.
+DEFAULT_CODEBOOK_IMAGES = 500
+DEFAULT_MAX_CODEBOOK_SAMPLES = 100_000
 
 
 def _digest(a: np.ndarray) -> str:
@@ -75,18 +82,28 @@ class ImageKernel:
         Working resolution: longest image side in pixels (see :mod:`kernels.image.descriptors`).
     seed : int
         Seeds the choice of codebook images, descriptor sampling and k-means.
+    codebook_dir : path, optional
+        A folder of images the codebooks are fitted on, as in the paper (Sec. 3.3: 1,000 descriptors
+        from each of 200 PASCAL VOC 2008 images, e.g. VOC2008's ``JPEGImages``): ``codebook_images``
+        (default 200) of its images drawn with ``seed``, ``samples_per_image`` (default 1,000 per feature)
+        descriptors from each, all of them clustered.  ``None`` (default; a deviation from the paper):
+        the codebooks are fitted on a seeded sample of the *training* images (500 images; 256 colour,
+        256 texture, 128 SIFT descriptors each; at most 100,000 per feature).
     cache : DiskCache, optional
         Where codebooks, words and Gram matrices are cached (``None`` → no caching).
     show_progress : bool
         tqdm bars for extraction and Gram computation.
     n_jobs : int, optional
         Threads for extraction and Gram computation (default: all usable cores).
-    codebook_images : int
-        At most this many training images (seeded sample) supply descriptors for k-means.
+    codebook_images : int, optional
+        At most this many images (seeded sample of the training images, or of ``codebook_dir``'s) supply
+        descriptors for k-means (default 500, or 200 with ``codebook_dir``).
     samples_per_image : mapping feature -> int, optional
-        Descriptors drawn per codebook image (defaults: 256 colour, 256 texture, 128 SIFT).
-    max_codebook_samples : int
-        Cap on the descriptors per feature given to k-means.
+        Descriptors drawn per codebook image (defaults: 256 colour, 256 texture, 128 SIFT; 1,000 each
+        with ``codebook_dir``).
+    max_codebook_samples : int, optional
+        Cap on the descriptors per feature given to k-means (default 100,000; with ``codebook_dir``
+        every sampled descriptor).
     descriptor_params : DescriptorParams, optional
         Full control over grids and SIFT patch size (``max_side`` is taken from it when given).
     backend : {"auto", "c", "numpy"}
@@ -104,11 +121,12 @@ class ImageKernel:
         cache: DiskCache | None = None,
         show_progress: bool = True,
         n_jobs: int | None = None,
-        codebook_images: int = 500,
+        codebook_images: int | None = None,
         samples_per_image: Mapping[str, int] | None = None,
-        max_codebook_samples: int = 100_000,
+        max_codebook_samples: int | None = None,
         descriptor_params: DescriptorParams | None = None,
         backend: str = "auto",
+        codebook_dir=None,
     ):
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} must be one of {KINDS}")
@@ -129,7 +147,8 @@ class ImageKernel:
             if int(v) < 1:
                 raise ValueError(f"n_words[{f!r}]={v} must be positive")
             words[f] = int(v)
-        spi = dict(DEFAULT_SAMPLES_PER_IMAGE)
+        folder = codebook_dir is not None
+        spi = {f: PAPER_SAMPLES_PER_IMAGE for f in FEATURES} if folder else dict(DEFAULT_SAMPLES_PER_IMAGE)
         spi.update({f: int(v) for f, v in (samples_per_image or {}).items()})
         self.kind = kind
         self.power = int(power)
@@ -143,9 +162,15 @@ class ImageKernel:
         self.cache = cache if cache is not None else NO_CACHE
         self.show_progress = show_progress
         self.n_jobs = n_jobs or default_threads()
-        self.codebook_images = int(codebook_images)
+        self.codebook_dir = None if codebook_dir is None else str(codebook_dir)
+        self.codebook_images = int(codebook_images if codebook_images is not None
+                                   else PAPER_CODEBOOK_IMAGES if folder else DEFAULT_CODEBOOK_IMAGES)
         self.samples_per_image = {f: spi[f] for f in features}
+        if max_codebook_samples is None:   # a folder: every sampled descriptor (the paper's 200 x 1,000)
+            max_codebook_samples = (self.codebook_images * max(self.samples_per_image.values()) if folder
+                                    else DEFAULT_MAX_CODEBOOK_SAMPLES)
         self.max_codebook_samples = int(max_codebook_samples)
+        self._codebook_source: dict | None = None
         self.backend = backend
         self.levels = N_LEVELS
         self.codebooks_: dict[str, np.ndarray] | None = None
@@ -167,13 +192,17 @@ class ImageKernel:
         # "features" and "samples_of_features" (all their sample sizes): every feature's descriptors are
         # sampled from one generator per image, in self.features order, so a feature's sample depends on
         # the features fitted with it and on how many rows each of them draws
-        return {**self._base_key(), "stage": "codebook", "feature": feature, "features": list(self.features),
-                "samples_of_features": {f: self.samples_per_image[f] for f in self.features},
-                "train_ids": list(self.train_ids_), "train_images": self.corpus_.images_fingerprint(self.train_ids_),
-                "n_words": self.n_words[feature], "seed": self.seed,
-                "codebook_images": self.codebook_images,
-                "samples_per_image": self.samples_per_image[feature],
-                "max_codebook_samples": self.max_codebook_samples, "version": 1}
+        key = {**self._base_key(), "stage": "codebook", "feature": feature, "features": list(self.features),
+               "samples_of_features": {f: self.samples_per_image[f] for f in self.features},
+               "train_ids": list(self.train_ids_), "train_images": self.corpus_.images_fingerprint(self.train_ids_),
+               "n_words": self.n_words[feature], "seed": self.seed,
+               "codebook_images": self.codebook_images,
+               "samples_per_image": self.samples_per_image[feature],
+               "max_codebook_samples": self.max_codebook_samples, "version": 1}
+        if self.codebook_dir is not None:   # the folder's images, not the training images, are clustered
+            del key["train_ids"], key["train_images"]
+            key["codebook_source"] = self._codebook_source
+        return key
 
     def _codebook_digests(self) -> dict:
         if self._digests is None:
@@ -242,14 +271,14 @@ class ImageKernel:
         return out
 
     def fit(self, corpus, train_ids: Sequence[str], share_words_with: "ImageKernel | None" = None) -> "ImageKernel":
-        """Fit the codebooks on descriptors of (a seeded sample of) ``train_ids`` and compute the
-        training images' words.
+        """Fit the codebooks on descriptors of (a seeded sample of) ``train_ids`` — or of the images of
+        ``codebook_dir`` when given (the paper's source, Sec. 3.3) — and compute the training images' words.
 
         ``share_words_with``: another fitted kernel (e.g. the histogram kernel next to the pyramid one)
         whose in-memory visual words are reused when they are provably the same — same corpus,
         descriptor parameters, features and codebooks — instead of being read back from the cache.
 
-        Up to ``codebook_images`` training images are drawn with ``seed``; from each, up to
+        Up to ``codebook_images`` training (or folder) images are drawn with ``seed``; from each, up to
         ``samples_per_image[f]`` descriptors per feature are sampled (per-image seeds, so the result does
         not depend on thread scheduling); at most ``max_codebook_samples`` of those per feature go to
         seeded k-means (:func:`~kernels.image.codebook.fit_codebook`).
@@ -261,6 +290,8 @@ class ImageKernel:
         self.train_ids_ = train_ids
         self._words = {}
         self._desc_memo = {}
+        if self.codebook_dir is not None:
+            self._codebook_source = codebook_folder_identity(self.codebook_dir)
         books: dict[str, np.ndarray] = {}
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
@@ -270,10 +301,10 @@ class ImageKernel:
         missing = [f for f in self.features if f not in books]
         if missing:
             rng = np.random.default_rng(self.seed)
-            pick = train_ids
-            if len(train_ids) > self.codebook_images:
-                pick = tuple(train_ids[i] for i in np.sort(rng.choice(len(train_ids), self.codebook_images,
-                                                                      replace=False)))
+            # the codebook images: a seeded sample of the folder's images, or of the training images
+            folder = self.codebook_dir is not None
+            pool_ = codebook_folder_images(self.codebook_dir) if folder else list(train_ids)
+            pick = tuple(pick_codebook_images(pool_, self.codebook_images, rng))
             seeds = rng.integers(0, 2**63 - 1, size=len(pick))
 
             # The codebook images' full descriptors (every feature's) are kept up to DESCRIPTOR_MEMO_BYTES
@@ -298,9 +329,11 @@ class ImageKernel:
                 # (hence its codebook) is then the same whether it is fitted alone (e.g. one cache entry
                 # rebuilt) or with the others.
                 image_id, s = args
-                desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+                pixels = read_image(image_id) if folder else self._load(image_id)
+                desc = extract_descriptors(pixels, self.descriptor_params, self.features)
                 r = np.random.default_rng(int(s))
-                keep(image_id, desc)
+                if not folder:   # a training image's descriptors give its words below
+                    keep(image_id, desc)
                 drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
                 return {f: drawn[f] for f in missing}
 

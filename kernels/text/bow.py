@@ -9,8 +9,9 @@ and the IDF of Sec. 3.4.1
 
     lambda_w = log( |D_train| / (|D_train(w)| + 1) ),
 
-where ``D_train`` is the set of training *documents* (captions, or merged five-caption documents for
-BoW5) and ``D_train(w)`` those containing ``w``.  A word seen in every document would get a (tiny)
+where ``D_train`` is the set of training *images*, each image's captions merged into one document
+(:meth:`kernels.text.kernel.TextKernel.item_documents`, for every kernel), and ``D_train(w)`` those
+containing ``w``.  A word seen in every document would get a (tiny)
 negative weight; weights are clipped at 0 so that ``sqrt`` is defined (documented deviation).
 Words never seen in training get ``log |D_train|`` (``|D_train(w)| = 0``).
 """

@@ -112,7 +112,8 @@ class TextKernel:
         BoW only: merge an item's captions into one document (BoW5).  Otherwise the item kernel is the
         normalised sum over the caption cross product (:mod:`kernels.text.items`).
     idf : {"none", "idf", "sqrt"}
-        Word weights omega_w = 1, lambda_w, sqrt(lambda_w) with lambda_w = log(|D|/(|D(w)|+1)).
+        Word weights omega_w = 1, lambda_w, sqrt(lambda_w) with lambda_w = log(|D|/(|D(w)|+1)), ``D`` the
+        training images (each image's captions merged into one document; Sec. 3.4.1, Eq. 16).
     similarity : str or None
         TRI only: lexical similarities, e.g. ``"A"``, ``"D_ic"``, ``"D_ext+ic"``, ``"Lin"``,
         ``"A,D_ext+ic"`` (comma = max, Eq. 27).
@@ -209,7 +210,7 @@ class TextKernel:
     def params(self) -> dict:
         return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
                 "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
-                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 1}
+                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 2}
 
     def ext_identity(self) -> dict | None:
         """The external corpus as cache keys see it (:func:`~kernels.text.similarity.external_corpus_identity`:
@@ -220,7 +221,13 @@ class TextKernel:
 
     # ------------------------------------------------------------------ fit
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
-        """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions."""
+        """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions.
+
+        The IDF ``lambda_w = log(|D| / (|D(w)| + 1))`` of Hodosh et al. (2013), Sec. 3.4.1 and Eq. 16
+        (and the word weights of the lexical-similarity kernels, Eqs. 17-21) counts documents over the
+        training *images*: ``D`` is the set of items, each item's captions merged into one document
+        (:meth:`item_documents`), whether or not the kernel itself merges them.
+        """
         self.corpus_fingerprint = corpus.fingerprint
         self.train_ids = tuple(train_ids)
         caps: list[Caption] = []
@@ -244,11 +251,8 @@ class TextKernel:
         if self.V > _tri.MAX_ID - 100_000:
             raise ValueError(f"vocabulary too large ({self.V} words) for subsequence codes")
         self.docs = [np.array(self.vocab.encode(p.tokens), dtype=np.int64) for p in self.processed]
-        if self.merge:
-            idf_docs = self.item_documents()
-        else:
-            idf_docs = self.docs
-        self.idf_values, self.idf_unseen = _bow.idf_weights(idf_docs, self.V)
+        # IDF documents are the training *images* (an item's captions merged), for every kernel
+        self.idf_values, self.idf_unseen = _bow.idf_weights(self.item_documents(), self.V)
         self.omega = _bow.word_weights(self.idf_values, self.idf)
         self.omega_unseen = float(_bow.word_weights(np.array([self.idf_unseen]), self.idf)[0])
         self._key = {"corpus": corpus.fingerprint, "train": list(self.train_ids), "params": self.params()}
@@ -380,6 +384,33 @@ class TextKernel:
             h.update((caption_key_text(c, pos=False) + "\0").encode("utf-8"))
         key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
         return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
+
+    def gram_queries_captions(self, captions: Sequence[Caption]) -> np.ndarray:
+        """Sentence kernel between each query caption and every *training caption* (not item):
+        ``(n_q, n_train_captions)`` float32, both sides normalised: the cosine of the explicit BoW
+        (Sec. 3.4.1) or TRI (Eqs. 15-16) feature vectors, or the normalised soft TRI kernel (Eqs. 17-21),
+        with this kernel's word weights.  Column ``c`` belongs to training item ``item_of[c]``.  Not
+        defined for TagRank (``NotImplementedError``)."""
+        self._check()
+        if self.kind == "TagRank":
+            raise NotImplementedError(f"{self.name}: no caption-level query kernel for TagRank")
+        captions = list(captions)
+        h = hashlib.sha256()
+        for c in captions:
+            h.update((caption_key_text(c, pos=False) + "\0").encode("utf-8"))
+        key = {"stage": "gram_queries_captions", "queries": h.hexdigest(), **self._key}
+        return self.cache.get_or_compute("text_gram", key,
+                                         lambda: {"Q": self._compute_caption_queries(captions)})["Q"]
+
+    def _compute_caption_queries(self, captions) -> np.ndarray:
+        qdocs = self.encode_queries(captions)
+        if self.sim_parts:
+            return self._soft_queries(qdocs, per_caption=True).astype(np.float32)
+        Xc, columns, norms = self._features(self.docs)
+        Xc = _bow.row_normalise(Xc, norms)
+        Xq, _, qnorms = self._features(qdocs, columns)
+        Xq = _bow.row_normalise(Xq, qnorms)
+        return _tri.sparse_gram(Xq.tocsr(), Xc.tocsr()).astype(np.float32)
 
     def _ensure_item_self(self):
         if self._item_self is not None:
@@ -591,17 +622,21 @@ class TextKernel:
                                  row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
         return K
 
-    def _soft_queries(self, qdocs) -> np.ndarray:
+    def _soft_queries(self, qdocs, per_caption: bool = False) -> np.ndarray:
+        """Sums of normalised soft-TRI sentence kernels of each query over each training item's captions,
+        or (``per_caption``) each training caption's own normalised kernel."""
+        col_item = np.arange(len(self.docs)) if per_caption else self.item_of
+        n_cols = len(self.docs) if per_caption else self.n_items
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
             qs = self._self_kernels(qdocs)
             qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
             Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
-                             self.docs, scale, self.item_of, self.n_items, self.max_len, self._native_threads())
+                             self.docs, scale, col_item, n_cols, self.max_len, self._native_threads())
             if Q is not None:
                 return Q
             self.last_backend = "torch"
-            return self._soft_cross(qdocs, qscale, self.docs, scale, self.item_of, self.n_items, symmetric=False,
+            return self._soft_cross(qdocs, qscale, self.docs, scale, col_item, n_cols, symmetric=False,
                                     desc="soft TRI queries")
 
     # ------------------------------------------------------------------ helpers

@@ -1,27 +1,33 @@
 """Nearest-neighbour baseline (Hodosh et al. 2013, Sec. 3.1, Eq. 2).
 
-A test image ``i`` is represented by its nearest training image under the image kernel,
-``NN(i) = argmax_j K_img(i, j)``, and a caption ``s`` is scored for ``i`` by the text similarity between
-``s`` and the captions of ``NN(i)`` (Eq. 2):
+The two tasks use the two modalities' nearest neighbours (Eq. 2):
 
-    f(i, s) = sim(s, captions(NN(i))).
+* **annotation**: a test image ``i`` is represented by its nearest training image under the image
+  kernel, ``NN(i) = argmax_j K_img(i, j)``, and a caption ``s`` is scored by the text similarity between
+  ``s`` and the captions of ``NN(i)``:  ``f(i, s) = sim(s, captions(NN(i)))``;
+* **search**: a query sentence ``s`` is represented by its nearest training *caption*
+  ``NN(s) = argmax_c sim(s, c)``, and a test image ``i`` is scored by its image-kernel similarity to the
+  training image of that caption:  ``f(s, i) = K_img(i, image(NN(s)))``.
 
-The one affinity matrix ``S[i, s] = f(i, s)`` yields **both** tasks (architecture contract): annotation
-ranks the captions of each row, search ranks the images of each column (``S.T``); ``scores()`` returns
-``corpora.scoring.ScoreMatrices.from_affinity(S)``.
+:meth:`NearestNeighbour.affinity` is the annotation matrix, :meth:`NearestNeighbour.search_affinity` the
+search matrix; :meth:`NearestNeighbour.scores` returns both as :class:`~corpora.scoring.ScoreMatrices`.
 
-Variants (Appendix B):
+Variants (Appendix B) — the text similarity ``sim``:
 
-* ``NN5_F1_idf`` (the paper's NN baseline): sim = F1 of IDF-weighted bags of words, the five captions
-  of the training image merged into one document ``d``:
+* ``NN5_F1_idf`` (the paper's NN baseline): F1 of IDF-weighted bags of words.  Against a training
+  image (annotation) its five captions are merged into one document ``d``; against a training caption
+  (search) ``d`` is that caption:
   ``overlap = sum_w idf_w min(tf_s(w), tf_d(w))``, ``P = overlap / sum_w idf_w tf_s(w)``,
   ``R = overlap / sum_w idf_w tf_d(w)``, ``F1 = 2PR/(P+R) = 2 overlap / (|s|_idf + |d|_idf)``.  IDF over the
   merged training documents (``log(|D| / (|D(w)| + 1))``, clipped at 0).
 * ``NN5_F1``: the same without IDF weights.
-* ``NN5_BoW5``: cosine of tf vectors of ``s`` and the merged document (the BoW5 kernel).
-* ``NN5_TRI``: the TRI5 item kernel between ``s`` and the training item.
+* ``NN5_BoW5``: cosine of tf vectors (against the merged document, or the caption, as above).
+* ``NN5_TRI``: a five-caption TRI item kernel (``text``: ``"TRI5"`` by default; the paper's
+  NN5_TRI(best) uses the best TRI kernel, ``"TRI5SEM"``, system ``NN5_TRI`` in :mod:`kcca.systems`)
+  between ``s`` and the training item (annotation); the normalised TRI sentence kernel between ``s`` and
+  a training caption (search).
 
-Ties among training images are broken by the lowest index (``argmax``).
+Ties (among training images, or training captions) are broken by the lowest index (``argmax``).
 """
 from __future__ import annotations
 
@@ -38,17 +44,37 @@ VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 
 
 class NearestNeighbour:
-    """The NN5_* baselines.  ``fit(corpus, train_ids)`` then ``affinity(image_gram_test_train, captions)``."""
+    """The NN5_* baselines of Hodosh et al. (2013), Sec. 3.1, Eq. 2.
 
-    def __init__(self, variant: str = "NN5_F1_idf", cache=None, show_progress: bool = False):
+    ``fit(corpus, train_ids)`` then ``scores(image_gram_test_train, pool)`` (or ``affinity`` for annotation
+    and ``search_affinity`` for search).
+
+    Parameters
+    ----------
+    variant : {"NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI"}
+        The text similarity (module docstring).
+    cache : DiskCache or None
+    show_progress : bool
+    text : str
+        ``NN5_TRI`` only: the five-caption TRI kernel's name (``TextKernel.from_name``), default ``"TRI5"``.
+    text_kwargs : dict or None
+        ``NN5_TRI`` only: further ``TextKernel`` arguments (e.g. ``external_corpus``).
+    """
+
+    def __init__(self, variant: str = "NN5_F1_idf", cache=None, show_progress: bool = False,
+                 text: str = "TRI5", text_kwargs: dict | None = None):
         if variant not in VARIANTS:
             raise ValueError(f"variant={variant!r}: expected one of {VARIANTS}")
+        if not text.startswith("TRI5"):
+            raise ValueError(f"text={text!r}: expected a five-caption TRI kernel name (TextKernel.from_name)")
         self.variant, self.cache, self.show_progress = variant, cache, show_progress
+        self.text, self.text_kwargs = text, dict(text_kwargs or {})
 
     def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "NearestNeighbour":
         self.train_ids = tuple(train_ids)
         if self.variant == "NN5_TRI":
-            self.tk = TextKernel("TRI", 5, cache=self.cache, show_progress=self.show_progress)
+            self.tk = TextKernel.from_name(self.text, cache=self.cache, show_progress=self.show_progress,
+                                           **self.text_kwargs)
         else:
             self.tk = TextKernel("BoW", 5, merge=True, idf="idf" if self.variant == "NN5_F1_idf" else "none",
                                  cache=self.cache, show_progress=self.show_progress)
@@ -91,30 +117,66 @@ class NearestNeighbour:
         pos = np.searchsorted(self._cols, c)
         return sp.csr_matrix((v * w, (r, pos)), shape=(len(docs), len(self._cols)))
 
+    def _levels_on_cols(self, docs) -> sp.csr_matrix:
+        """Unweighted level features of ``docs`` on the training items' columns (levels no training item
+        has are left out: they match nothing)."""
+        r, c, v = self._level_features(docs, self._stride)
+        pos = np.searchsorted(self._cols, c)
+        ok = (pos < len(self._cols)) & (self._cols[np.minimum(pos, len(self._cols) - 1)] == c) if len(c) else np.zeros(0, bool)
+        return sp.csr_matrix((v[ok], (r[ok], pos[ok])), shape=(len(docs), len(self._cols)))
+
+    def _f1(self, qdocs, levels: sp.csr_matrix, mass: np.ndarray) -> np.ndarray:
+        """``F1 = 2 overlap / (|q|_idf + |d|_idf)`` of each query against each training document."""
+        overlap = (self._levels_on_cols(qdocs) @ levels.T).toarray()
+        q_mass = np.array([self.tk.omega_of(d).sum() if len(d) else 0.0 for d in qdocs])
+        den = q_mass[:, None] + mass[None, :]
+        return np.where(den > 0, 2.0 * overlap / np.where(den > 0, den, 1.0), 0.0)
+
     def text_similarity(self, captions: Sequence[Caption]) -> np.ndarray:
         """``(n_captions, n_train)`` similarity of each caption to each training item (the variant's sim)."""
         captions = list(captions)
         if not self.variant.startswith("NN5_F1"):
             return self.tk.gram_queries(captions).astype(np.float64)
-        qdocs = self.tk.encode_queries(captions)
-        r, c, v = self._level_features(qdocs, self._stride)
-        pos = np.searchsorted(self._cols, c)
-        ok = (pos < len(self._cols)) & (self._cols[np.minimum(pos, len(self._cols) - 1)] == c) if len(c) else np.zeros(0, bool)
-        Xq = sp.csr_matrix((v[ok], (r[ok], pos[ok])), shape=(len(qdocs), len(self._cols)))
-        overlap = (Xq @ self._levels.T).toarray()
-        q_mass = np.array([self.tk.omega_of(d).sum() if len(d) else 0.0 for d in qdocs])
-        den = q_mass[:, None] + self._item_mass[None, :]
-        return np.where(den > 0, 2.0 * overlap / np.where(den > 0, den, 1.0), 0.0)
+        return self._f1(self.tk.encode_queries(captions), self._levels, self._item_mass)
 
-    def affinity(self, image_gram_test_train: np.ndarray, captions: Sequence[Caption]) -> np.ndarray:
-        """``S[i, s] = sim(s, captions(NN(i)))`` (Eq. 2): ``(n_test_images, n_captions)`` float32."""
+    def caption_similarity(self, captions: Sequence[Caption]) -> np.ndarray:
+        """``(n_captions, n_train_captions)`` similarity of each caption to each *training caption* (the
+        variant's sim with the training caption as the document); column ``c`` belongs to training item
+        ``self.tk.item_of[c]``."""
+        captions = list(captions)
+        if not self.variant.startswith("NN5_F1"):
+            return self.tk.gram_queries_captions(captions).astype(np.float64)
+        tk = self.tk
+        # weighted levels of the training captions (a caption's levels are a subset of its item's)
+        W = self._levels_on_cols(tk.docs)
+        W = sp.csr_matrix(W.multiply(tk.omega_of(self._cols // self._stride)[None, :]))
+        mass = np.array([tk.omega_of(d).sum() if len(d) else 0.0 for d in tk.docs])
+        return self._f1(tk.encode_queries(captions), W, mass)
+
+    def _check_gram(self, image_gram_test_train) -> np.ndarray:
         G = np.asarray(image_gram_test_train)
         if G.ndim != 2 or G.shape[1] != len(self.train_ids):
             raise ValueError(f"image_gram_test_train must have shape (n_test, {len(self.train_ids)}); got {G.shape}")
+        return G
+
+    def affinity(self, image_gram_test_train: np.ndarray, captions: Sequence[Caption]) -> np.ndarray:
+        """Annotation direction of Eq. 2: ``S[i, s] = sim(s, captions(NN(i)))``, ``(n_test_images, n_captions)``
+        float32."""
+        G = self._check_gram(image_gram_test_train)
         nn = np.argmax(G, axis=1)
         T = self.text_similarity(captions)          # (n_captions, n_train)
         return T[:, nn].T.astype(np.float32)
 
+    def search_affinity(self, image_gram_test_train: np.ndarray, captions: Sequence[Caption]) -> np.ndarray:
+        """Search direction of Eq. 2: ``S[s, i] = K_img(i, image(NN(s)))`` with ``NN(s)`` the training
+        caption most similar to ``s`` (:meth:`caption_similarity`); ``(n_captions, n_test_images)`` float32."""
+        G = self._check_gram(image_gram_test_train)
+        nn_caption = np.argmax(self.caption_similarity(captions), axis=1)     # (n_captions,)
+        nn_image = self.tk.item_of[nn_caption]
+        return G[:, nn_image].T.astype(np.float32)
+
     def scores(self, image_gram_test_train: np.ndarray, pool):
-        """:class:`~corpora.scoring.ScoreMatrices` for ``pool`` (its captions), annotation and search."""
-        return ScoreMatrices.from_affinity(self.affinity(image_gram_test_train, pool.captions))
+        """:class:`~corpora.scoring.ScoreMatrices` for ``pool``: annotation from :meth:`affinity`, search
+        from :meth:`search_affinity` (the two directions of Eq. 2)."""
+        return ScoreMatrices(annotation=self.affinity(image_gram_test_train, pool.captions),
+                             search=self.search_affinity(image_gram_test_train, pool.captions))

@@ -17,14 +17,15 @@ identity for words outside the similarity's vocabulary.  Implemented here:
   (Eq. 26); for a word pair covered by only one of them that one is used.
 * **alignment** ``sigma_A`` (Eq. 25): IBM Model 1 -> Model 2 (:mod:`kernels.text.ibm`) trained on all
   ordered pairs of distinct captions of the same training image, separately on their nouns and their
-  verbs.  Noun vocabulary: lemmas seen >= 5 times and tagged noun >= 50% of the time; verbs: tagged verb
-  >= 25 times and >= 25% of the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
+  verbs.  Noun vocabulary: lemmas seen >= 5 times as a noun; verbs: tagged verb >= 25 times and >= 25% of
+  the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
   ``P_n(w)``, ``P_v(w)`` the fraction of ``w``'s training tokens tagged noun / verb.  kappa_A < 0.05 -> 0.
-* **Lin / WordNet** (Eqs. 22-23): ``sigma_Lin(w, w') = 2 IC(lcs(c, c')) / (IC(c) + IC(c'))`` for the
-  *first* noun senses ``c, c'`` (NLTK WordNet), information content ``IC(c) = -log p(c)`` estimated from
-  the training captions' noun tokens (each token's count split equally among its noun senses
-  (Resnik 1995) and propagated to all hypernyms).  Vocabulary: the noun vocabulary above, words with a
-  WordNet noun sense.
+* **Lin / WordNet** (Eqs. 22-23): Lin's similarity ``sim_Lin(c, c') = 2 IC(lcs(c, c')) / (IC(c) + IC(c'))``
+  (Eq. 22); each word is the vector over WordNet hypernyms ``h`` of its *first* noun sense ``c`` with
+  entries ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))`` (Eq. 23; ``c`` itself is not a dimension), and
+  kappa_Lin is their cosine.  Information content ``IC(c) = -log p(c)`` is estimated from the training
+  captions' noun tokens (each token's count split equally among its noun senses (Resnik 1995) and
+  propagated to all hypernyms).  Vocabulary: the noun vocabulary above, words with a WordNet noun sense.
 * **combination** (Eq. 27): ``kappa_{S1,S2} = max(kappa_S1, kappa_S2)`` (``"A,D_ic"``).  The max of PSD
   kernels need not be PSD (nor need the thresholded cosines); see ``TextKernel(psd=...)``.
 """
@@ -249,7 +250,19 @@ def _ext_sentences(tk, path) -> list[list[str]]:
 
 # ------------------------------------------------------------------------------------ alignment
 def pos_vocabularies(processed, min_count: int = MIN_COUNT):
-    """Noun / verb vocabularies of Eq. 25 and P_n(w), P_v(w) from tagged training captions."""
+    """Noun / verb vocabularies of Eq. 25 and P_n(w), P_v(w) from tagged training captions.
+
+    Hodosh et al. (2013), Eq. 25 and Sec. 3.5: the noun vocabulary (alignment and Lin similarities) is
+    every lemma seen at least ``min_count`` times *as a noun* (tagged ``NN*``), however often it is
+    tagged otherwise; the verb vocabulary is every lemma tagged ``VB*`` at least 25 times and at least
+    25 % of the time.
+
+    Returns
+    -------
+    nouns, verbs : sorted lists of lemmas
+    p_n, p_v : dict
+        The fraction of each lemma's training tokens tagged noun / verb.
+    """
     tot, nn, vb = Counter(), Counter(), Counter()
     for p in processed:
         for w, t in zip(p.tokens, p.tags):
@@ -258,7 +271,7 @@ def pos_vocabularies(processed, min_count: int = MIN_COUNT):
                 nn[w] += 1
             elif is_verb_tag(t):
                 vb[w] += 1
-    nouns = sorted(w for w in tot if tot[w] >= min_count and nn[w] >= 0.5 * tot[w])
+    nouns = sorted(w for w in tot if nn[w] >= min_count)
     verbs = sorted(w for w in tot if vb[w] >= 25 and vb[w] >= 0.25 * tot[w])
     p_n = {w: nn[w] / tot[w] for w in tot}
     p_v = {w: vb[w] / tot[w] for w in tot}
@@ -341,39 +354,75 @@ def wordnet_information_content(processed):
     return freq, total, ic
 
 
-def lin_kernel(processed, min_count: int = MIN_COUNT):
-    """kappa_Lin (Eqs. 22-23) over the noun vocabulary; returns (covered words, kernel, sigma_Lin)."""
+def lin_first_senses(nouns, freq):
+    """The Lin similarity's words: the lemmas of ``nouns`` (the noun vocabulary, :func:`pos_vocabularies`)
+    whose first WordNet noun sense has a positive training frequency ``freq`` (from
+    :func:`wordnet_information_content`); returns ``(words, first senses)``."""
     wn = english_wordnet()
-    nouns, _, _, _ = pos_vocabularies(processed, min_count)
-    freq, total, ic = wordnet_information_content(processed)
-    cache: dict = {}
     words, first = [], []
     for w in nouns:
         senses = wn.synsets(w.replace(" ", "_"), pos="n")
         if senses and freq.get(senses[0], 0) > 0:
             words.append(w)
             first.append(senses[0])
+    return words, first
+
+
+def lin_similarity(c1, c2, ic, cache: dict | None = None) -> float:
+    """Lin's similarity of two synsets, Hodosh et al. (2013), Eq. 22:
+    ``sim_Lin(c1, c2) = 2 IC(lcs(c1, c2)) / (IC(c1) + IC(c2))``, the least common subsumer being the
+    common ancestor with the largest information content ``ic``."""
+    cache = {} if cache is None else cache
+    common = _ancestors(c1, cache) & _ancestors(c2, cache)
+    den = ic(c1) + ic(c2)
+    if not common or den <= 0:
+        return 0.0
+    return float(2.0 * max(ic(a) for a in common) / den)
+
+
+def lin_hypernym_vectors(first_senses, ic) -> tuple[list, np.ndarray]:
+    """Each word's vector over WordNet hypernyms, Hodosh et al. (2013), Eq. 23.
+
+    Word ``w`` (first noun sense ``c``) has the entry ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))``
+    (Eq. 22 with ``lcs(c, h) = h``) for every hypernym ``h`` of ``c`` (every synset on its hypernym
+    paths, ``c`` itself excluded) and 0 for every other hypernym in the vocabulary's union.
+
+    Returns
+    -------
+    hypernyms : list of synsets (the dimensions, sorted by name)
+    X : ndarray, shape (n_words, n_hypernyms), float64
+    """
+    cache: dict = {}
+    hyper = [_ancestors(c, cache) - {c} for c in first_senses]
+    dims = sorted(set().union(*hyper), key=lambda h: h.name()) if hyper else []
+    col = {h: k for k, h in enumerate(dims)}
+    X = np.zeros((len(first_senses), len(dims)))
+    for r, (c, hs) in enumerate(zip(first_senses, hyper)):
+        ic_c = ic(c)
+        for h in hs:
+            den = ic_c + ic(h)
+            X[r, col[h]] = 2.0 * ic(h) / den if den > 0 else 0.0
+    return dims, X
+
+
+def lin_kernel(processed, min_count: int = MIN_COUNT):
+    """kappa_Lin, Hodosh et al. (2013), Eqs. 22-23: the cosine of the words' hypernym vectors
+    (:func:`lin_hypernym_vectors`) over the noun vocabulary with a WordNet noun sense.
+
+    Returns
+    -------
+    words : list of str
+    K : ndarray, shape (n_words, n_words), the word kernel (diagonal 1)
+    info : dict
+        ``"first_senses"``, ``"hypernyms"`` (the vector dimensions) and ``"vectors"``.
+    """
+    nouns, _, _, _ = pos_vocabularies(processed, min_count)
+    freq, _, ic = wordnet_information_content(processed)
+    words, first = lin_first_senses(nouns, freq)
     if not words:
-        return [], np.zeros((0, 0)), np.zeros((0, 0))
-    ic_first = np.array([ic(s) for s in first])
-    # IC of the least common subsumer = max IC over common ancestors: visit ancestors by decreasing
-    # IC and fill the still-unassigned pairs of their members.
-    members: dict = {}
-    for k, s in enumerate(first):
-        for a in _ancestors(s, cache):
-            members.setdefault(a, []).append(k)
-    n = len(words)
-    lcs = np.full((n, n), -1.0)
-    for a in sorted(members, key=lambda a: -ic(a)):
-        idx = np.array(members[a])
-        sub = lcs[np.ix_(idx, idx)]
-        sub[sub < 0] = ic(a)
-        lcs[np.ix_(idx, idx)] = sub
-    lcs[lcs < 0] = 0.0
-    denom = ic_first[:, None] + ic_first[None, :]
-    sigma = np.where(denom > 0, 2.0 * lcs / np.where(denom > 0, denom, 1.0), 0.0)
-    np.fill_diagonal(sigma, 1.0)
-    return words, cosine_kernel(sigma, 0.0), sigma
+        return [], np.zeros((0, 0)), {"first_senses": [], "hypernyms": [], "vectors": np.zeros((0, 0))}
+    dims, X = lin_hypernym_vectors(first, ic)
+    return words, cosine_kernel(X, 0.0), {"first_senses": first, "hypernyms": dims, "vectors": X}
 
 
 # ------------------------------------------------------------------------------------ assembly
@@ -410,7 +459,7 @@ def build_word_kernel(tk) -> WordKernel:
     words = tk.vocab.words
     key = {"stage": "word_kernel", "corpus": tk.corpus_fingerprint, "train": list(tk.train_ids),
            "cpi": tk.captions_per_item, "seed": tk.seed, "parts": list(tk.sim_parts), "min_count": tk.min_count,
-           "ext": tk.ext_identity(), "version": 1}
+           "ext": tk.ext_identity(), "version": 2}
     comps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     wix = {w: i for i, w in enumerate(words)}
 
