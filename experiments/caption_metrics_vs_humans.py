@@ -3,8 +3,8 @@
     python -m experiments.caption_metrics_vs_humans --data ../shared/data/flickr8k
     python -m experiments.caption_metrics_vs_humans --data ../shared/data/flickr8k --json
 
-Computes BLEU-1, BLEU-4, ROUGE-L, CIDEr-D, the METEOR (NLTK variant) and Hodosh et al.'s unigram
-BLEU / ROUGE (with and without "pre" preprocessing) on
+Computes BLEU-1, BLEU-4, ROUGE-L, CIDEr-D, METEOR and Hodosh et al.'s unigram BLEU / ROUGE (with and
+without "pre" preprocessing) on
 
 * Flickr8k-Expert – one row per expert score, candidates that are one of the image's own captions
   skipped, references = the image's five captions; Kendall τ-c (primary) and τ-b;
@@ -13,7 +13,14 @@ BLEU / ROUGE (with and without "pre" preprocessing) on
   (``--cf-references image``, the published protocol) or for its own row only (``row``); τ-b (primary)
   and τ-c;
 
-and prints a table of τ ×100 (one decimal) with the number of rows used, then the relevance statistics
+METEOR is the official METEOR 1.5 (the COCO evaluation's Java jar, ``evaluation.meteor``) when a Java
+runtime and the jar (the ``meteor`` extra: pycocoevalcap) are present; otherwise the row is the NLTK
+variant, labelled "METEOR (NLTK variant)", and the reason is printed.
+
+With ``--composite`` / ``--pascal50s`` / ``--foil`` it also prints the standard caption-metric benchmarks
+in the layout of the PAC-S paper's Tables 1-3 (``evaluation.benchmarks``).
+
+It prints a table of τ ×100 (one decimal) with the number of rows used, then the relevance statistics
 of the Hodosh test pool (how many captions are relevant to 1, 2, 3, ≥4 images and vice versa), which
 drive S@k and R-precision.  ``--json`` prints one JSON object instead, ``{metric: {"expert_tau_b", "expert_tau_c",
 "cf_tau_b", "cf_tau_c", "n_expert", "n_cf", "cf_references"}}`` (the pool statistics then go to stderr).  Metric scores are cached on disk (``corpora.cache.DiskCache``) keyed by the corpus fingerprint
@@ -30,7 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
+from corpora.base import CorpusError
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
+from corpora.flickr8k import load_flickr8k
+from corpora.nltk_resources import MissingResourceError
+from corpora.paths import ensure_nltk_data_path
+from evaluation.benchmarks import benchmark_table, format_benchmark_table, load_benchmarks
 from evaluation.caption_metrics import (
     bleu,
     cider_d,
@@ -46,7 +58,9 @@ from evaluation.correlation import (
     correlations,
     flickr8k_cf_rows,
     flickr8k_expert_rows,
+    text_metric,
 )
+from evaluation.meteor import METEOR15_NAME, meteor15, meteor15_available
 from experiments.options import OptionError, parse_list
 
 #: bump when a metric implementation changes (invalidates cached scores)
@@ -72,7 +86,23 @@ _HODOSH_METRICS = {
 
 
 #: Every metric name ``--metrics`` accepts.
-METRIC_NAMES = (*_BASE_METRICS, METEOR_NAME, *_HODOSH_METRICS)
+METRIC_NAMES = (*_BASE_METRICS, METEOR15_NAME, METEOR_NAME, *_HODOSH_METRICS)
+#: The two METEOR implementations: the official METEOR 1.5, and the NLTK variant (the fallback).
+METEOR_NAMES = (METEOR15_NAME, METEOR_NAME)
+
+
+def meteor_metrics(progress: bool = False) -> tuple[dict, dict[str, str]]:
+    """The METEOR implementations that can run here, ``{name: metric(candidates, references)}``, and
+    the reasons of those that cannot, ``{name: why}``."""
+    metrics, unavailable = {}, {}
+    for name, (ok, why), fn in (
+            (METEOR15_NAME, meteor15_available(), lambda c, r: meteor15(c, r, progress=progress)),
+            (METEOR_NAME, meteor_available(), lambda c, r: meteor_nltk(c, r, progress=progress))):
+        if ok:
+            metrics[name] = fn
+        else:
+            unavailable[name] = why
+    return metrics, unavailable
 
 
 def split_metric_list(value: str, known=METRIC_NAMES) -> list[str]:
@@ -98,20 +128,21 @@ def split_metric_list(value: str, known=METRIC_NAMES) -> list[str]:
 
 
 def metric_selection_error(only: list[str] | None, *, meteor: bool = True, hodosh: bool = True,
-                           meteor_unavailable: str | None = None) -> str | None:
+                           meteor_unavailable: dict[str, str] | None = None) -> str | None:
     """Why ``only`` (``--metrics``) cannot be computed with these options, or ``None`` if it can.
 
     Names are sorted into unknown ones (not in :data:`METRIC_NAMES`), those excluded by ``--no-hodosh``
-    (``hodosh=False``) or ``--no-meteor`` (``meteor=False``), and METEOR when it was asked for but is
-    unavailable (``meteor_unavailable`` = the reason).  The message names each group and the metrics
+    (``hodosh=False``) or ``--no-meteor`` (``meteor=False``), and a METEOR implementation asked for but
+    unavailable (``meteor_unavailable`` = ``{name: reason}``).  The message names each group and the metrics
     still available.
     """
     if not only:
         return None
     unknown = [m for m in only if m not in METRIC_NAMES]
     no_hodosh = [m for m in only if m in _HODOSH_METRICS and not hodosh]
-    no_meteor = [m for m in only if m == METEOR_NAME and not meteor]
-    missing = [m for m in only if m == METEOR_NAME and meteor and meteor_unavailable]
+    unavailable = meteor_unavailable or {}
+    no_meteor = [m for m in only if m in METEOR_NAMES and not meteor]
+    missing = [m for m in only if m in unavailable and meteor]
     parts = []
     if unknown:
         parts.append(f"unknown metric(s) {unknown}")
@@ -119,14 +150,42 @@ def metric_selection_error(only: list[str] | None, *, meteor: bool = True, hodos
         parts.append(f"metric(s) {no_hodosh} excluded by --no-hodosh")
     if no_meteor:
         parts.append(f"metric(s) {no_meteor} excluded by --no-meteor")
-    if missing:
-        parts.append(f"metric {missing} unavailable ({meteor_unavailable})")
+    for m in missing:
+        parts.append(f"metric {m!r} unavailable ({unavailable[m]})")
     if not parts:
         return None
     available = [m for m in METRIC_NAMES
                  if (hodosh or m not in _HODOSH_METRICS)
-                 and (m != METEOR_NAME or (meteor and not meteor_unavailable))]
+                 and (m not in METEOR_NAMES or (meteor and m not in unavailable))]
     return "; ".join(parts) + f"; available: {available}"
+
+
+def selected_metrics(*, meteor: bool = True, hodosh: bool = True, only: list[str] | None = None,
+                     progress: bool = False) -> dict:
+    """The metrics :func:`metric_table` computes, ``{name: metric(candidates, references)}``.
+
+    Raises ``ValueError`` (:func:`metric_selection_error`) when ``only`` cannot be computed.
+    """
+    metrics = dict(_BASE_METRICS)
+    meteors, unavailable = meteor_metrics(progress) if meteor else ({}, {})
+    if hodosh:
+        metrics.update(_HODOSH_METRICS)
+    if only:
+        err = metric_selection_error(only, meteor=meteor, hodosh=hodosh, meteor_unavailable=unavailable)
+        if err:
+            raise ValueError(err)
+        return {m: {**metrics, **meteors}[m] for m in only}
+    if meteor:
+        if METEOR15_NAME in meteors:
+            metrics[METEOR15_NAME] = meteors[METEOR15_NAME]
+        else:
+            print(f"[caption_metrics_vs_humans] official METEOR unavailable: {unavailable[METEOR15_NAME]}; "
+                  f"reporting the {METEOR_NAME}", file=sys.stderr)
+            if METEOR_NAME in meteors:
+                metrics[METEOR_NAME] = meteors[METEOR_NAME]
+            else:
+                print(f"[caption_metrics_vs_humans] METEOR skipped: {unavailable[METEOR_NAME]}", file=sys.stderr)
+    return metrics
 
 
 def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None,
@@ -142,25 +201,11 @@ def metric_table(corpus, *, meteor: bool = True, hodosh: bool = True, cache=None
     ``cf_references``: the CF reference rule of :func:`~evaluation.correlation.flickr8k_cf_rows`.
 
     Raises ``ValueError`` (message from :func:`metric_selection_error`) when ``only`` names an unknown
-    metric, one excluded by ``meteor=False`` / ``hodosh=False``, or METEOR while it is unavailable; this
-    is checked before any rows are built or scores computed.
+    metric, one excluded by ``meteor=False`` / ``hodosh=False``, or a METEOR that is unavailable; this
+    is checked before any rows are built or scores computed.  Without ``only`` the METEOR row is the
+    official METEOR 1.5 where it can run, else the NLTK variant (the reason is printed).
     """
-    metrics = dict(_BASE_METRICS)
-    meteor_why = None
-    if meteor:
-        ok, why = meteor_available()
-        if ok:
-            metrics[METEOR_NAME] = lambda c, r: meteor_nltk(c, r, progress=progress)
-        else:
-            meteor_why = why
-            print(f"[caption_metrics_vs_humans] METEOR skipped: {why}", file=sys.stderr)
-    if hodosh:
-        metrics.update(_HODOSH_METRICS)
-    if only:
-        err = metric_selection_error(only, meteor=meteor, hodosh=hodosh, meteor_unavailable=meteor_why)
-        if err:
-            raise ValueError(err)
-        metrics = {m: metrics[m] for m in only}
+    metrics = selected_metrics(meteor=meteor, hodosh=hodosh, only=only, progress=progress)
     if not corpus.expert and not corpus.crowd:
         raise ValueError(f"corpus {corpus.name!r} has neither expert judgments ({EXPERT_FILE}) nor crowd "
                          f"judgments ({CROWD_FILE}) to correlate with")
@@ -285,7 +330,8 @@ def cache_dir_error(cache_dir: str | None) -> str | None:
     return None
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m experiments.caption_metrics_vs_humans``."""
     p = argparse.ArgumentParser(prog="python -m experiments.caption_metrics_vs_humans",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True,
@@ -293,21 +339,74 @@ def main(argv=None) -> int:
                         "itself) or the Kaggle captions.txt layout; the metrics are compared with its "
                         "ExpertAnnotations.txt and CrowdFlowerAnnotations.txt")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--no-meteor", action="store_true", help="skip the METEOR (NLTK variant)")
+    p.add_argument("--no-meteor", action="store_true",
+                   help="skip METEOR (the official METEOR 1.5, and the NLTK variant used without Java / jar)")
     p.add_argument("--no-hodosh", action="store_true", help="skip Hodosh's unigram BLEU / ROUGE")
     p.add_argument("--kappa", action="store_true",
                    help="also print Cohen's κ of binarised metrics vs binarised expert scores (table mode)")
     p.add_argument("--metrics", default=None,
-                   help="comma-separated subset of metrics to compute, any case (default: all available): "
-                        + "; ".join(METRIC_NAMES))
+                   help="comma-separated subset of metrics to compute, any case (default: all available, "
+                        "one METEOR row): " + "; ".join(METRIC_NAMES))
     p.add_argument("--cf-references", choices=CF_REFERENCE_RULES, default="image",
                    help="Flickr8k-CF: remove a caption judged for its own image from that image's references "
                         "in every row of the image ('image', default: CLIPScore's crowdflower_flickr8k.json, "
                         "the protocol of the published numbers) or in its own row only ('row')")
+    b = p.add_argument_group("standard benchmarks (PAC-S Tables 1-3 layout; docs/evaluation.md §7)")
+    b.add_argument("--composite", metavar="DIR", default=None,
+                   help="Composite (Aditya et al. 2015): the folder of 8k_correctness.csv / 30k_correctness.csv "
+                        "/ coco_correctness.csv (τ-c)")
+    b.add_argument("--pascal50s", metavar="DIR", default=None,
+                   help="Pascal-50S: the folder of pair_pascal.mat and consensus_pascal.mat (accuracy per "
+                        "HC / HI / HM / MM, 5 references × 5 draws)")
+    b.add_argument("--foil", metavar="FILE", default=None,
+                   help="FOIL-COCO test JSON (foilv1.0_test_2017.json; accuracy with 1 and 4 references)")
+    b.add_argument("--foil-coco-captions", metavar="FILE", default=None,
+                   help="COCO captions_val2014.json, the references of the FOIL images")
+    b.add_argument("--seed", type=int, default=0,
+                   help="seed of the benchmarks' random draws (Pascal-50S references, vote ties; default 0)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars or per-metric timings on stderr")
     p.add_argument("--cache-dir", default=None, help="cache root (default $ITR_CACHE_DIR or ~/.cache/...)")
+    return p
+
+
+def load_judged_corpus(data: str):
+    """The Flickr8k corpus of ``--data`` with its notes printed, or the one ``error:`` line (``None``)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the loader's notes are printed below, once each
+            corpus = load_flickr8k(data)
+    except (CorpusError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    for note in corpus.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return corpus
+
+
+def print_benchmarks(args, result: dict, only: list[str] | None) -> None:
+    """The standard benchmarks (``--composite`` / ``--pascal50s`` / ``--foil``) with every text metric, in the
+    PAC-S Tables 1-3 layout; a benchmark whose files are malformed is reported and the others still run."""
+    loaded = load_benchmarks(composite=args.composite, pascal50s=args.pascal50s, foil=args.foil,
+                             foil_coco_captions=args.foil_coco_captions, seed=args.seed)
+    expert, cf = result["_rows"]
+    benches = {**({"flickr8k_expert": expert} if expert is not None else {}),
+               **({"flickr8k_cf": cf} if cf is not None else {}), **loaded.benchmarks}
+    metrics = selected_metrics(meteor=not args.no_meteor, hodosh=not args.no_hodosh, only=only,
+                               progress=not args.no_progress)
+    scorers = {n: text_metric(f, identity={"metric": n}) for n, f in metrics.items()}
+    table = benchmark_table(scorers, benches, seed=args.seed)
+    if args.json:
+        print(json.dumps({"benchmarks": table, "benchmark_errors": {k: str(e) for k, e in loaded.errors.items()}},
+                         default=str))
+    else:
+        print(format_benchmark_table(table, loaded.errors))
+        print()
+
+
+def main(argv=None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     try:   # the main job's list rule: no names ("" or ",") is an error, not "every metric"
         only = None if args.metrics is None else parse_list(args.metrics, (), None, "--metrics",
@@ -318,12 +417,6 @@ def main(argv=None) -> int:
     err = metric_selection_error(only, meteor=not args.no_meteor, hodosh=not args.no_hodosh)
     if err:
         p.error(err)
-
-    from corpora.base import CorpusError
-    from corpora.flickr8k import load_flickr8k
-    from corpora.nltk_resources import MissingResourceError
-    from corpora.paths import ensure_nltk_data_path
-
     ensure_nltk_data_path()
     if not Path(args.data).is_dir():
         print(f"error: --data {args.data}: no such folder", file=sys.stderr)
@@ -332,15 +425,9 @@ def main(argv=None) -> int:
     if cache_error:
         print(f"error: {cache_error}", file=sys.stderr)
         return 2
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the loader's notes are printed below, once each
-            corpus = load_flickr8k(args.data)
-    except (CorpusError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    corpus = load_judged_corpus(args.data)
+    if corpus is None:
         return 2
-    for note in corpus.notes:
-        print(f"note: {note}", file=sys.stderr)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
     try:
         result = metric_table(corpus, meteor=not args.no_meteor, hodosh=not args.no_hodosh, cache=cache,
@@ -350,6 +437,14 @@ def main(argv=None) -> int:
         return 2
     except ValueError as exc:
         p.error(str(exc))
+    print_report(args, corpus, result)
+    if args.composite or args.pascal50s or args.foil:
+        print_benchmarks(args, result, only)
+    return 0
+
+
+def print_report(args, corpus, result: dict) -> None:
+    """The τ table (or JSON), the optional κ sweep and the Hodosh test-pool statistics."""
     try:
         st = pool_statistics(corpus)
     except (CorpusError, ValueError) as exc:  # e.g. no crowd judgments to build the pool's relevance from
@@ -359,15 +454,14 @@ def main(argv=None) -> int:
         print(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}))
         if st is not None:
             print(format_pool_statistics(st), file=sys.stderr)
-    else:
-        print(format_table(result))
+        return
+    print(format_table(result))
+    print()
+    if args.kappa:
+        print(format_kappa(result))
         print()
-        if args.kappa:
-            print(format_kappa(result))
-            print()
-        if st is not None:
-            print(format_pool_statistics(st))
-    return 0
+    if st is not None:
+        print(format_pool_statistics(st))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     # numerical rank (jitter="auto": eigenvalues above N·eps32·λ_max, see kcca.solver).
     extra: dict = {} if options.full_selection else {
         "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
+    if options.codebook_images is not None:   # --codebook-images: the paper's 200 x 1,000 sampling of a folder
+        extra["image_kwargs"] = {"codebook_dir": str(options.codebook_images)}
     # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
     # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
     # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.

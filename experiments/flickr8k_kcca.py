@@ -109,6 +109,11 @@ def add_method_options(g) -> None:
                         "d ∈ {1,2,5,10,15} on dev over all four κ with float64 KCCA, as the paper "
                         "(about 10x slower); default: p = 2, d = 1 fixed in advance, float32 KCCA "
                         "(the 15-model (n, κ) selection on dev is always done)")
+    g.add_argument("--codebook-images", default=None, metavar="DIR",
+                   help="fit the visual-word codebooks on a seeded sample of 200 images of DIR, 1,000 "
+                        "descriptors per feature each, as the paper did with PASCAL VOC 2008 (give its "
+                        "JPEGImages folder); default: the training split's images (a deviation from the "
+                        "paper, docs/image_kernels.md)")
     g.add_argument("--clip-model", default=None, metavar="NAME",
                    help="open_clip model name for the neural scorers, e.g. ViT-B-32, or 'auto' to "
                         "infer an OpenAI-layout architecture from the --clip-pretrained file "

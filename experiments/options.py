@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
+from kernels.image.codebook import codebook_folder_images
 from experiments.errors import PipelineError
 
 #: Default classical systems: NN, BoW1, BoW5, TagRank, TRI5, TRI5SEM and the ^Histo contrasts.
@@ -212,6 +213,9 @@ class RunOptions:
         The smaller class-demo defaults.
     full_selection : bool
         Choose each system's (p, d) on dev with float64 KCCA, as the paper.
+    codebook_images : Path or None
+        Fit the visual-word codebooks on a folder of images (the paper: 200 PASCAL VOC 2008 images,
+        1,000 descriptors each); ``None``: on the training split.
     clip_model, clip_pretrained : str or None
         The open_clip architecture (``None``: the tiny CLIP) and pretrained tag or weights file.
     clip_steps : int or None
@@ -241,6 +245,7 @@ class RunOptions:
     neural: tuple[str, ...] = DEFAULT_NEURAL
     quick: bool = False
     full_selection: bool = False
+    codebook_images: Path | None = None
     clip_model: str | None = None
     clip_pretrained: str | None = None
     clip_steps: int | None = None
@@ -311,6 +316,7 @@ class RunOptions:
         options = cls(
             data=data, teaching_size=ns.teaching_size, skip_missing_images=ns.skip_missing_images,
             systems=tuple(systems), neural=tuple(neural), quick=ns.quick, full_selection=ns.full_selection,
+            codebook_images=None if ns.codebook_images is None else Path(ns.codebook_images).expanduser().resolve(),
             clip_model=ns.clip_model, clip_pretrained=ns.clip_pretrained, clip_steps=ns.clip_steps,
             pacs_positives=ns.pacs_positives, reference=reference_choice(ns.reference, systems, neural),
             permutations=ns.permutations, seed=ns.seed, device=ns.device,
@@ -318,10 +324,27 @@ class RunOptions:
             cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
             no_progress=ns.no_progress)
         check_data_folder(options.data)
+        check_codebook_folder(options.codebook_images)
         if options.neural:
             check_neural_options(options)
         make_folders(options)
         return options
+
+
+def check_codebook_folder(folder: Path | None) -> None:
+    """Refuse a ``--codebook-images`` folder that is missing or holds no image file.
+
+    Raises
+    ------
+    OptionError
+        Naming the folder and what is wrong.
+    """
+    if folder is None:
+        return
+    try:
+        codebook_folder_images(folder)
+    except (FileNotFoundError, ValueError) as exc:
+        raise OptionError(f"--codebook-images: {exc}") from exc
 
 
 def check_data_folder(data: Path | None) -> None:

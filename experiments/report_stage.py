@@ -13,6 +13,7 @@ from experiments.options import RunOptions
 from experiments.outputs import SystemOutput
 from experiments.provenance import provenance
 from experiments.report import GalleryItem, QueryOutcomes, write_report
+from kernels.image.codebook import codebook_folder_identity
 
 
 def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, SystemOutput],
@@ -100,7 +101,9 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
              "significance_reference_rule": "chosen (--reference)" if options.reference else "best R@10 per task",
              "systems_requested": list(options.systems), "neural_requested": list(options.neural),
              "systems_run": list(plan.systems), "neural_run": list(plan.neural),
-             "kcca_caption_metric_models": kcca_models}
+             "kcca_caption_metric_models": kcca_models,
+             "codebook_source": (codebook_folder_identity(options.codebook_images)
+                                 if options.codebook_images is not None else "training split")}
     return {
         "corpus": corpus_summary(corpus, pools, skipped, plan.train_skipped),
         "systems": systems_json,

@@ -505,3 +505,28 @@ def test_table_with_the_real_flickr8k_rows_reproduces_clipscore_table_1(flickr8k
     row = format_benchmark_table(res).splitlines()[4].split()
     assert row[:4] == ["BLEU-4", "30.8", "|", "16.9"]
     assert res["benchmarks"]["flickr8k_expert"] == 16992 and res["benchmarks"]["flickr8k_cf"] == 47830
+
+
+SHARED_FLICKR = Path(__import__("os").environ.get("ITR_SHARED", Path(__file__).resolve().parents[2] / "shared")) \
+    / "data" / "flickr8k"
+
+
+@pytest.mark.skipif(not SHARED_FLICKR.is_dir(), reason=f"shared Flickr8k text bundle not found at {SHARED_FLICKR}")
+def test_caption_metrics_vs_humans_prints_the_benchmarks_and_survives_a_malformed_one(
+        composite_dir, foil_files, tmp_path, capsys):
+    """--composite / --pascal50s / --foil wire the loaders into the command: the PAC-S layout follows the
+    τ table, with the Flickr8k columns filled; a malformed Pascal-50S file costs only its own columns."""
+    from experiments.caption_metrics_vs_humans import main
+
+    _write_pascal(tmp_path / "pascal", drop="category")
+    argv = ["--data", str(SHARED_FLICKR), "--metrics", "BLEU-4", "--no-cache", "--no-progress",
+            "--composite", str(composite_dir), "--pascal50s", str(tmp_path / "pascal"),
+            "--foil", str(foil_files[0]), "--foil-coco-captions", str(foil_files[1])]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:1] == ["Flickr8k-Expert"])
+    row = next(ln for ln in lines[head:] if ln.startswith("BLEU-4")).split()
+    assert row[1] == "30.8" and row[3] == "16.9"           # CLIPScore Table 1-2's BLEU-4, on the real files
+    assert row[5] != "–" and row[-2] != "–"                 # Composite and FOIL computed
+    assert row[7:12] == ["–"] * 5                            # Pascal-50S lost to its malformed file ...
+    assert any(ln.startswith("error: pascal50s: ") for ln in lines)   # ... and said so

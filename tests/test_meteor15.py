@@ -62,20 +62,29 @@ def test_segment_scores_of_the_jar(jar):
 
 @needs_meteor
 @pytest.mark.skipif(not FLICKR.is_dir(), reason=f"shared Flickr8k text bundle not found at {FLICKR}")
-def test_published_flickr8k_correlations_of_meteor(jar):
-    """Expert τ-c 41.8 as published; CF τ-b 22.3 against the published 22.2 (the official PTBTokenizer
-    gives the same per-caption scores as ours on these rows, so the 0.07 is not the tokenisation)."""
+def test_published_flickr8k_correlations_of_meteor():
+    """caption_metrics_vs_humans reports the official METEOR as its METEOR row: Expert τ-c 41.8 as
+    published; CF τ-b 22.3 against the published 22.2 (the official PTBTokenizer gives the same per-caption
+    scores as ours on these rows, so the 0.07 is not the tokenisation)."""
     from corpora.flickr8k import load_flickr8k
-    from evaluation.correlation import correlations, flickr8k_cf_rows, flickr8k_expert_rows
+    from experiments.caption_metrics_vs_humans import metric_table, selected_metrics
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # Flickr8k's known token-file quirk
         corpus = load_flickr8k(FLICKR, with_images=False)
-    expert = flickr8k_expert_rows(corpus)
-    _, cands, refs = expert.unique_items()
-    tau_c = correlations(jar.score(cands, refs)[expert.pair_index], expert.human)["tau_c"]
-    cf = flickr8k_cf_rows(corpus)
-    _, cands, refs = cf.unique_items()
-    tau_b = correlations(jar.score(cands, refs)[cf.pair_index], cf.human)["tau_b"]
-    assert round(100 * tau_c, 1) == 41.8
-    assert abs(100 * tau_b - 22.2) < 0.1
+    assert "METEOR" in selected_metrics(hodosh=False) and "METEOR (NLTK variant)" not in selected_metrics()
+    row = metric_table(corpus, hodosh=False, only=["METEOR"], progress=False)["METEOR"]
+    assert row["expert_tau_c"] == 41.8
+    assert abs(row["cf_tau_b"] - 22.2) <= 0.1
+
+
+def test_without_java_the_nltk_variant_is_the_labelled_fallback(monkeypatch, capsys):
+    import experiments.caption_metrics_vs_humans as cmh
+
+    monkeypatch.setattr(cmh, "meteor15_available", lambda: (False, "no Java runtime on the PATH"))
+    metrics = cmh.selected_metrics(hodosh=False)
+    assert "METEOR" not in metrics and "METEOR (NLTK variant)" in metrics
+    assert "official METEOR unavailable: no Java runtime on the PATH" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"metric 'METEOR' unavailable \(no Java runtime on the PATH\)"):
+        cmh.selected_metrics(only=["METEOR"])
+    assert list(cmh.selected_metrics(meteor=False, hodosh=False)) == ["BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr-D"]

@@ -335,3 +335,32 @@ def test_nn_caption_level_f1_matches_bruteforce(variant):
         ov = sum(w(x) * min(s.count(x), d.count(x)) for x in set(s))
         ms, md = sum(w(x) for x in s), sum(w(x) for x in d)
         assert got[k] == pytest.approx(2 * ov / (ms + md) if ms + md > 0 else 0.0, abs=1e-9), c.lemma
+
+
+def test_main_job_fits_codebooks_on_a_given_folder(tmp_path, capsys):
+    """--codebook-images DIR reaches the codebook fit (the paper's VOC 2008 sampling); a folder without
+    images is one error line naming it, before anything is written."""
+    import json
+
+    import cv2
+
+    from experiments.flickr8k_kcca import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    base = ["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main([*base, "--codebook-images", str(empty), "--out", str(tmp_path / "bad")]) == 2
+    assert f"--codebook-images: codebook folder {str(empty)!r} holds no image files" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    voc = tmp_path / "voc"
+    voc.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        cv2.imwrite(str(voc / f"{k:06d}.jpg"), rng.integers(0, 255, (64, 80, 3), dtype=np.uint8))
+    assert main([*base, "--codebook-images", str(voc), "--out", str(tmp_path / "run")]) == 0
+    prov = json.loads((tmp_path / "run" / "results.json").read_text())["provenance"]
+    assert prov["codebook_source"]["n_images"] == 6 and prov["codebook_source"]["folder"] == str(voc.resolve())
+    assert main([*base, "--out", str(tmp_path / "default")]) == 0
+    prov = json.loads((tmp_path / "default" / "results.json").read_text())["provenance"]
+    assert prov["codebook_source"] == "training split"
