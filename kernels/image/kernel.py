@@ -64,6 +64,32 @@ def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(array_bytes(a)).hexdigest()[:16]
 
 
+class _MemoBudget:
+    """The codebook images' descriptors kept during :meth:`ImageKernel.fit` (in ``store``), up to
+    :data:`DESCRIPTOR_MEMO_BYTES` in all; thread-safe."""
+
+    def __init__(self, store: dict):
+        self.store = store
+        self.lock = threading.Lock()
+        self.used = 0      # bytes kept
+        self.largest = 0   # the largest image's descriptors seen so far
+
+    def keep(self, image_id: str, desc) -> bool:
+        """Memoise one image's descriptors if the budget allows; False when it does not."""
+        nbytes = sum(d.nbytes for d, _ in desc.values())
+        with self.lock:
+            self.largest = max(self.largest, nbytes)
+            if self.used + nbytes > DESCRIPTOR_MEMO_BYTES:
+                return False
+            self.used += nbytes
+            self.store[image_id] = desc
+        return True
+
+    def full(self) -> bool:
+        """True when one more image (as large as the largest seen) might not fit."""
+        return self.used + self.largest > DESCRIPTOR_MEMO_BYTES
+
+
 class ImageKernel:
     """Image kernels of Hodosh et al. (2013), Sec. 3.3.
 
@@ -292,106 +318,123 @@ class ImageKernel:
         self._desc_memo = {}
         if self.codebook_dir is not None:
             self._codebook_source = codebook_folder_identity(self.codebook_dir)
+        books = self._cached_codebooks()
+        missing = [f for f in self.features if f not in books]
+        if missing:
+            books.update(self._fit_missing_codebooks(train_ids, missing))
+        self.codebooks_ = {f: books[f] for f in self.features}
+        self._digests = None
+        self._share_words(corpus, share_words_with)
+        try:
+            self._ensure_words(train_ids)
+        finally:
+            self._desc_memo = {}
+        return self
+
+    def _cached_codebooks(self) -> dict[str, np.ndarray]:
+        """The codebooks already in the cache, ``{feature: centres}``."""
         books: dict[str, np.ndarray] = {}
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
             if hit is not None:
                 self.cache.hits += 1
                 books[f] = hit["centres"]
-        missing = [f for f in self.features if f not in books]
-        if missing:
-            rng = np.random.default_rng(self.seed)
-            # the codebook images: a seeded sample of the folder's images, or of the training images
-            folder = self.codebook_dir is not None
-            pool_ = codebook_folder_images(self.codebook_dir) if folder else list(train_ids)
-            pick = tuple(pick_codebook_images(pool_, self.codebook_images, rng))
-            seeds = rng.integers(0, 2**63 - 1, size=len(pick))
+        return books
 
-            # The codebook images' full descriptors (every feature's) are kept up to DESCRIPTOR_MEMO_BYTES
-            # and reused by _ensure_words below instead of re-extracting them: extraction is
-            # deterministic, so the words are identical either way.
-            lock, used, largest = threading.Lock(), [0], [0]
+    def _fit_missing_codebooks(self, train_ids: tuple[str, ...], missing: list[str]) -> dict[str, np.ndarray]:
+        """Sample the codebook images' descriptors, fit the ``missing`` features' codebooks and cache them."""
+        rng = np.random.default_rng(self.seed)
+        # the codebook images: a seeded sample of the folder's images, or of the training images
+        folder = self.codebook_dir is not None
+        pool_ = codebook_folder_images(self.codebook_dir) if folder else list(train_ids)
+        pick = tuple(pick_codebook_images(pool_, self.codebook_images, rng))
+        seeds = rng.integers(0, 2**63 - 1, size=len(pick))
+        # The codebook images' full descriptors (every feature's) are kept up to DESCRIPTOR_MEMO_BYTES
+        # and reused by _ensure_words instead of re-extracting them: extraction is
+        # deterministic, so the words are identical either way.
+        memo = _MemoBudget(self._desc_memo)
+        Xs = self._sample_codebook_descriptors(pick, seeds, missing, memo)
+        fitted = self._fit_codebooks(Xs, missing, train_ids, memo)
+        books: dict[str, np.ndarray] = {}
+        for f in missing:
+            books[f] = fitted[f]
+            self.cache.misses += self.cache.enabled
+            self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
+        return books
 
-            def keep(image_id, desc) -> bool:
-                """Memoise one image's descriptors if the budget allows; False when it does not."""
-                nbytes = sum(d.nbytes for d, _ in desc.values())
-                with lock:
-                    largest[0] = max(largest[0], nbytes)
-                    if used[0] + nbytes > DESCRIPTOR_MEMO_BYTES:
-                        return False
-                    used[0] += nbytes
-                    self._desc_memo[image_id] = desc
-                return True
+    def _sample_codebook_descriptors(self, pick, seeds, missing: list[str],
+                                     memo: "_MemoBudget") -> dict[str, np.ndarray]:
+        """The descriptors k-means clusters, ``{feature: (rows, dim)}`` for the ``missing`` features."""
+        folder = self.codebook_dir is not None
 
-            def sample(args):
-                # Every feature's descriptors are extracted and sampled, in self.features order from one
-                # generator per image, and only the missing features' samples kept: a feature's sample
-                # (hence its codebook) is then the same whether it is fitted alone (e.g. one cache entry
-                # rebuilt) or with the others.
-                image_id, s = args
-                pixels = read_image(image_id) if folder else self._load(image_id)
-                desc = extract_descriptors(pixels, self.descriptor_params, self.features)
-                r = np.random.default_rng(int(s))
-                if not folder:   # a training image's descriptors give its words below
-                    keep(image_id, desc)
-                drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
-                return {f: drawn[f] for f in missing}
+        def sample(args):
+            # Every feature's descriptors are extracted and sampled, in self.features order from one
+            # generator per image, and only the missing features' samples kept: a feature's sample
+            # (hence its codebook) is then the same whether it is fitted alone (e.g. one cache entry
+            # rebuilt) or with the others.
+            image_id, s = args
+            pixels = read_image(image_id) if folder else self._load(image_id)
+            desc = extract_descriptors(pixels, self.descriptor_params, self.features)
+            r = np.random.default_rng(int(s))
+            if not folder:   # a training image's descriptors give its words below
+                memo.keep(image_id, desc)
+            drawn = {f: sample_rows(desc[f][0], self.samples_per_image[f], r) for f in self.features}
+            return {f: drawn[f] for f in missing}
 
-            samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
-            self.n_extracted_ += len(pick)
-            Xs = {f: sample_rows(np.concatenate([s[f] for s in samples], axis=0), self.max_codebook_samples,
-                                 np.random.default_rng(self.seed + 1)) for f in missing}
-            # one single-threaded k-means per feature (identical results on any machine), the features'
-            # codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL),
-            # the costliest first (samples × dimension × words; longest-processing-time order): on two
-            # threads SIFT's k-means (≈ 9 s on the teaching set) then runs beside colour and texture
-            # (≈ 3 + 6 s) instead of after colour, which left one core idle for ≈ 3 s.
-            # A worker left without a k-means (the last codebook still being fitted, or a single missing
-            # feature) extracts the next training images' descriptors into the memo meanwhile, until every
-            # codebook is done or the memo is full (extraction does not depend on the codebooks).
-            def fit_one(f):
-                return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
+        samples = self._map(sample, list(zip(pick, seeds)), "codebook descriptors")
+        self.n_extracted_ += len(pick)
+        return {f: sample_rows(np.concatenate([s[f] for s in samples], axis=0), self.max_codebook_samples,
+                               np.random.default_rng(self.seed + 1)) for f in missing}
 
-            def prefetch(fits) -> None:
-                for image_id in dict.fromkeys(train_ids):
-                    if all(fu.done() for fu in fits) or used[0] + largest[0] > DESCRIPTOR_MEMO_BYTES:
-                        return
-                    if image_id in self._desc_memo:
-                        continue
-                    try:
-                        desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
-                    except Exception:  # noqa: BLE001 - _ensure_words meets it again and reports it
-                        return
-                    self.n_extracted_ += 1
-                    if not keep(image_id, desc):
-                        return
+    def _fit_codebooks(self, Xs: dict[str, np.ndarray], missing: list[str], train_ids: tuple[str, ...],
+                       memo: "_MemoBudget") -> dict[str, np.ndarray]:
+        """k-means of each missing feature, ``{feature: centres}``.
 
-            order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
-            with threadpool_limits(limits=1):
-                if self.n_jobs > 1:
-                    with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
-                        fits = [pool.submit(fit_one, f) for f in order]
-                        pool.submit(prefetch, fits)
-                        fitted = {f: fu.result() for f, fu in zip(order, fits)}
-                else:
-                    fitted = {f: fit_one(f) for f in order}
-            for f in missing:
-                books[f] = fitted[f]
-                self.cache.misses += self.cache.enabled
-                self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
-        self.codebooks_ = {f: books[f] for f in self.features}
-        self._digests = None
-        other = share_words_with
+        One single-threaded k-means per feature (identical results on any machine), the features'
+        codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL),
+        the costliest first (samples × dimension × words; longest-processing-time order): on two
+        threads SIFT's k-means (≈ 9 s on the teaching set) then runs beside colour and texture
+        (≈ 3 + 6 s) instead of after colour, which left one core idle for ≈ 3 s.
+        A worker left without a k-means (the last codebook still being fitted, or a single missing
+        feature) extracts the next training images' descriptors into the memo meanwhile, until every
+        codebook is done or the memo is full (extraction does not depend on the codebooks).
+        """
+        def fit_one(f):
+            return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
+
+        order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
+        with threadpool_limits(limits=1):
+            if self.n_jobs > 1:
+                with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
+                    fits = [pool.submit(fit_one, f) for f in order]
+                    pool.submit(self._prefetch_descriptors, train_ids, fits, memo)
+                    fitted = {f: fu.result() for f, fu in zip(order, fits)}
+            else:
+                fitted = {f: fit_one(f) for f in order}
+        return fitted
+
+    def _prefetch_descriptors(self, train_ids: tuple[str, ...], fits, memo: "_MemoBudget") -> None:
+        """Extract training images' descriptors into the memo while k-means runs (see :meth:`_fit_codebooks`)."""
+        for image_id in dict.fromkeys(train_ids):
+            if all(fu.done() for fu in fits) or memo.full():
+                return
+            if image_id in self._desc_memo:
+                continue
+            try:
+                desc = extract_descriptors(self._load(image_id), self.descriptor_params, self.features)
+            except Exception:  # noqa: BLE001 - _ensure_words meets it again and reports it
+                return
+            self.n_extracted_ += 1
+            if not memo.keep(image_id, desc):
+                return
+
+    def _share_words(self, corpus, other: "ImageKernel | None") -> None:
+        """Reuse ``other``'s in-memory visual words when they are provably this kernel's (same keys)."""
         if (other is not None and other is not self and getattr(other, "codebooks_", None) is not None
                 and other.corpus_ is corpus and tuple(other.features) == tuple(self.features)
                 and other._base_key() == self._base_key()
                 and other._codebook_digests() == self._codebook_digests()):
             self._words = other._words   # the same words keys: shared, not copied
-        try:
-            self._ensure_words(train_ids)
-        finally:
-            self._desc_memo = {}
-        return self
 
     def _compact(self, words: np.ndarray) -> np.ndarray:
         dt = np.uint16 if max(self.n_words.values()) <= 65536 else np.int32
