@@ -121,11 +121,7 @@ def intersection_gram(
     Y = X if symmetric else _as_hist(Y, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"X has {X.shape[1]} bins but Y has {Y.shape[1]}")
-    if backend not in ("auto", "c", "numpy"):
-        raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
-    fn = None if backend == "numpy" else native.load()
-    if backend == "c" and fn is None:
-        raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
+    fn = _inner_loop(backend)
     n, m, D = X.shape[0], Y.shape[0], X.shape[1]
     K = np.zeros((n, m), dtype=np.float32)
     if n == 0 or m == 0 or D == 0:
@@ -135,6 +131,26 @@ def intersection_gram(
 
     blocks = [(r0, min(n, r0 + row_block)) + _csc_block(X[r0:r0 + row_block])
               for r0 in range(0, n, row_block)]
+    tasks = _gram_tasks(blocks, m, col_chunk, symmetric)
+    _run_gram_tasks(fn, blocks, tasks, Y, K, n_threads, show_progress, desc)
+    if symmetric:
+        _mirror_upper(K)
+    return K
+
+
+def _inner_loop(backend: str):
+    """The compiled inner loop for ``backend`` (``None``: the numpy one)."""
+    if backend not in ("auto", "c", "numpy"):
+        raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
+    fn = None if backend == "numpy" else native.load()
+    if backend == "c" and fn is None:
+        raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
+    return fn
+
+
+def _gram_tasks(blocks, m: int, col_chunk: int, symmetric: bool) -> list[tuple[int, int, int, int]]:
+    """Tasks ``(c0, c1, row block index, first column)`` in column-chunk order; symmetric Grams only get the
+    parts on or above the diagonal."""
     tasks = []
     for c0 in range(0, m, col_chunk):
         c1 = min(m, c0 + col_chunk)
@@ -142,6 +158,13 @@ def intersection_gram(
             cs = max(c0, r0) if symmetric else c0
             if cs < c1:
                 tasks.append((c0, c1, bi, cs))
+    return tasks
+
+
+def _run_gram_tasks(fn, blocks, tasks, Y: np.ndarray, K: np.ndarray, n_threads: int, show_progress: bool,
+                    desc: str) -> None:
+    """Fill ``K`` with the ``tasks`` on ``n_threads`` threads, ``Yᵀ`` transposed one column chunk at a time."""
+    m, D = K.shape[1], Y.shape[1]
     bar = None
     if show_progress:
         bar = tqdm(total=len(tasks), desc=desc, unit="block", leave=False)
@@ -175,9 +198,6 @@ def intersection_gram(
     finally:
         if bar is not None:
             bar.close()
-    if symmetric:
-        _mirror_upper(K)
-    return K
 
 
 def _mirror_upper(K: np.ndarray, block: int = 1024) -> None:
