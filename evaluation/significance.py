@@ -143,30 +143,60 @@ def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_res
     f = _STATS.get(statistic) if isinstance(statistic, str) else statistic
     if f is None:
         raise ValueError(f"statistic must be 'mean', 'median' or a callable, got {statistic!r}")
+    n_resamples = _check_resamples(n_resamples)
+    n = x.size
+    is_mean = statistic == "mean" or f is _STATS["mean"]
+    d = x - y if is_mean else None
+    observed, tol = _observed_difference(x, y, f, d)
+    exact = n <= 30 and (1 << n) <= n_resamples
+    total = (1 << n) if exact else n_resamples
+    if chunk is None:
+        chunk = max(1, min(total, 4_000_000 // max(n, 1)))
+    count = 0
+    for swap in _reassignments(n, total, chunk, seed, exact):
+        if is_mean:
+            diff = (np.where(swap, -d, d)).mean(axis=1)
+        else:
+            xa = np.where(swap, y, x)
+            ya = np.where(swap, x, y)
+            diff = f(xa) - f(ya)
+        count += int(np.sum(np.abs(diff) >= abs(observed) - tol))
+    p = count / total if exact else (count + 1) / (total + 1)
+    return TestResult(observed, float(min(1.0, p)),
+                      f"paired randomisation ({'exact, ' if exact else ''}{total} reassignments, {statistic if isinstance(statistic, str) else 'custom'})",
+                      n)
+
+
+def _check_resamples(n_resamples) -> int:
+    """``n_resamples`` as an int ≥ 1 (an integral float accepted); ValueError otherwise."""
     if isinstance(n_resamples, float) and n_resamples.is_integer():
         n_resamples = int(n_resamples)
     if not isinstance(n_resamples, (int, np.integer)) or isinstance(n_resamples, bool) or n_resamples < 1:
         raise ValueError(f"n_resamples must be an integer ≥ 1, got {n_resamples!r}")
-    n_resamples = int(n_resamples)
-    n = x.size
-    is_mean = statistic == "mean" or f is _STATS["mean"]
-    if is_mean:
-        # Same arithmetic as the reassignments below (mean of ±(x − y)), so the identity reassignment
+    return int(n_resamples)
+
+
+def _observed_difference(x: np.ndarray, y: np.ndarray, f, d: np.ndarray | None) -> tuple[float, float]:
+    """The observed ``statistic(x) − statistic(y)`` and the tie tolerance (``d = x − y`` for the mean, else
+    ``None``)."""
+    if d is not None:
+        # Same arithmetic as the reassignments (mean of ±(x − y)), so the identity reassignment
         # reproduces the observed value bit for bit; mean(x) − mean(y) can differ from it by an ulp.
-        d = x - y
         observed = float(d[None, :].mean(axis=1)[0])
     else:
         observed = float(f(x[None, :])[0] - f(y[None, :])[0])
     # Ties are counted up to rounding: (pairwise) summation of n terms of size ≤ M errs by about
     # log2(n)·ε·M, so the tolerance follows the size of what is summed, not of the observed difference.
-    scale = float(np.max(np.abs(d))) if is_mean else 2.0 * float(max(np.max(np.abs(x)), np.max(np.abs(y))))
-    tol = 64.0 * np.log2(n + 1.0) * np.finfo(np.float64).eps * scale
-    exact = n <= 30 and (1 << n) <= n_resamples
-    total = (1 << n) if exact else n_resamples
-    if chunk is None:
-        chunk = max(1, min(total, 4_000_000 // max(n, 1)))
+    scale = float(np.max(np.abs(d))) if d is not None else 2.0 * float(max(np.max(np.abs(x)), np.max(np.abs(y))))
+    tol = 64.0 * np.log2(x.size + 1.0) * np.finfo(np.float64).eps * scale
+    return observed, tol
+
+
+def _reassignments(n: int, total: int, chunk: int, seed: int, exact: bool):
+    """The swap masks ``(rows, n)`` bool, ``chunk`` reassignments at a time: all ``2^n`` enumerated when
+    ``exact``, else seeded draws (kept in :data:`_SWAP_MEMO` when small enough, reused by the next test
+    with the same seed and sizes)."""
     rng = np.random.default_rng(seed)
-    count = 0
     bits = np.arange(n, dtype=np.int64)
     memo = None
     if not exact and total * n <= _SWAP_MEMO_CELLS:
@@ -179,22 +209,11 @@ def paired_randomization_test(x, y, statistic: str | Callable = "mean", *, n_res
     for c, lo in enumerate(range(0, total, chunk)):
         hi = min(total, lo + chunk)
         if exact:
-            swap = ((np.arange(lo, hi, dtype=np.int64)[:, None] >> bits[None, :]) & 1).astype(bool)
+            yield ((np.arange(lo, hi, dtype=np.int64)[:, None] >> bits[None, :]) & 1).astype(bool)
         elif memo is not None:
-            swap = memo[c]
+            yield memo[c]
         else:
-            swap = rng.random((hi - lo, n)) < 0.5
-        if is_mean:
-            diff = (np.where(swap, -d, d)).mean(axis=1)
-        else:
-            xa = np.where(swap, y, x)
-            ya = np.where(swap, x, y)
-            diff = f(xa) - f(ya)
-        count += int(np.sum(np.abs(diff) >= abs(observed) - tol))
-    p = count / total if exact else (count + 1) / (total + 1)
-    return TestResult(observed, float(min(1.0, p)),
-                      f"paired randomisation ({'exact, ' if exact else ''}{total} reassignments, {statistic if isinstance(statistic, str) else 'custom'})",
-                      n)
+            yield rng.random((hi - lo, n)) < 0.5
 
 
 @dataclass
