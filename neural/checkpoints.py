@@ -236,30 +236,47 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     if not p.is_file():
         raise MissingWeightsError(f"weights file not found: {p}")
     if p.suffix == ".safetensors" or is_safetensors_file(p):
-        try:
-            sd = load_file(str(p), device="cpu")
-        except Exception as exc:  # safetensors raises its own error types
-            raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from exc
-        return _strip_module(_only_tensors(sd, p, "safetensors file")), "safetensors"
+        return _read_safetensors(p), "safetensors"
     if is_torchscript_archive(p):
-        source: str | io.BytesIO = str(p)
-        if not torchscript_trusted(trust_torchscript):
-            if not torchscript_sha256:
-                raise UnsafeCheckpointError(torchscript_refused(p))
-            data = p.read_bytes()
-            if hashlib.sha256(data).hexdigest() != torchscript_sha256:
-                raise UnsafeCheckpointError(torchscript_refused(p))
-            source = io.BytesIO(data)   # exactly the bytes that were hashed
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
-                module = torch.jit.load(source, map_location="cpu")
-        except Exception as exc:
-            raise WeightsError(f"{p}: looks like a TorchScript archive but torch.jit.load failed ({exc})") from exc
-        sd = {k: v for k, v in module.state_dict().items() if k not in OPENAI_EXTRA_KEYS}
-        return _strip_module(_only_tensors(sd, p, "TorchScript state dict")), "torchscript"
+        return _read_torchscript(p, trust_torchscript, torchscript_sha256), "torchscript"
+    return _from_pickled(_torch_load(p), p)
+
+
+def _read_safetensors(p: Path) -> dict[str, torch.Tensor]:
+    """Format ``"safetensors"``: :func:`safetensors.torch.load_file`, no code runs."""
     try:
-        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+        sd = load_file(str(p), device="cpu")
+    except Exception as exc:  # safetensors raises its own error types
+        raise WeightsError(f"{p}: not a readable safetensors file ({exc})") from exc
+    return _strip_module(_only_tensors(sd, p, "safetensors file"))
+
+
+def _read_torchscript(p: Path, trust_torchscript: bool | None,
+                      torchscript_sha256: str | None) -> dict[str, torch.Tensor]:
+    """Format ``"torchscript"``: :func:`torch.jit.load`, only when trusted (by setting, or by the SHA-256 of
+    exactly the bytes loaded)."""
+    source: str | io.BytesIO = str(p)
+    if not torchscript_trusted(trust_torchscript):
+        if not torchscript_sha256:
+            raise UnsafeCheckpointError(torchscript_refused(p))
+        data = p.read_bytes()
+        if hashlib.sha256(data).hexdigest() != torchscript_sha256:
+            raise UnsafeCheckpointError(torchscript_refused(p))
+        source = io.BytesIO(data)   # exactly the bytes that were hashed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # "torch.jit.load is deprecated"
+            module = torch.jit.load(source, map_location="cpu")
+    except Exception as exc:
+        raise WeightsError(f"{p}: looks like a TorchScript archive but torch.jit.load failed ({exc})") from exc
+    sd = {k: v for k, v in module.state_dict().items() if k not in OPENAI_EXTRA_KEYS}
+    return _strip_module(_only_tensors(sd, p, "TorchScript state dict"))
+
+
+def _torch_load(p: Path):
+    """``torch.load(..., weights_only=True)``; a refused unpickling becomes :class:`UnsafeCheckpointError`."""
+    try:
+        return torch.load(str(p), map_location="cpu", weights_only=True)
     except Exception as exc:
         if isinstance(exc, (OSError,)) and not isinstance(exc, EOFError):
             raise WeightsError(f"{p}: cannot read ({exc})") from exc
@@ -276,6 +293,10 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
                 f"(torch said: {_unpickler_reason(msg) or repr(exc)})"
             ) from exc
         raise WeightsError(f"{p}: not a readable PyTorch weights file ({exc})") from exc
+
+
+def _from_pickled(obj, p: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """Formats ``"open_clip-checkpoint"``, ``"pacs"`` and ``"state_dict"`` from what :func:`torch.load` read."""
     if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
         inner = obj["state_dict"]
         prefixed = bool(inner) and all(str(k).startswith("module.") for k in inner)
