@@ -14,11 +14,10 @@ from evaluation.caption_metrics import (
     hodosh_bleu,
     hodosh_preprocess,
     hodosh_rouge,
-    meteor_available,
-    meteor_nltk,
     ptb_tokenize,
     rouge_l,
 )
+from evaluation.meteor import meteor_available, meteor_nltk
 from evaluation.correlation import (
     FoilRecord,
     JudgmentRows,
@@ -77,7 +76,9 @@ __all__ = [
     "score_rows", "text_metric",
     # caption metrics
     "METRICS", "CIDErD", "binarise", "bleu", "cider_d", "cohen_kappa", "corpus_bleu", "hodosh_bleu",
-    "hodosh_preprocess", "hodosh_rouge", "meteor_available", "meteor_nltk", "ptb_tokenize", "rouge_l",
+    "hodosh_preprocess", "hodosh_rouge", "ptb_tokenize", "rouge_l",
+    # METEOR (the official 1.5 is evaluation.meteor.meteor15; the NLTK variant is its labelled fallback)
+    "meteor_available", "meteor_nltk",
     # standard benchmarks (Composite, Pascal-50S, FOIL; PAC-S Tables 1–3)
     "BenchmarkFormatError", "LoadedBenchmarks", "benchmark_table", "format_benchmark_table", "load_benchmarks",
     "load_composite", "load_foil", "load_pascal50s",

@@ -15,15 +15,15 @@ function               definition
 :func:`cider_d`        CIDEr-D (Vedantam et al. 2015) as in COCO: TF-IDF n-gram vectors (n = 1..4),
                        clipped cosine, Gaussian length penalty σ = 6, ×10, document frequency from
                        the reference sets.
-:func:`meteor_nltk`    METEOR computed with NLTK's ``meteor_score`` – a *variant* (exact, stem and
-                       WordNet-synonym matching; no paraphrase table; NLTK's default parameters), not
-                       the Java METEOR 1.5 used by COCO.  Label it "METEOR (NLTK variant)".
 :func:`hodosh_bleu`,   Hodosh et al. (2013), Sec. 5 / Eq. 28: unigram BLEU (clipped unigram precision,
 :func:`hodosh_rouge`   no brevity penalty) and unigram ROUGE (ROUGE-1 recall), optionally with the
                        paper's "pre" preprocessing (:func:`hodosh_preprocess`).
 :func:`cohen_kappa`    Cohen's κ between binarised metric scores and binarised expert scores
                        (Hodosh et al. 2013, Tables 8–10).
 =====================  ==========================================================================
+
+METEOR, both the official 1.5 and the NLTK variant (:func:`~evaluation.meteor.meteor_nltk`), lives in
+:mod:`evaluation.meteor`.
 """
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ import scipy.sparse as sp
 from corpora.nltk_resources import english_stopwords
 
 __all__ = [
-    "ptb_tokenize", "bleu", "corpus_bleu", "rouge_l", "cider_d", "CIDErD", "meteor_nltk",
+    "ptb_tokenize", "bleu", "corpus_bleu", "rouge_l", "cider_d", "CIDErD",
     "hodosh_preprocess", "hodosh_bleu", "hodosh_rouge", "cohen_kappa", "binarise", "METRICS",
-    "lcs_length", "meteor_available", "check_caption_inputs",
+    "lcs_length", "check_caption_inputs",
 ]
 
 # ---------------------------------------------------------------------------------------------- tokenizer
@@ -388,120 +388,6 @@ def cider_d(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
     check_caption_inputs(candidates, references, "cider_d")
     scorer = CIDErD(n=n, sigma=sigma).fit(references if df_references is None else df_references)
     return scorer.score(candidates, references)
-
-
-# ---------------------------------------------------------------------------------------------- METEOR
-def meteor_available() -> tuple[bool, str]:
-    """Whether NLTK's METEOR can run offline (needs the WordNet corpus); with a reason if not."""
-    try:
-        from corpora.nltk_resources import english_wordnet, find_resource
-        from corpora.paths import ensure_nltk_data_path
-
-        ensure_nltk_data_path()
-        find_resource("corpora/wordnet")  # also finds wordnet.zip; never downloads
-        english_wordnet().synsets("dog")
-    except LookupError:
-        return False, ("NLTK WordNet data not found: set NLTK_DATA (or ITR_SHARED) to a folder with "
-                       "corpora/wordnet, or run `python -m nltk.downloader wordnet` once while online")
-    except Exception as exc:  # pragma: no cover - environment specific
-        return False, f"NLTK METEOR unavailable: {exc}"
-    return True, ""
-
-
-class _Lemma:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def name(self) -> str:
-        return self._name
-
-
-class _Synset:
-    __slots__ = ("_lemmas",)
-
-    def __init__(self, lemmas: tuple):
-        self._lemmas = lemmas
-
-    def lemmas(self) -> tuple:
-        return self._lemmas
-
-
-class _MemoWordNet:
-    """Memoised stand-in for ``nltk.corpus.wordnet`` exposing exactly what NLTK's METEOR reads
-    (``synsets(word)[k].lemmas()[m].name()``) – same answers, looked up once per word, on the toolkit's
-    English WordNet reader (:func:`corpora.nltk_resources.english_wordnet`: no multilingual sense map)."""
-
-    def __init__(self):
-        from corpora.nltk_resources import english_wordnet
-
-        self._wn = english_wordnet()
-        self._memo: dict[str, list] = {}
-
-    def synsets(self, word: str) -> list:
-        v = self._memo.get(word)
-        if v is None:
-            v = self._memo[word] = [_Synset(tuple(_Lemma(l.name()) for l in s.lemmas()))
-                                    for s in self._wn.synsets(word)]
-        return v
-
-
-class _MemoStemmer:
-    def __init__(self):
-        from nltk.stem import PorterStemmer
-
-        self._stem = lru_cache(maxsize=200_000)(PorterStemmer().stem)
-
-    def stem(self, word: str) -> str:
-        return self._stem(word)
-
-
-@lru_cache(maxsize=1)
-def _cached_wordnet() -> _MemoWordNet:
-    return _MemoWordNet()
-
-
-@lru_cache(maxsize=1)
-def _cached_stemmer() -> _MemoStemmer:
-    return _MemoStemmer()
-
-
-def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
-                alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5,
-                progress: bool = False) -> np.ndarray:
-    """METEOR (NLTK variant): ``nltk.translate.meteor_score.meteor_score`` on PTB tokens.
-
-    NLTK's implementation (Banerjee & Lavie 2005 with exact, Porter-stem and WordNet-synonym matching,
-    fragmentation penalty ``γ (chunks / matches)^β``, F_mean with α = 0.9) takes the maximum over
-    references.  It is *not* METEOR 1.5 (no paraphrase table, different parameters), so its numbers are
-    not comparable to COCO's Java METEOR; report it as "METEOR (NLTK variant)".
-    Raises ``LookupError`` with instructions when WordNet is missing (nothing is downloaded).
-    ``progress=True`` shows a tqdm bar (≈ 0.4 ms per candidate once WordNet is warm).
-    """
-    check_caption_inputs(candidates, references, "meteor_nltk")
-    ok, why = meteor_available()
-    if not ok:
-        raise LookupError(why)
-    from nltk.translate.meteor_score import meteor_score
-
-    wn, stemmer = _cached_wordnet(), _cached_stemmer()
-    out = np.empty(len(candidates), dtype=np.float64)
-    memo: dict = {}
-    pairs = zip(candidates, references)
-    if progress:
-        from tqdm import tqdm
-
-        pairs = tqdm(pairs, total=len(candidates), desc="METEOR (NLTK variant)", unit="cap", leave=False)
-    for i, (c, refs) in enumerate(pairs):
-        key = (c, tuple(refs))
-        v = memo.get(key)
-        if v is None:
-            v = memo[key] = meteor_score([list(_ptb_tokenize_cached(r)) for r in refs],
-                                         list(_ptb_tokenize_cached(c)), stemmer=stemmer, wordnet=wn,
-                                         alpha=alpha, beta=beta, gamma=gamma)
-        out[i] = v
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- Hodosh

@@ -22,7 +22,11 @@ The jar and its paraphrase table come from the optional ``pycocoevalcap`` packag
 ".[meteor]"``; the test extra installs it too) or from the folder named by ``$ITR_METEOR_JAR`` (the jar
 file itself, with ``data/paraphrase-en.gz`` beside it).  A Java runtime must be on the ``PATH`` (Debian:
 ``apt-get install default-jre-headless``).  :func:`meteor15_available` says whether both are there and,
-if not, what is missing; :func:`~evaluation.caption_metrics.meteor_nltk` is the labelled fallback.
+if not, what is missing; :func:`meteor_nltk` is the labelled fallback.
+
+The fallback, :func:`meteor_nltk` (with :func:`meteor_available`), is METEOR computed with NLTK's
+``meteor_score`` – a *variant* (exact, stem and WordNet-synonym matching; no paraphrase table; NLTK's
+default parameters), not the Java METEOR 1.5 used by COCO.  Label it "METEOR (NLTK variant)".
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +44,8 @@ from tqdm.auto import tqdm
 
 from evaluation.caption_metrics import check_caption_inputs, ptb_tokenize
 
-__all__ = ["METEOR15_NAME", "Meteor15", "Meteor15Error", "find_meteor_jar", "meteor15", "meteor15_available"]
+__all__ = ["METEOR15_NAME", "Meteor15", "Meteor15Error", "find_meteor_jar", "meteor15", "meteor15_available",
+           "meteor_available", "meteor_nltk"]
 
 #: Display name of the official METEOR in tables.
 METEOR15_NAME = "METEOR"
@@ -194,3 +200,117 @@ def meteor15(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
     """
     with Meteor15() as m:
         return m.score(candidates, references, progress=progress)
+
+
+# ---------------------------------------------------------------------------------------------- NLTK variant
+def meteor_available() -> tuple[bool, str]:
+    """Whether NLTK's METEOR can run offline (needs the WordNet corpus); with a reason if not."""
+    try:
+        from corpora.nltk_resources import english_wordnet, find_resource
+        from corpora.paths import ensure_nltk_data_path
+
+        ensure_nltk_data_path()
+        find_resource("corpora/wordnet")  # also finds wordnet.zip; never downloads
+        english_wordnet().synsets("dog")
+    except LookupError:
+        return False, ("NLTK WordNet data not found: set NLTK_DATA (or ITR_SHARED) to a folder with "
+                       "corpora/wordnet, or run `python -m nltk.downloader wordnet` once while online")
+    except Exception as exc:  # pragma: no cover - environment specific
+        return False, f"NLTK METEOR unavailable: {exc}"
+    return True, ""
+
+
+class _Lemma:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+
+class _Synset:
+    __slots__ = ("_lemmas",)
+
+    def __init__(self, lemmas: tuple):
+        self._lemmas = lemmas
+
+    def lemmas(self) -> tuple:
+        return self._lemmas
+
+
+class _MemoWordNet:
+    """Memoised stand-in for ``nltk.corpus.wordnet`` exposing exactly what NLTK's METEOR reads
+    (``synsets(word)[k].lemmas()[m].name()``) – same answers, looked up once per word, on the toolkit's
+    English WordNet reader (:func:`corpora.nltk_resources.english_wordnet`: no multilingual sense map)."""
+
+    def __init__(self):
+        from corpora.nltk_resources import english_wordnet
+
+        self._wn = english_wordnet()
+        self._memo: dict[str, list] = {}
+
+    def synsets(self, word: str) -> list:
+        v = self._memo.get(word)
+        if v is None:
+            v = self._memo[word] = [_Synset(tuple(_Lemma(l.name()) for l in s.lemmas()))
+                                    for s in self._wn.synsets(word)]
+        return v
+
+
+class _MemoStemmer:
+    def __init__(self):
+        from nltk.stem import PorterStemmer
+
+        self._stem = lru_cache(maxsize=200_000)(PorterStemmer().stem)
+
+    def stem(self, word: str) -> str:
+        return self._stem(word)
+
+
+@lru_cache(maxsize=1)
+def _cached_wordnet() -> _MemoWordNet:
+    return _MemoWordNet()
+
+
+@lru_cache(maxsize=1)
+def _cached_stemmer() -> _MemoStemmer:
+    return _MemoStemmer()
+
+
+def meteor_nltk(candidates: Sequence[str], references: Sequence[Sequence[str]], *,
+                alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5,
+                progress: bool = False) -> np.ndarray:
+    """METEOR (NLTK variant): ``nltk.translate.meteor_score.meteor_score`` on PTB tokens.
+
+    NLTK's implementation (Banerjee & Lavie 2005 with exact, Porter-stem and WordNet-synonym matching,
+    fragmentation penalty ``γ (chunks / matches)^β``, F_mean with α = 0.9) takes the maximum over
+    references.  It is *not* METEOR 1.5 (no paraphrase table, different parameters), so its numbers are
+    not comparable to COCO's Java METEOR; report it as "METEOR (NLTK variant)".
+    Raises ``LookupError`` with instructions when WordNet is missing (nothing is downloaded).
+    ``progress=True`` shows a tqdm bar (≈ 0.4 ms per candidate once WordNet is warm).
+    """
+    check_caption_inputs(candidates, references, "meteor_nltk")
+    ok, why = meteor_available()
+    if not ok:
+        raise LookupError(why)
+    from nltk.translate.meteor_score import meteor_score
+
+    wn, stemmer = _cached_wordnet(), _cached_stemmer()
+    out = np.empty(len(candidates), dtype=np.float64)
+    memo: dict = {}
+    pairs = zip(candidates, references)
+    if progress:
+        from tqdm import tqdm
+
+        pairs = tqdm(pairs, total=len(candidates), desc="METEOR (NLTK variant)", unit="cap", leave=False)
+    for i, (c, refs) in enumerate(pairs):
+        key = (c, tuple(refs))
+        v = memo.get(key)
+        if v is None:
+            v = memo[key] = meteor_score([ptb_tokenize(r) for r in refs],
+                                         ptb_tokenize(c), stemmer=stemmer, wordnet=wn,
+                                         alpha=alpha, beta=beta, gamma=gamma)
+        out[i] = v
+    return out

@@ -48,8 +48,6 @@ from evaluation.caption_metrics import (
     cider_d,
     hodosh_bleu,
     hodosh_rouge,
-    meteor_available,
-    meteor_nltk,
     rouge_l,
 )
 from evaluation.correlation import (
@@ -60,7 +58,7 @@ from evaluation.correlation import (
     flickr8k_expert_rows,
     text_metric,
 )
-from evaluation.meteor import METEOR15_NAME, meteor15, meteor15_available
+from evaluation.meteor import METEOR15_NAME, meteor15, meteor15_available, meteor_available, meteor_nltk
 from experiments.options import OptionError, parse_list
 
 #: bump when a metric implementation changes (invalidates cached scores)

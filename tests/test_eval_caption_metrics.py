@@ -19,10 +19,10 @@ from evaluation.caption_metrics import (
     hodosh_preprocess,
     hodosh_rouge,
     lcs_length,
-    meteor_nltk,
     ptb_tokenize,
     rouge_l,
 )
+from evaluation.meteor import meteor_nltk
 
 
 def test_ptb_tokenizer():

@@ -107,7 +107,7 @@ def test_wordnet_left_zipped_by_the_downloader_is_found(nltk_data_dir, tmp_path)
                 z.write(f, "wordnet/" + f.relative_to(src).as_posix())
     (tmp_path / "no-shared").mkdir()
     code = ("from kernels.text.preprocess import lemmatizer, english_wordnet\n"
-            "from evaluation.caption_metrics import meteor_available\n"
+            "from evaluation.meteor import meteor_available\n"
             "print(english_wordnet().synsets('dog')[0].name(), lemmatizer()('geese', 'n'), meteor_available()[0])")
     env = {**os.environ, "NLTK_DATA": str(tmp_path / "data"), "ITR_SHARED": str(tmp_path / "no-shared")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
