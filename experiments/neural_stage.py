@@ -101,79 +101,125 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     names = list(names)
     if not names:
         return {}, {}, {}, {}
-    from corpora.base import GeneratedCorpus, MissingImagesError
-    from neural.base import CorpusPairScorer, affinity_for_pool
-    from neural.clipscore import CLIPScore
+    from corpora.base import GeneratedCorpus
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
     bb = load_neural_backbone(corpus, options, cache)
     timings["backbone"] = time.perf_counter() - t
     prov = {"backbone": bb.provenance()}
-    show = not options.no_progress
     train_ids = neural_train_ids(corpus, options)   # None: the whole train split
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
     if "CLIP-S" in names or "RefCLIP-S" in names:
-        scorers["CLIP-S"] = CLIPScore(bb)
-        ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
+        _add_clipscore(bb, scorers, ref_scorers)
     if "PAC-S" in names or "RefPAC-S" in names:
-        from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
-
-        t = time.perf_counter()
-        pacs_bb = bb
-        if options.pacs_positives:
-            try:
-                tuples = load_tuples(options.pacs_positives)
-            except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
-                raise PipelineError(f"--pacs-positives: {exc}") from exc
-            train, val = _split_tuples(tuples, seed=options.seed)
-            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
-        elif isinstance(corpus, GeneratedCorpus):
-            n_img = 300 if options.quick else 700
-            train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
-            val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
-            pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
-        else:
-            log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
-                        "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
-                        "on the backbone as given", corpus.name)
-        prov["pacs_backbone"] = pacs_bb.provenance()
-        scorers["PAC-S"] = PACScore(pacs_bb)
-        ref_scorers["RefPAC-S"] = RefPACScore(pacs_bb)
-        timings["PAC-S"] = time.perf_counter() - t
+        _add_pacs(bb, corpus, options, cache, scorers, ref_scorers, prov, timings)
     if "L-CLIPScore" in names or "RefL-CLIPScore" in names:
-        from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
-
-        t = time.perf_counter()
-        student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=options.seed), cache=cache,
-                                        show_progress=show, image_ids=train_ids)
-        prov["lclip_student"] = student.provenance()
-        scorers["L-CLIPScore"] = LCLIPScore(student)
-        ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
-        timings["L-CLIPScore"] = time.perf_counter() - t
-    bridge = None
-    if "BRIDGE" in names:
-        from neural.bridge import BRIDGE, BridgeConfig, BridgePairScorer
-
-        t = time.perf_counter()
-        bridge = BRIDGE(bb, BridgeConfig(seed=options.seed)).fit(corpus, "train", cache=cache, show_progress=show,
-                                                              image_ids=train_ids)
-        timings["BRIDGE"] = time.perf_counter() - t
-    specs_scorer = None
+        _add_lclip(bb, corpus, options, cache, train_ids, scorers, ref_scorers, prov, timings)
+    bridge = _fit_bridge(bb, corpus, options, cache, train_ids, timings) if "BRIDGE" in names else None
     if "SPECS" in names:
-        from neural.specs import SPECSConfig, SPECSScore, train_specs
+        _add_specs(bb, corpus, options, cache, train_ids, scorers, prov, timings)
 
-        t = time.perf_counter()
-        cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_tiny_clip(options) else SPECSConfig(seed=options.seed)
-        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show, image_ids=train_ids)
-        prov["specs_backbone"] = specs_bb.provenance()
-        specs_scorer = SPECSScore(specs_bb)
-        scorers["SPECS"] = specs_scorer
-        timings["SPECS"] = time.perf_counter() - t
+    outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
+    pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
+    specificity: dict = {}
+    if isinstance(corpus, GeneratedCorpus):   # the corpus can produce detail units
+        specificity = _specificity(corpus, names, scorers, options, cache, timings)
+    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    return outputs, pair, specificity, prov
 
-    # Retrieval on the test pool: every reference-free scorer.
-    pool = pools["test"]
+
+# The scorer families.  Each adds its reference-free scorer to ``scorers`` and its reference-based variant
+# to ``ref_scorers``, records its backbone's provenance and its time; the ``neural`` imports stay inside
+# (a warm re-run must not import torch, see the module docstring).
+def _add_clipscore(bb, scorers: dict, ref_scorers: dict) -> None:
+    """CLIP-S and RefCLIP-S on the backbone as given."""
+    from neural.clipscore import CLIPScore   # lazy: a warm re-run must not import torch
+
+    scorers["CLIP-S"] = CLIPScore(bb)
+    ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
+
+
+def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers: dict, ref_scorers: dict,
+              prov: dict, timings: dict) -> None:
+    """PAC-S and RefPAC-S on the backbone fine-tuned on positive tuples (``--pacs-positives``, or the
+    teaching set's generated ones; else the backbone as given, with a warning)."""
+    from corpora.base import GeneratedCorpus, MissingImagesError
+    # lazy: a warm re-run must not import torch
+    from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
+
+    t = time.perf_counter()
+    show = not options.no_progress
+    pacs_bb = bb
+    if options.pacs_positives:
+        try:
+            tuples = load_tuples(options.pacs_positives)
+        except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
+            raise PipelineError(f"--pacs-positives: {exc}") from exc
+        train, val = _split_tuples(tuples, seed=options.seed)
+        pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+    elif isinstance(corpus, GeneratedCorpus):
+        n_img = 300 if options.quick else 700
+        train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
+        val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
+        pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+    else:
+        log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
+                    "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
+                    "on the backbone as given", corpus.name)
+    prov["pacs_backbone"] = pacs_bb.provenance()
+    scorers["PAC-S"] = PACScore(pacs_bb)
+    ref_scorers["RefPAC-S"] = RefPACScore(pacs_bb)
+    timings["PAC-S"] = time.perf_counter() - t
+
+
+def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
+               scorers: dict, ref_scorers: dict, prov: dict, timings: dict) -> None:
+    """L-CLIPScore and RefL-CLIPScore: the student distilled from the backbone on the training split."""
+    from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus  # lazy: no torch on a warm run
+
+    t = time.perf_counter()
+    student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=options.seed), cache=cache,
+                                    show_progress=not options.no_progress, image_ids=train_ids)
+    prov["lclip_student"] = student.provenance()
+    scorers["L-CLIPScore"] = LCLIPScore(student)
+    ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
+    timings["L-CLIPScore"] = time.perf_counter() - t
+
+
+def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
+                timings: dict):
+    """BRIDGE fitted on the training split (it scores pools and pairs itself, see :func:`_run_neural`)."""
+    from neural.bridge import BRIDGE, BridgeConfig  # lazy: a warm re-run must not import torch
+
+    t = time.perf_counter()
+    bridge = BRIDGE(bb, BridgeConfig(seed=options.seed)).fit(corpus, "train", cache=cache,
+                                                          show_progress=not options.no_progress,
+                                                          image_ids=train_ids)
+    timings["BRIDGE"] = time.perf_counter() - t
+    return bridge
+
+
+def _add_specs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
+               scorers: dict, prov: dict, timings: dict) -> None:
+    """SPECS: the backbone fine-tuned for specificity on the training split (no reference-based variant)."""
+    from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
+
+    t = time.perf_counter()
+    cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_tiny_clip(options) else SPECSConfig(seed=options.seed)
+    specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
+                           image_ids=train_ids)
+    prov["specs_backbone"] = specs_bb.provenance()
+    scorers["SPECS"] = SPECSScore(specs_bb)
+    timings["SPECS"] = time.perf_counter() - t
+
+
+def _retrieval_outputs(bb, corpus: Corpus, pool: RankingPool, names: list[str], scorers: Mapping[str, object],
+                       bridge, cache: DiskCache, timings: dict) -> dict[str, SystemOutput]:
+    """Retrieval on the test pool: every reference-free scorer asked for, and BRIDGE."""
+    from neural.base import affinity_for_pool  # lazy: a warm re-run must not import torch
+
     outputs: dict[str, SystemOutput] = {}
     t = time.perf_counter()
     for name, sc in scorers.items():
@@ -188,8 +234,14 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
                                          config={"backbone": bb.name, "weights_id": bb.weights_id,
                                                  "template_source": getattr(bridge, "template_source", None)})
     timings["neural retrieval"] = time.perf_counter() - t
+    return outputs
 
-    # Pair scorers for the human-correlation tables.
+
+def _pair_scorers(corpus: Corpus, names: list[str], scorers: Mapping[str, object],
+                  ref_scorers: Mapping[str, object], bridge, cache: DiskCache) -> dict[str, PairScorer]:
+    """Pair scorers for the human-correlation tables (the reference-based variants use the references)."""
+    from neural.base import CorpusPairScorer  # lazy: a warm re-run must not import torch
+
     pair: dict[str, PairScorer] = {}
     for name, sc in scorers.items():
         if name in names:
@@ -198,36 +250,39 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         if name in names:
             pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=True)
     if bridge is not None:
+        from neural.bridge import BridgePairScorer  # lazy: a warm re-run must not import torch
+
         pair["BRIDGE"] = BridgePairScorer(bridge, corpus)
+    return pair
 
-    # Specificity rate (SPECS Eqs. 1-2) where the corpus can produce detail units.
-    specificity: dict = {}
-    if isinstance(corpus, GeneratedCorpus):
-        from neural.specs import specificity_on_corpus
 
-        t = time.perf_counter()
-        # cached per scorer (under its identity); the scorers not in the cache are computed in one call,
-        # which builds the detail units and loads the images once for all of them
-        keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
-                    "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed}
-                if hasattr(v, "cache_identity") else None
-                for k, v in scorers.items() if k in names}
-        sr = {k: hit for k, key in keys.items()
-              if key is not None and (hit := cache.load("specificity", key)) is not None}
-        missing = {k: scorers[k] for k in keys if k not in sr}
-        if missing:
-            fresh = specificity_on_corpus(missing, corpus, "test", max_images=100, seed=options.seed)
-            for k in missing:
-                sr[k] = {m: np.asarray(float(fresh[k][m])) for m in ("SR_pos", "SR_neg")}
-                if keys[k] is not None:
-                    cache.store("specificity", keys[k], sr[k])
-        specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
-                       for k, v in sr.items()}
-        timings["specificity"] = time.perf_counter() - t
-        for k, v in specificity.items():
-            log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
-    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    return outputs, pair, specificity, prov
+def _specificity(corpus: Corpus, names: list[str], scorers: Mapping[str, object], options: RunOptions,
+                 cache: DiskCache, timings: dict) -> dict:
+    """Specificity rates (SPECS Eqs. 1-2) of the reference-free scorers on the test split."""
+    from neural.specs import specificity_on_corpus  # lazy: a warm re-run must not import torch
+
+    t = time.perf_counter()
+    # cached per scorer (under its identity); the scorers not in the cache are computed in one call,
+    # which builds the detail units and loads the images once for all of them
+    keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
+                "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed}
+            if hasattr(v, "cache_identity") else None
+            for k, v in scorers.items() if k in names}
+    sr = {k: hit for k, key in keys.items()
+          if key is not None and (hit := cache.load("specificity", key)) is not None}
+    missing = {k: scorers[k] for k in keys if k not in sr}
+    if missing:
+        fresh = specificity_on_corpus(missing, corpus, "test", max_images=100, seed=options.seed)
+        for k in missing:
+            sr[k] = {m: np.asarray(float(fresh[k][m])) for m in ("SR_pos", "SR_neg")}
+            if keys[k] is not None:
+                cache.store("specificity", keys[k], sr[k])
+    specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
+                   for k, v in sr.items()}
+    timings["specificity"] = time.perf_counter() - t
+    for k, v in specificity.items():
+        log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
+    return specificity
 
 
 #: Layout version of the ``neural_stage`` cache entries (bump when what is stored changes).
