@@ -32,6 +32,7 @@ file and the image's position in ``images``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from corpora.base import Caption, Corpus, CorpusError, caption_id, decode_utf8
@@ -41,6 +42,45 @@ __all__ = ["load_karpathy", "KARPATHY_SPLITS"]
 
 #: Karpathy split name → corpus split name.
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "dev", "test": "test"}
+
+
+def _entry_captions(entry, n: int, seen: Mapping[str, object], path: Path) -> tuple[str, str, list[Caption]]:
+    """``(filename, Karpathy split, captions)`` of the ``n``-th entry of the ``images`` list, checked
+    (``seen``: the filenames read so far)."""
+    where = f"images[{n}]"
+    if not isinstance(entry, dict):
+        raise CorpusError(f"{where} is not an object", path)
+    try:
+        filename = str(entry["filename"]).strip()
+        ksplit = entry["split"]
+        sentences = entry["sentences"]
+    except KeyError as exc:
+        raise CorpusError(f"{where} has no {exc.args[0]!r} key", path) from None
+    if not filename:
+        raise CorpusError(f"{where} has an empty filename", path)
+    if filename in seen:
+        raise CorpusError(f"{where}: duplicate filename {filename!r}", path)
+    if ksplit not in KARPATHY_SPLITS:
+        raise CorpusError(f"{where} ({filename}): unknown split {ksplit!r} (expected one of "
+                          f"{sorted(KARPATHY_SPLITS)})", path)
+    if not isinstance(sentences, list) or not sentences:
+        raise CorpusError(f"{where} ({filename}): 'sentences' must be a non-empty list", path)
+    sentids = entry.get("sentids")
+    if sentids is not None and not isinstance(sentids, list):
+        raise CorpusError(f"{where} ({filename}): 'sentids' must be a list, got {sentids!r}", path)
+    if sentids is not None and len(sentids) != len(sentences):
+        raise CorpusError(f"{where} ({filename}): {len(sentids)} sentids for {len(sentences)} sentences",
+                          path)
+    caps = []
+    for k, s in enumerate(sentences):
+        raw = s.get("raw") if isinstance(s, dict) else None
+        if raw is None and isinstance(s, dict) and s.get("tokens"):
+            raw = " ".join(s["tokens"])
+        text = " ".join(str(raw or "").split())
+        if not text:
+            raise CorpusError(f"{where} ({filename}): sentence {k} is empty or has no 'raw' text", path)
+        caps.append(Caption(caption_id(filename, k), filename, k, text))
+    return filename, ksplit, caps
 
 
 def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
@@ -76,39 +116,7 @@ def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
     paths = {}
     counts = {k: 0 for k in KARPATHY_SPLITS}
     for n, entry in enumerate(data["images"]):
-        where = f"images[{n}]"
-        if not isinstance(entry, dict):
-            raise CorpusError(f"{where} is not an object", path)
-        try:
-            filename = str(entry["filename"]).strip()
-            ksplit = entry["split"]
-            sentences = entry["sentences"]
-        except KeyError as exc:
-            raise CorpusError(f"{where} has no {exc.args[0]!r} key", path) from None
-        if not filename:
-            raise CorpusError(f"{where} has an empty filename", path)
-        if filename in captions:
-            raise CorpusError(f"{where}: duplicate filename {filename!r}", path)
-        if ksplit not in KARPATHY_SPLITS:
-            raise CorpusError(f"{where} ({filename}): unknown split {ksplit!r} (expected one of "
-                              f"{sorted(KARPATHY_SPLITS)})", path)
-        if not isinstance(sentences, list) or not sentences:
-            raise CorpusError(f"{where} ({filename}): 'sentences' must be a non-empty list", path)
-        sentids = entry.get("sentids")
-        if sentids is not None and not isinstance(sentids, list):
-            raise CorpusError(f"{where} ({filename}): 'sentids' must be a list, got {sentids!r}", path)
-        if sentids is not None and len(sentids) != len(sentences):
-            raise CorpusError(f"{where} ({filename}): {len(sentids)} sentids for {len(sentences)} sentences",
-                              path)
-        caps = []
-        for k, s in enumerate(sentences):
-            raw = s.get("raw") if isinstance(s, dict) else None
-            if raw is None and isinstance(s, dict) and s.get("tokens"):
-                raw = " ".join(s["tokens"])
-            text = " ".join(str(raw or "").split())
-            if not text:
-                raise CorpusError(f"{where} ({filename}): sentence {k} is empty or has no 'raw' text", path)
-            caps.append(Caption(caption_id(filename, k), filename, k, text))
+        filename, ksplit, caps = _entry_captions(entry, n, captions, path)
         image_ids.append(filename)
         captions[filename] = tuple(caps)
         splits[KARPATHY_SPLITS[ksplit]].append(filename)
