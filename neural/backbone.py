@@ -477,6 +477,17 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     if precision == "fp16":
         net = net.half()
     net.eval()
+    name, source, weights_id = _identity(net, arch, pretrained, tag_cfg, file_path, fmt, weights_id)
+    ctx = int(getattr(net, "context_length", getattr(tokenizer, "context_length", 77)))
+    return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=weights_id,
+                    device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
+                    show_progress=show_progress)
+
+
+def _identity(net, arch: str, pretrained, tag_cfg: dict, file_path: Path | None, fmt: str | None,
+              weights_id: str) -> tuple[str, str, str]:
+    """``(name, source, weights_id)`` of a loaded backbone: from the tag, the file, or (random
+    initialisation) the network's own weights."""
     if pretrained is None:
         name = f"{arch}/random-init"
         source = "random initialisation"
@@ -487,10 +498,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     else:
         name = f"{arch}/{file_path.name}"
         source = f"file {file_path} ({fmt})"
-    ctx = int(getattr(net, "context_length", getattr(tokenizer, "context_length", 77)))
-    return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=weights_id,
-                    device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
-                    show_progress=show_progress)
+    return name, source, weights_id
 
 
 def _weights_file(model: str, pretrained, allow: bool, cache_dir: str | None) -> tuple[Path | None, dict]:
