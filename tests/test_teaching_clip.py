@@ -146,3 +146,16 @@ def test_shipped_weights_reproduce_the_model_card_figure():
     for task in ("annotation", "search"):
         for k in ("R@1", "R@5", "R@10"):   # within one query (fp32 reductions may differ across CPUs)
             assert abs(got[task][k] - record["heldout"][str(n)][task][k]) <= 100.0 / n + 1e-9, (task, k)
+
+
+def test_backbone_for_names_the_teaching_clip(tmp_path):
+    """``--clip-model teaching`` reaches the verified loader (never a training run); ``tiny-trained`` stays
+    the explicit in-run training."""
+    from neural.factory import backbone_for
+    from neural.names import is_teaching_model, is_tiny_model
+
+    assert is_teaching_model("teaching") and is_teaching_model("Teaching-CLIP") and not is_teaching_model(None)
+    assert is_tiny_model("tiny-trained") and not is_tiny_model("teaching")
+    missing = tmp_path / "absent.safetensors"
+    with pytest.raises(tc.TeachingCLIPError, match="rebuild them with"):
+        backbone_for(None, "teaching", missing, device="cpu", show_progress=False)
