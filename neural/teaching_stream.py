@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from corpora.scoring import gold_ranks, rank_metrics
-from corpora.teaching import N_CAPTIONS, heldout_pool_set, pretraining_chunk, scene_fingerprints
+from corpora.teaching import N_CAPTIONS, heldout_pool_set, pretraining_chunk
 from neural.backbone import to_pil
 from neural.base import PROMPT, with_prompt
 from neural.text_tower import encode_text_to_eot
@@ -135,10 +135,6 @@ class TeachingStream:
         if _rng(spec, c, r, _TAG_PROMPT, j).random() < spec.prompt_rate:
             texts = with_prompt(texts, PROMPT)
         return torch.stack([self._pixels_of(int(i)) for i in idx]), texts
-
-    def fingerprints_of_chunk(self, c: int) -> list[str]:
-        """Scene fingerprints of chunk ``c`` (:func:`corpora.teaching.scene_fingerprint`)."""
-        return sorted(scene_fingerprints(pretraining_chunk(c, size=self.spec.chunk_size)))
 
 
 def encode_batch(model: torch.nn.Module, images: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
