@@ -22,7 +22,7 @@ from pathlib import Path
 
 from corpora.teaching import PRETRAIN_SEEDS
 
-DEFAULTS = {"n_pairs": 300_000, "batch_size": 128, "lr": 1e-3, "warmup": 150, "seed": 0, "eval_every": 200,
+DEFAULTS = {"n_pairs": 400_000, "batch_size": 128, "lr": 1e-3, "warmup": 150, "seed": 0, "eval_every": 200,
             "eval_images": 300, "checkpoint_every": 100, "chunk_size": 1000, "prompt_rate": 0.5}
 
 

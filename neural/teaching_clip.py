@@ -89,7 +89,7 @@ class GeneratorVersionWarning(UserWarning):
 class PretrainConfig:
     """The pretraining recipe (every field is recorded in the checkpoint, the log and the weights)."""
 
-    n_pairs: int = 300_000
+    n_pairs: int = 400_000
     steps: int | None = None
     batch_size: int = 128
     lr: float = 1e-3
