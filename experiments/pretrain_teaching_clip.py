@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     # torch only once the options are known to be valid (--help stays fast)
-    from neural.teaching_clip import PretrainConfig, export_weights, pretrain  # noqa: PLC0415
+    from neural.teaching_clip import PretrainConfig, card_table, export_weights, pretrain  # noqa: PLC0415
 
     cfg = PretrainConfig(n_pairs=args.n_pairs, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                          warmup=args.warmup, seed=args.seed, chunk_size=args.chunk_size,
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         pools = tuple(int(n) for n in args.card_pools.split(",") if n.strip())
         rec = export_weights(model, args.export, cfg, done, log=log, pools=pools, show_progress=not args.quiet)
         print(f"wrote {args.export} ({rec['bytes']} bytes, sha256 {rec['sha256']})", file=sys.stderr)
-        print(json.dumps(rec["heldout"], indent=1), file=sys.stderr)
+        print("model card rows (docs/teaching_clip.md):\n" + card_table(rec), file=sys.stderr)
     return 0
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -63,7 +64,7 @@ from neural.training import adamw, deterministic, progress, tick
 __all__ = [
     "TEACHING_ARCH", "WEIGHTS_FILE", "REBUILD_COMMAND", "MAX_WEIGHTS_BYTES", "PretrainConfig", "TeachingCLIPError",
     "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip", "weights_record_path",
-    "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES",
+    "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES", "cpu_name", "card_table",
 ]
 
 TEACHING_ARCH = "itr-teaching-clip"
@@ -332,7 +333,19 @@ def _segment(cfg: PretrainConfig, start: int, end: int, t0: float, num_threads: 
     pairs = cfg.stream.pairs_until(end) - cfg.stream.pairs_until(start)
     return {"start_step": start, "end_step": end, "seconds": round(secs, 2), "pairs": pairs,
             "pairs_per_s": round(pairs / max(secs, 1e-9), 2), "steps_per_s": round((end - start) / max(secs, 1e-9), 4),
-            "threads": num_threads, "cpu_count": os.cpu_count()}
+            "threads": num_threads, "cpu_count": os.cpu_count(), "cpu": cpu_name(), "platform": platform.platform()}
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 # ------------------------------------------------------------------------------------------ shipping
@@ -445,3 +458,21 @@ def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",
                              device=device, show_progress=show_progress)
     bb.card = meta  # type: ignore[attr-defined]
     return bb
+
+
+def card_table(record: dict) -> str:
+    """The model card's figures (``docs/teaching_clip.md``) as Markdown rows, from an export record."""
+    meta = record["metadata"]
+    segs = record.get("training_segments", [])
+    secs = sum(s["seconds"] for s in segs)
+    rows = [("hardware", "; ".join(sorted({f"{s.get('cpu', '?')}, {s.get('threads')} threads" for s in segs})) or "?"),
+            ("wall time", f"{secs / 60:.1f} min over {len(segs)} call(s)"),
+            ("steps / pairs / images", f"{meta['steps']} / {meta['pairs']} / {meta['images']}"),
+            ("pretraining seeds", meta["pretrain_seeds"])]
+    for n, figs in sorted(record.get("heldout", {}).items(), key=lambda kv: -int(kv[0])):
+        for task in ("annotation", "search"):
+            r = figs[task]
+            rows.append((f"held-out ({n} images) {task} R@1 / R@5 / R@10",
+                         f"{r['R@1']:.1f} / {r['R@5']:.1f} / {r['R@10']:.1f} %"))
+    rows += [("file size", f"{record['bytes']} bytes"), ("SHA-256", f"`{record['sha256']}`")]
+    return "\n".join(f"| {k} | {v} |" for k, v in rows)

@@ -77,6 +77,13 @@ def test_pretraining_resumes_to_the_uninterrupted_result(tmp_path):
     assert [e[:2] for e in log_a["loss"]] == [e[:2] for e in log_b["loss"]] and len(log_a["loss"]) == 4
     assert [e["step"] for e in log_a["eval"]] == [0, 2, 4]
     assert set(log_a["eval"][-1]["annotation"]) >= {"R@1", "R@5", "R@10"} and "search" in log_a["eval"][-1]
+    # a finished run exports from its checkpoint without training again
+    out = tmp_path / "w" / "tc.safetensors"
+    assert pretrain_main(["--out", str(tmp_path / "a"), *TINY, "--export", str(out), "--card-pools", "6"]) == 0
+    rec = json.loads(tc.weights_record_path(out).read_text())
+    assert rec["metadata"]["steps"] == "4" and set(rec["heldout"]) == {"6"}
+    assert tc.load_teaching_clip(out, device="cpu", show_progress=False).weights_id
+    assert pretrain_main(["--out", str(tmp_path / "c"), *TINY, "--stop-at", "1", "--export", str(out)]) == 1
     with pytest.raises(ValueError, match="another recipe"):
         tc.pretrain(tmp_path / "a", tc.PretrainConfig(steps=4, batch_size=4, chunk_size=6, lr=5e-4),
                     show_progress=False)
@@ -108,6 +115,8 @@ def test_export_records_sha_and_loads(exported):
     assert bb.arch == tc.TEACHING_ARCH and bb.encode_texts(["a red circle"]).shape == (1, 128)
     again = HeldOutPool(8, bb.preprocess, bb.tokenizer).evaluate(bb.model)
     assert again == rec["heldout"]["8"]
+    table = tc.card_table(rec)
+    assert rec["sha256"] in table and "held-out (8 images) search R@1 / R@5 / R@10" in table
 
 
 def test_damaged_or_missing_weights_stop_with_one_error(exported, tmp_path):
