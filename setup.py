@@ -18,7 +18,8 @@ setup(
     packages=find_packages(include=["corpora*", "kernels*", "kcca*", "neural*", "evaluation*",
                                     "experiments*"]),
     # C sources compiled on first use (ctypes); numpy/torch fallbacks exist when no compiler is found.
-    package_data={"kernels.text": ["_softtri.c"]},
+    # The pretrained teaching CLIP (neural/teaching_clip.py, docs/teaching_clip.md): fp16 weights + record.
+    package_data={"kernels.text": ["_softtri.c"], "neural": ["weights/*.safetensors", "weights/*.json"]},
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",

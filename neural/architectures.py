@@ -31,10 +31,65 @@ CUSTOM_MODEL_CONFIGS: dict[str, dict[str, Any]] = {
         "vision_cfg": {"image_size": 48, "layers": 4, "width": 128, "patch_size": 8, "head_width": 64},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 3},
     },
+    # The teaching CLIP (neural.teaching_clip): pretrained on a generated stream, shipped as fp16
+    # safetensors (<= 10 MB).  96 px input in 12 px patches (an 8 x 8 grid: the same token count as a
+    # 64 px / 8 px ViT, with patches wide enough to hold two periods of the fill textures), a rank-32
+    # factorised token embedding over open_clip's full 49,408-token BPE vocabulary.
+    "itr-teaching-clip": {
+        "embed_dim": 128,
+        "quick_gelu": True,
+        "token_embedding_rank": 32,
+        "vision_cfg": {"image_size": 96, "layers": 6, "width": 128, "patch_size": 12, "head_width": 64},
+        "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 4},
+    },
 }
 #: Preprocessing overrides for custom architectures (the teaching images are 4:3; "squash" keeps the
 #: whole scene, including what is left / right of centre).
-CUSTOM_PREPROCESS: dict[str, dict[str, Any]] = {"itr-tiny-clip": {"resize_mode": "squash"}}
+CUSTOM_PREPROCESS: dict[str, dict[str, Any]] = {"itr-tiny-clip": {"resize_mode": "squash"},
+                                                "itr-teaching-clip": {"resize_mode": "squash"}}
+
+
+class FactorizedTokenEmbedding(torch.nn.Module):
+    """Token embedding ``E = A B`` with ``A`` (vocab × r) and ``B`` (r × width), the matrix decomposition
+    of L-CLIPScore's student (its factorised token embedding; :class:`neural.lclip.FactorizedEmbedding`
+    uses the same ``low`` / ``up`` names, which BRIDGE reads for the text width).
+
+    A token's embedding is ``e_t = A_t B``: ``vocab·r + r·width`` parameters instead of
+    ``vocab·width`` (49,408 × 128 = 6.3 M → 1.6 M at r = 32).  Initialised as open_clip initialises its
+    token embedding in distribution: ``A ~ N(0, 0.02²)``, ``B`` with orthonormal rows, so ``E`` has the
+    same per-entry scale.
+    """
+
+    def __init__(self, vocab: int, rank: int, width: int):
+        super().__init__()
+        self.low = torch.nn.Embedding(vocab, rank)
+        self.up = torch.nn.Linear(rank, width, bias=False)
+        torch.nn.init.normal_(self.low.weight, std=0.02)
+        torch.nn.init.orthogonal_(self.up.weight)
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.low.num_embeddings
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.up(self.low(tokens))
+
+
+def build_custom_clip(arch: str, quick_gelu: bool | None = None):
+    """An untrained open_clip ``CLIP`` of custom architecture ``arch`` (:data:`CUSTOM_MODEL_CONFIGS`);
+    a ``token_embedding_rank`` entry replaces the token embedding by a
+    :class:`FactorizedTokenEmbedding` of that rank."""
+    import open_clip  # lazy: seconds to import (torchvision, timm)
+
+    cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
+    rank = cfg.pop("token_embedding_rank", None)
+    if quick_gelu is not None:
+        cfg["quick_gelu"] = quick_gelu
+    model = open_clip.CLIP(**cfg)
+    if rank:
+        t = cfg["text_cfg"]
+        model.token_embedding = FactorizedTokenEmbedding(t["vocab_size"], int(rank), t["width"])
+    return model
 
 
 def preprocess_for(model, overrides: dict | None = None):
@@ -171,10 +226,8 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
     from open_clip.tokenizer import SimpleTokenizer
 
     if arch in CUSTOM_MODEL_CONFIGS:
-        cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
-        if quick_gelu is not None:
-            cfg["quick_gelu"] = quick_gelu
-        model = open_clip.CLIP(**cfg)
+        cfg = CUSTOM_MODEL_CONFIGS[arch]
+        model = build_custom_clip(arch, quick_gelu)
         over = dict(CUSTOM_PREPROCESS.get(arch, {}))
         over.update(preprocess_overrides or {})
         preprocess = preprocess_for(model, over)
@@ -279,5 +332,5 @@ def infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
 __all__ = [
     "CUSTOM_MODEL_CONFIGS", "CUSTOM_PREPROCESS", "preprocess_for", "hf_text_requirements", "text_config",
     "activation_hint", "require_architecture_dependencies", "check_architecture", "create_architecture",
-    "load_weights_into", "infer_openai_arch",
+    "load_weights_into", "infer_openai_arch", "FactorizedTokenEmbedding", "build_custom_clip",
 ]

@@ -51,7 +51,7 @@ from neural.checkpoints import (  # noqa: F401  (the error types are re-exported
     state_dict_sha256,
     torchscript_trusted,
 )
-from neural.names import TINY_MODEL_NAMES, is_tiny_model  # noqa: F401  (re-exported)
+from neural.names import TINY_MODEL_NAMES, is_teaching_model, is_tiny_model  # noqa: F401  (re-exported)
 from neural.pretrained import (  # noqa: F401  (PACS_CHECKPOINTS … re-exported: the backbone API)
     OFFLINE_ENV,
     PACS_CHECKPOINTS,
@@ -463,6 +463,9 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     if is_tiny_model(model):
         raise ValueError("model='tiny' is the CLIP trained here on the teaching set: use "
                          "neural.tiny_clip.train_tiny_clip(corpus) (or --clip-model tiny on the command line)")
+    if is_teaching_model(model):
+        raise ValueError("model='teaching' is the shipped pretrained teaching CLIP: use "
+                         "neural.teaching_clip.load_teaching_clip() (or neural.factory.backbone_for)")
     allow = (not offline()) if allow_download is None else allow_download
     if model != "auto":
         check_architecture(model.replace("/", "-"))

@@ -1,5 +1,5 @@
-"""The backbone a job asks for, by name: the tiny CLIP trained here (the offline default) or an open_clip
-model with pretrained weights.
+"""The backbone a job asks for, by name: the tiny CLIP trained here (the offline default), the shipped
+pretrained teaching CLIP, or an open_clip model with pretrained weights.
 
 :func:`backbone_for` is the one place that turns the command lines' ``--clip-model`` /
 ``--clip-pretrained`` into a :class:`~neural.backbone.Backbone`; :mod:`neural.tiny_clip` trains the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from corpora.teaching import make_teaching_set
 from neural.backbone import Backbone, load_backbone
-from neural.names import is_tiny_model
+from neural.names import is_teaching_model, is_tiny_model
+from neural.teaching_clip import load_teaching_clip
 from neural.tiny_clip import train_tiny_clip
 
 __all__ = ["backbone_for"]
@@ -21,8 +22,13 @@ def backbone_for(corpus=None, clip_model: str | None = None, clip_pretrained=Non
     """The backbone a job should use: ``clip_model`` None or one of :data:`neural.names.TINY_MODEL_NAMES`
     (``"tiny"``, ``"tiny-clip"``; :func:`~neural.names.is_tiny_model`) → the tiny CLIP trained on
     ``corpus``' training split (on the teaching set when ``corpus`` has no usable one: no ``train``
-    split, or images missing); otherwise :func:`neural.backbone.load_backbone` (``clip_pretrained``: tag
-    or file, default ``"openai"``).  ``train_kwargs`` go to :func:`neural.tiny_clip.train_tiny_clip`."""
+    split, or images missing); one of :data:`neural.names.TEACHING_MODEL_NAMES` (``"teaching"``,
+    ``"teaching-clip"``) → the shipped pretrained teaching CLIP, used zero-shot
+    (:func:`neural.teaching_clip.load_teaching_clip`; ``clip_pretrained`` may name another weights file
+    of it); otherwise :func:`neural.backbone.load_backbone` (``clip_pretrained``: tag or file, default
+    ``"openai"``).  ``train_kwargs`` go to :func:`neural.tiny_clip.train_tiny_clip`."""
+    if is_teaching_model(clip_model):
+        return load_teaching_clip(clip_pretrained, device=device, show_progress=show_progress)
     if is_tiny_model(clip_model, default=True):
         usable = corpus is not None and "train" in getattr(corpus, "splits", {}) and \
             not corpus.missing_images(corpus.split("train"))

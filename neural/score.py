@@ -78,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--metric", choices=METRICS, default="clip-s", help="score to compute")
     ap.add_argument("--clip-model", default=None,
                     help="open_clip architecture (e.g. ViT-B-32, ViT-L-14), 'auto' (infer from an OpenAI-"
-                         "layout file) or 'tiny' (the small CLIP trained here on the teaching set). "
-                         "Default: ViT-B-32 with --clip-pretrained openai")
+                         "layout file), 'teaching' (the shipped teaching CLIP, pretrained on generated "
+                         "teaching-world pairs; --clip-pretrained may name another file of it) or 'tiny' (the "
+                         "small CLIP trained here on the teaching set). Default: ViT-B-32 with --clip-pretrained openai")
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag (openai, laion2b_s32b_b82k, …) or a weights file (OpenAI .pt, "
                          "open_clip .pt/.safetensors, PAC-S .pth). An OpenAI TorchScript .pt file is "
@@ -99,13 +100,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _backbone(args, cache):
-    from neural.backbone import is_tiny_model, load_backbone, resolve_device
+    from neural.backbone import is_teaching_model, is_tiny_model, load_backbone, resolve_device
     from neural.checkpoints import WeightsError
 
     try:  # --device cuda without CUDA: refused before any training or loading
         resolve_device(args.device)
     except RuntimeError as exc:
         raise SystemExit(f"error: --device: {exc}") from None
+    if is_teaching_model(args.clip_model):
+        from corpora.teaching import make_teaching_set
+        from neural.teaching_clip import load_teaching_clip
+
+        try:
+            bb = load_teaching_clip(args.clip_pretrained, device=args.device, show_progress=not args.quiet)
+        except WeightsError as exc:  # missing or damaged shipped file: one error naming the rebuild command
+            raise SystemExit(f"error: {exc}") from None
+        return bb, make_teaching_set(seed=args.seed)
     if is_tiny_model(args.clip_model):
         if args.clip_pretrained is not None:
             raise SystemExit(f"error: --clip-pretrained {args.clip_pretrained} does not apply to --clip-model "
@@ -191,7 +201,7 @@ def main(argv=None) -> int:
         from neural.pacs import PACScore, finetune_pacs, teaching_tuples
 
         if teaching is not None:
-            print("PAC-S fine-tuning of the tiny CLIP on teaching-set positives (cached) …", file=sys.stderr)
+            print(f"PAC-S fine-tuning of {bb.name} on teaching-set positives (cached) …", file=sys.stderr)
             bb = finetune_pacs(bb, teaching_tuples(teaching, "train", seed=args.seed),
                                teaching_tuples(teaching, "dev", seed=args.seed), cache=cache,
                                show_progress=not args.quiet)

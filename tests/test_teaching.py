@@ -164,7 +164,15 @@ def test_seed_outside_32_bits_is_refused():
     for bad in (2 ** 32, -1, 1.5):
         with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\^32\)"):
             make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=bad)
-    assert make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=2 ** 32 - 1).image_ids
+    assert make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=2 ** 31 - 1).image_ids
+
+
+def test_pretraining_and_heldout_seeds_are_refused():
+    """Seeds from 2^31 up belong to the teaching CLIP's pretraining stream and held-out pools: an
+    evaluation corpus built from one could overlap the pretraining data."""
+    for bad, what in ((2 ** 31, "pretraining stream"), (2 ** 32 - 1, "held-out pools")):
+        with pytest.raises(ValueError, match=what):
+            make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=bad)
 
 
 def test_determinism_and_seed():

@@ -41,6 +41,8 @@ __all__ = [
     "make_teaching_set", "TeachingSet", "Scene", "SceneObject", "CaptionFacts", "Mention", "relevant",
     "grade", "facts_holding", "SHAPES", "COLOURS", "TEXTURES", "SIZES", "BACKGROUNDS", "RELATIONS",
     "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS", "AnnotatorStyle",
+    "EVALUATION_SEEDS", "PRETRAIN_SEEDS", "HELDOUT_SEEDS", "PRETRAIN_CHUNK", "seed_purpose",
+    "pretraining_chunk", "heldout_pool_set", "scene_fingerprint", "scene_fingerprints",
 ]
 
 #: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches
@@ -49,6 +51,18 @@ GENERATOR_VERSION = 3
 N_CAPTIONS = 5
 N_ANNOTATORS = 60
 TWIN_PROBABILITY = 0.5
+#: Seed ranges (disjoint; every random stream takes a 32-bit seed).  Evaluation corpora — the main job's
+#: ``--seed``, :func:`make_teaching_set` — draw from ``[0, 2^31)``; the teaching CLIP's pretraining
+#: stream (:func:`pretraining_chunk`: chunk ``k`` has seed ``2^31 + k``) from ``[2^31, 2^31 + 2^30)``;
+#: its held-out monitoring pools (:func:`heldout_pool_set`) from ``[2^31 + 2^30, 2^32)``.  Because every
+#: scene, caption and pixel of a set derives from its seed alone, disjoint seed ranges mean the
+#: pretraining data never contains an evaluation image (tested with :func:`scene_fingerprint`).
+EVALUATION_SEEDS = range(0, 2 ** 31)
+PRETRAIN_SEEDS = range(2 ** 31, 2 ** 31 + 2 ** 30)
+HELDOUT_SEEDS = range(2 ** 31 + 2 ** 30, 2 ** 32)
+#: Images per chunk of the pretraining stream (part of the stream's definition: changing it changes
+#: which image the stream holds at a given position).
+PRETRAIN_CHUNK = 1000
 # Stream tags of the seeded random generators (one independent stream per purpose).
 _S_SCENES, _S_STYLES, _S_CAPTIONS, _S_RENDER, _S_RERENDER, _S_PARA, _S_DESC, _S_NEG, _S_JUDGE = range(9)
 
@@ -411,6 +425,17 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
     if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2 ** 32):
         raise ValueError(f"make_teaching_set: seed must be an integer in [0, 2^32), got {seed!r} (the "
                          f"random streams take 32-bit seeds; a larger one would repeat a smaller one's data)")
+    if seed not in EVALUATION_SEEDS:
+        raise ValueError(f"make_teaching_set: seed {seed} is {seed_purpose(seed)}; evaluation corpora "
+                         f"take seeds in [0, 2^31) so that they never share data with the teaching CLIP's "
+                         f"pretraining (corpora.teaching.EVALUATION_SEEDS)")
+    return _build_teaching_set(n_images, n_train, n_dev, seed, image_size, sky, "teaching")
+
+
+def _build_teaching_set(n_images: int, n_train: int, n_dev: int, seed: int, image_size: tuple[int, int],
+                        sky: bool, name: str) -> TeachingSet:
+    """:func:`make_teaching_set` without the seed-range check (also builds the pretraining chunks and
+    the held-out pools)."""
     if n_images < 1 or n_train < 0 or n_dev < 0 or n_train + n_dev > n_images:
         raise ValueError(f"make_teaching_set: bad sizes n_images={n_images}, n_train={n_train}, "
                          f"n_dev={n_dev} (need 0 <= n_train + n_dev <= n_images)")
@@ -447,7 +472,7 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
     splits = {"train": tuple(ids[:n_train]), "dev": tuple(ids[n_train:n_train + n_dev]),
               "test": tuple(ids[n_train + n_dev:])}
     ts = TeachingSet(
-        name="teaching", image_ids=tuple(ids), captions=captions, splits=splits,
+        name=name, image_ids=tuple(ids), captions=captions, splits=splits,
         scenes=dict(zip(ids, scenes)), facts=facts, seed=seed, image_size=(W, H), styles=styles,
         annotators=annotators, twins={ids[a]: ids[b] for a, b in twins.items()},
     )
@@ -455,7 +480,7 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
     ts.expert, ts.crowd = expert, crowd
     ts.fixed_pools = {"test": pools["test"]} if "test" in pools else {}
     ts.notes = [
-        f"teaching set (generator v{GENERATOR_VERSION}): seed={seed}, {n_images} images "
+        f"{name} set (generator v{GENERATOR_VERSION}): seed={seed}, {n_images} images "
         f"({n_train} train / {n_dev} dev / {n_images - n_train - n_dev} test) of {W}x{H} px, "
         f"{N_CAPTIONS} captions each from a pool of {N_ANNOTATORS} simulated annotators",
         f"{len(ts.twins)} contrast twins (colour-swapped or place-swapped scenes)",
@@ -464,3 +489,62 @@ def make_teaching_set(n_images: int = 2000, n_train: int = 1400, n_dev: int = 30
         "from the exact grades",
     ]
     return ts
+
+
+# ---------------------------------------------------------------------------------------- seed ranges
+def seed_purpose(seed: int) -> str:
+    """Which range a 32-bit seed belongs to, in words (:data:`EVALUATION_SEEDS`, :data:`PRETRAIN_SEEDS`,
+    :data:`HELDOUT_SEEDS`)."""
+    if seed in EVALUATION_SEEDS:
+        return "an evaluation seed ([0, 2^31))"
+    if seed in PRETRAIN_SEEDS:
+        return "reserved for the teaching CLIP's pretraining stream ([2^31, 2^31 + 2^30))"
+    if seed in HELDOUT_SEEDS:
+        return "reserved for the teaching CLIP's held-out pools ([2^31 + 2^30, 2^32))"
+    raise ValueError(f"seed {seed!r} is outside [0, 2^32)")
+
+
+def pretraining_chunk(index: int, *, size: int = PRETRAIN_CHUNK,
+                      image_size: tuple[int, int] = (160, 120)) -> TeachingSet:
+    """Chunk ``index`` of the teaching CLIP's pretraining stream: a teaching set of ``size`` images (all
+    in its ``train`` split, five captions each, contrast twins included) generated exactly as
+    :func:`make_teaching_set` does, from seed ``PRETRAIN_SEEDS.start + index``.
+
+    Image ``g`` of the stream is image ``g % size`` of chunk ``g // size``; the stream holds
+    ``len(PRETRAIN_SEEDS) · size`` images (10^12 at the default size), none of which any evaluation
+    corpus (seed in :data:`EVALUATION_SEEDS`) contains.  The chunk's annotator pool is its own draw of
+    the simulated annotators, so a model pretrained on many chunks has seen many caption styles.
+    """
+    if not (isinstance(index, (int, np.integer)) and 0 <= index < len(PRETRAIN_SEEDS)):
+        raise ValueError(f"pretraining_chunk: index must be in [0, {len(PRETRAIN_SEEDS)}), got {index!r}")
+    if size < 1:
+        raise ValueError(f"pretraining_chunk: size must be >= 1, got {size}")
+    return _build_teaching_set(size, size, 0, PRETRAIN_SEEDS.start + int(index), image_size, False,
+                               "teaching-pretrain")
+
+
+def heldout_pool_set(n_images: int = 300, index: int = 0,
+                     image_size: tuple[int, int] = (160, 120)) -> TeachingSet:
+    """A held-out monitoring set for the teaching CLIP: ``n_images`` images, all in the ``test`` split
+    (with its fixed one-caption-per-image pool and simulated expert / crowd judgments, exactly like the
+    default corpus' test split), from seed ``HELDOUT_SEEDS.start + index`` — neither an evaluation seed
+    nor a pretraining one."""
+    if not (isinstance(index, (int, np.integer)) and 0 <= index < len(HELDOUT_SEEDS)):
+        raise ValueError(f"heldout_pool_set: index must be in [0, {len(HELDOUT_SEEDS)}), got {index!r}")
+    return _build_teaching_set(n_images, 0, 0, HELDOUT_SEEDS.start + int(index), image_size, False,
+                               "teaching-heldout")
+
+
+def scene_fingerprint(scene: Scene) -> str:
+    """SHA-256 (hex, 16 characters) of a scene's full description — background, and for every object
+    its shape, colour, texture, size class and continuous position, radius, rotation, pattern angle
+    and flip.  Two independently drawn scenes share it only if every continuous coordinate coincides;
+    scenes that merely state the same facts ("a red circle on the grass") do not.  The pretraining /
+    evaluation non-overlap test compares these."""
+    return hashlib.sha256(repr(scene).encode("utf-8")).hexdigest()[:16]
+
+
+def scene_fingerprints(ts: TeachingSet, image_ids: Sequence[ImageId] | None = None) -> set[str]:
+    """:func:`scene_fingerprint` of every scene of ``ts`` (or of ``image_ids``)."""
+    ids = ts.image_ids if image_ids is None else image_ids
+    return {scene_fingerprint(ts.scenes[i]) for i in ids}

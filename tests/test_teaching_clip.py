@@ -1,0 +1,192 @@
+"""The teaching CLIP: disjoint seed ranges, the pretraining stream, resumable pretraining, the shipped
+file's size, its SHA-256 check and generator-version warning, and (once shipped) its model-card figure."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from corpora.teaching import (
+    EVALUATION_SEEDS, HELDOUT_SEEDS, PRETRAIN_SEEDS, heldout_pool_set, make_teaching_set, pretraining_chunk,
+    scene_fingerprints, seed_purpose,
+)
+from experiments.pretrain_teaching_clip import main as pretrain_main
+from neural import teaching_clip as tc
+from neural.checkpoints import file_sha256
+from neural.teaching_stream import HeldOutPool, StreamSpec, TeachingStream
+
+TINY = ["--steps", "4", "--batch-size", "4", "--chunk-size", "6", "--warmup", "2", "--eval-every", "2",
+        "--eval-images", "6", "--checkpoint-every", "1", "--quiet"]
+
+
+def tiny_cfg() -> tc.PretrainConfig:
+    return tc.PretrainConfig(steps=4, batch_size=4, chunk_size=6, warmup=2, eval_every=2, eval_images=6,
+                             checkpoint_every=1)
+
+
+def test_seed_ranges_are_disjoint_and_cover_32_bits():
+    ranges = [EVALUATION_SEEDS, PRETRAIN_SEEDS, HELDOUT_SEEDS]
+    assert [r.start for r in ranges] == [0, 2 ** 31, 2 ** 31 + 2 ** 30]
+    assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:])) and HELDOUT_SEEDS.stop == 2 ** 32
+    assert "evaluation" in seed_purpose(0) and "pretraining" in seed_purpose(2 ** 31)
+    assert pretraining_chunk(3, size=4).seed == PRETRAIN_SEEDS.start + 3
+    assert heldout_pool_set(5).seed == HELDOUT_SEEDS.start
+
+
+def test_pretraining_stream_holds_no_scene_of_the_default_corpus():
+    """Scene fingerprints (every continuous coordinate) of the default seed-0 corpus are absent from the
+    first 5000 images of the pretraining stream and from the held-out pool; the same check finds the
+    overlap of a set with itself, so it could fail."""
+    default = scene_fingerprints(make_teaching_set())
+    assert len(default) == 2000
+    assert scene_fingerprints(make_teaching_set(n_images=300, n_train=100, n_dev=100)) & default
+    stream = set()
+    for c in range(5):
+        stream |= scene_fingerprints(pretraining_chunk(c))
+    assert len(stream) == 5000
+    assert not stream & default
+    assert not scene_fingerprints(heldout_pool_set(300)) & (default | stream)
+
+
+def test_stream_batches_are_distinct_images_and_each_pair_comes_once_per_chunk():
+    spec = StreamSpec(chunk_size=10, batch_size=4, seed=1, prompt_rate=0.0)
+    a, b = TeachingStream(spec, lambda im: torch.zeros(1)), TeachingStream(spec, lambda im: torch.zeros(1))
+    texts = [a.batch(s)[1] for s in range(spec.steps_per_chunk)]
+    assert [len(t) for t in texts[:3]] == [4, 4, 2] and spec.pairs_until(spec.steps_per_chunk) == 50
+    chunk = pretraining_chunk(0, size=10)
+    all_pairs = sorted(c.text for i in chunk.image_ids for c in chunk.captions[i])
+    assert sorted(t for batch in texts for t in batch) == all_pairs
+    assert b.batch(7)[1] == texts[7] and b.batch(2)[1] == texts[2]   # any order, same batch
+    assert a.batch(spec.steps_per_chunk)[1] != texts[0]                # next chunk: new images
+
+
+def test_pretraining_resumes_to_the_uninterrupted_result(tmp_path):
+    """The command runs a few steps on a tiny stream, stops at a checkpoint, and a rerun resumes from it
+    to exactly the weights and losses of one uninterrupted run."""
+    assert pretrain_main(["--out", str(tmp_path / "a"), *TINY, "--stop-at", "2"]) == 0
+    rec = json.loads((tmp_path / "a" / "checkpoint.json").read_text())
+    assert rec["step"] == 2
+    assert pretrain_main(["--out", str(tmp_path / "a"), *TINY]) == 0
+    model_b, log_b = tc.pretrain(tmp_path / "b", tiny_cfg(), show_progress=False)
+    resumed, _ = tc.pretrain(tmp_path / "a", tiny_cfg(), show_progress=False)  # already done: loads only
+    for (k, v), w in zip(resumed.state_dict().items(), model_b.state_dict().values()):
+        assert torch.equal(v, w), k
+    log_a = json.loads((tmp_path / "a" / "log.json").read_text())
+    assert [e[:2] for e in log_a["loss"]] == [e[:2] for e in log_b["loss"]] and len(log_a["loss"]) == 4
+    assert [e["step"] for e in log_a["eval"]] == [0, 2, 4]
+    assert set(log_a["eval"][-1]["annotation"]) >= {"R@1", "R@5", "R@10"} and "search" in log_a["eval"][-1]
+    # a finished run exports from its checkpoint without training again
+    out = tmp_path / "w" / "tc.safetensors"
+    assert pretrain_main(["--out", str(tmp_path / "a"), *TINY, "--export", str(out), "--card-pools", "6"]) == 0
+    rec = json.loads(tc.weights_record_path(out).read_text())
+    assert rec["metadata"]["steps"] == "4" and set(rec["heldout"]) == {"6"}
+    assert tc.load_teaching_clip(out, device="cpu", show_progress=False).weights_id
+    assert pretrain_main(["--out", str(tmp_path / "c"), *TINY, "--stop-at", "1", "--export", str(out)]) == 1
+    with pytest.raises(ValueError, match="another recipe"):
+        tc.pretrain(tmp_path / "a", tc.PretrainConfig(steps=4, batch_size=4, chunk_size=6, lr=5e-4),
+                    show_progress=False)
+
+
+def test_shipped_size_of_the_real_architecture_fits():
+    n = tc.parameter_count(tc.TEACHING_ARCH)
+    assert 3_000_000 < n and tc.fp16_file_bytes() == 2 * n
+    assert tc.fp16_file_bytes() + 64_000 <= tc.MAX_WEIGHTS_BYTES   # header and metadata: a few KB
+    # the factorised embedding is what makes it fit: a full 49,408 x 128 table alone would take 12.6 MB
+    assert 2 * (n + 49408 * (128 - 32) - 32 * 128) > tc.MAX_WEIGHTS_BYTES
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tc")
+    model, log = tc.pretrain(d / "run", tc.PretrainConfig(steps=1, batch_size=4, chunk_size=6, eval_every=0),
+                             show_progress=False)
+    rec = tc.export_weights(model, d / "w.safetensors", tc.PretrainConfig(steps=1, batch_size=4, chunk_size=6),
+                            1, log=log, pools=(8,), show_progress=False)
+    return d / "w.safetensors", rec
+
+
+def test_export_records_sha_and_loads(exported):
+    path, rec = exported
+    assert rec["bytes"] == path.stat().st_size and rec["sha256"] == file_sha256(path)
+    assert rec["metadata"]["generator_version"] and rec["metadata"]["pretrain_seeds"].startswith(f"[{2 ** 31}, ")
+    bb = tc.load_teaching_clip(path, device="cpu", show_progress=False)
+    assert bb.arch == tc.TEACHING_ARCH and bb.encode_texts(["a red circle"]).shape == (1, 128)
+    again = HeldOutPool(8, bb.preprocess, bb.tokenizer).evaluate(bb.model)
+    assert again == rec["heldout"]["8"]
+    table = tc.card_table(rec)
+    assert rec["sha256"] in table and "held-out (8 images) search R@1 / R@5 / R@10" in table
+
+
+def test_damaged_or_missing_weights_stop_with_one_error(exported, tmp_path):
+    path, _ = exported
+    bad = tmp_path / "w.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    tc.weights_record_path(bad).write_text(tc.weights_record_path(path).read_text())
+    for target, why in ((bad, "damaged"), (tmp_path / "none.safetensors", "not found")):
+        with pytest.raises(tc.TeachingCLIPError, match=why) as err:
+            tc.load_teaching_clip(target, device="cpu", show_progress=False)
+        assert str(target) in str(err.value) and tc.REBUILD_COMMAND in str(err.value)
+    tc.weights_record_path(bad).unlink()
+    with pytest.raises(tc.TeachingCLIPError, match="record"):
+        tc.load_teaching_clip(bad, device="cpu", show_progress=False)
+
+
+def test_other_generator_version_warns_with_the_command(exported, tmp_path, monkeypatch):
+    path, _ = exported
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tc.GeneratorVersionWarning)
+        tc.load_teaching_clip(path, device="cpu", show_progress=False)   # same version: silent
+    monkeypatch.setattr(tc, "GENERATOR_VERSION", tc.GENERATOR_VERSION + 1)
+    with pytest.warns(tc.GeneratorVersionWarning, match="re-pretrain with: python -m experiments.pretrain"):
+        tc.load_teaching_clip(path, device="cpu", show_progress=False)
+
+
+@pytest.mark.skipif(not tc.WEIGHTS_FILE.exists(), reason="teaching CLIP weights not shipped yet "
+                    f"(build them with: {tc.REBUILD_COMMAND})")
+def test_shipped_weights_reproduce_the_model_card_figure():
+    record = json.loads(tc.weights_record_path(tc.WEIGHTS_FILE).read_text())
+    n = min(int(k) for k in record["heldout"])
+    bb = tc.load_teaching_clip(device="cpu", show_progress=False)
+    got = HeldOutPool(n, bb.preprocess, bb.tokenizer).evaluate(bb.model)
+    for task in ("annotation", "search"):
+        for k in ("R@1", "R@5", "R@10"):   # within one query (fp32 reductions may differ across CPUs)
+            assert abs(got[task][k] - record["heldout"][str(n)][task][k]) <= 100.0 / n + 1e-9, (task, k)
+
+
+def test_backbone_for_names_the_teaching_clip(tmp_path):
+    """``--clip-model teaching`` reaches the verified loader (never a training run); ``tiny-trained`` stays
+    the explicit in-run training."""
+    from neural.factory import backbone_for
+    from neural.names import is_teaching_model, is_tiny_model
+
+    assert is_teaching_model("teaching") and is_teaching_model("Teaching-CLIP") and not is_teaching_model(None)
+    assert is_tiny_model("tiny-trained") and not is_tiny_model("teaching")
+    missing = tmp_path / "absent.safetensors"
+    with pytest.raises(tc.TeachingCLIPError, match="rebuild them with"):
+        backbone_for(None, "teaching", missing, device="cpu", show_progress=False)
+
+
+def test_score_cli_uses_the_teaching_clip_and_stops_on_a_missing_file(exported, tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    from neural.score import main as score_main
+
+    path, _ = exported
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(2):
+        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
+    (tmp_path / "cands.json").write_text(json.dumps({f"im{k}": f"a red circle {k}" for k in range(2)}))
+    base = ["--candidates", str(tmp_path / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet",
+            "--clip-model", "teaching", "--device", "cpu", "--out", str(tmp_path / "out.json")]
+    score_main(base + ["--clip-pretrained", str(path)])
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["backbone"]["arch"] == tc.TEACHING_ARCH and len(out["per_instance"]) == 2
+    with pytest.raises(SystemExit, match="rebuild them with: python -m experiments.pretrain_teaching_clip"):
+        score_main(base + ["--clip-pretrained", str(tmp_path / "absent.safetensors")])
