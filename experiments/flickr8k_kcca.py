@@ -146,7 +146,7 @@ def add_run_options(g) -> None:
     """The run options: output and cache folders, seed, device, progress bars."""
     g.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default: runs/<corpus>-<timestamp>/)")
-    g.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^32 (default 0)")
+    g.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^31 (default 0; the seeds from 2^31 up are the teaching CLIP's pretraining data)")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="device for the neural scorers (default auto: CUDA when available)")
     g.add_argument("--cache-dir", default=None, metavar="DIR",

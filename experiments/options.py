@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
+from corpora.teaching import EVALUATION_SEEDS
 from kernels.image.codebook import codebook_folder_images
 from experiments.errors import PipelineError
 
@@ -229,7 +230,8 @@ class RunOptions:
     out : Path or None
         The output folder (:meth:`from_args` fills in ``runs/<corpus>-<timestamp>/``).
     seed : int
-        Seed of every random choice, in [0, 2^32).
+        Seed of every random choice, in [0, 2^31) (the higher seeds are the teaching CLIP's pretraining
+        and held-out streams, :data:`corpora.teaching.EVALUATION_SEEDS`).
     device : str
         ``auto``, ``cpu`` or ``cuda`` for the neural scorers.
     cache_dir : Path or None
@@ -262,8 +264,9 @@ class RunOptions:
     def __post_init__(self) -> None:
         """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
         work."""
-        if not 0 <= self.seed < 2 ** 32:
-            raise OptionError(f"--seed must be in [0, 2^32) (got {self.seed})")
+        if self.seed not in EVALUATION_SEEDS:
+            raise OptionError(f"--seed must be in [0, 2^31) (got {self.seed}; the seeds from 2^31 up are "
+                              f"reserved for the teaching CLIP's pretraining and held-out data)")
         if self.data is None and self.n_teaching_images < MIN_TEACHING_SIZE:
             raise OptionError(f"--teaching-size must be at least {MIN_TEACHING_SIZE} (got {self.n_teaching_images})")
         if self.data is not None and self.teaching_size is not None:
