@@ -1,6 +1,8 @@
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
-No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP :class:`Backbone`.
+The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its
+README only); this follows the paper (Sec. 3 and the supplementary losses as stated in the issue) on top
+of any frozen CLIP :class:`Backbone`.
 
 1. **Template captions** (Sec. 3.2).  For each image a caption of it is needed: on the teaching set the
    generator's own description (``corpus.describe(image_id)``, a stand-in for a captioner's output); on
