@@ -203,16 +203,17 @@ def sample_replicas(rows_of: list[np.ndarray], images: np.ndarray, per_image: in
 # ============================================================================ training + scoring
 @dataclass
 class BridgeConfig:
-    """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (a few seconds on 2 CPU
-    cores); for a real backbone use more steps (thousands) and ``heads = text_width // 64``.  The
-    learning rate is our choice (the paper's training schedule is not reproducible here)."""
+    """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (seconds on 2 CPU cores):
+    16 images × ``chunks_per_image`` = 2 noun chunks = 32 pseudo-captions per step; for a real backbone
+    use more steps (thousands), larger batches and ``heads = text_width // 64``.  The learning rate,
+    steps and batch are our choice (the paper's training schedule is not reproducible here)."""
 
     n_pseudo: int = 3
     chunks_per_image: int = 2
     layers: int = 2
     heads: int = 4
     steps: int = 60
-    batch_size: int = 32
+    batch_size: int = 16
     lr: float = 1e-3
     weight_decay: float = 1e-2
     lambda1: float = 0.01
