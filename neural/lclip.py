@@ -428,6 +428,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
 
     if cache is not None and cache_key is not None:
         key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
+               # 2: stage 2 keeps the patch convolution frozen (Sec. IV-B)
+               "recipe": 2,
                "config": asdict(cfg), "n_images": len(images), "n_texts": len(texts), "n_pairs": len(pairs)}
         arrays = cache.get_or_compute("lclip_student", key, run_det)
         if log is not None and not any(e.get("stage") for e in log):
