@@ -1,6 +1,8 @@
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
-No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP :class:`Backbone`.
+The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its
+README only); this follows the paper (Sec. 3 and the supplementary losses as stated in the issue) on top
+of any frozen CLIP :class:`Backbone`.
 
 1. **Template captions** (Sec. 3.2).  For each image a caption of it is needed: on the teaching set the
    generator's own description (``corpus.describe(image_id)``, a stand-in for a captioner's output); on
@@ -8,7 +10,8 @@ No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP
    **fallback**: the training caption nearest to the image under the backbone (``cos(v, c)`` over the
    training captions; at fit time the image's own captions are excluded so the template is not its
    ground truth).  Its noun chunks (NLTK ``RegexpParser`` NP grammar, :mod:`neural.text_units`) give one
-   *replica* per chunk with the chunk replaced by ``US = 3`` mask slots.
+   *replica* per chunk with the chunk replaced by ``US = 3`` mask slots; the chunk's determiner stays
+   outside the mask ("A [MASK] running with a [MASK]", Fig. 2).
 2. **Mapping module ψ** (:class:`MappingModule`): the template's (frozen) token embeddings plus the
    text positional embeddings, with a learnable ``[MASK]`` vector in the slots, go through 2 transformer
    layers, each = self-attention over the template + cross-attention to the image's grid features (ViT
@@ -17,18 +20,25 @@ No public code exists; this follows the paper (Sec. 3) on top of any frozen CLIP
 3. **Pseudo-caption**: the template's token embeddings with the pseudo-tokens inserted go through the
    FROZEN text encoder (:func:`encode_text_from_embeddings`; pooling at the end-of-text token, found from
    the token ids — the slots carry the id of ``*``, so ``argmax`` pooling still finds EOT).
-4. **Losses** (Sec. 3.3), ``L = λ1 L1 + λ2 L2 + λ3 L3`` with λ1 = λ3 = 0.01, λ2 = 1, backbone frozen:
+4. **Losses** (Sec. 3.3 and the supplementary Eqs. 5–6), ``L = λ1 L1 + λ2 L2 + λ3 L3`` with
+   λ1 = λ3 = 0.01, λ2 = 1, backbone frozen.  Each step takes B images and **two** noun chunks of each
+   image's template (one when it has a single chunk), so image i has N_i ∈ {1, 2} pseudo-captions
+   ``p_{i,k}`` in the batch.  With ``z = cos / τ``:
 
-   * ``L1`` — symmetric InfoNCE between pseudo-caption embeddings ``p_i`` and the global image embeddings
-     ``v_i`` of the batch;
-   * ``L2`` — symmetric InfoNCE between ``p_i`` and the embedding of a ground-truth caption of image i;
-   * ``L3`` — a 2-layer MLP ``h`` on ``p_i`` contrasted (InfoNCE) with the embeddings of the prompt
-     ``"a photo of a <noun chunk>"`` of the masked chunk (leading article dropped from the chunk;
-     identical chunks in a batch count as positives of each other).
+   * ``L1`` (:func:`bridge_pair_loss`) — pseudo-captions against the global image embeddings ``v``::
 
-   The temperature is the backbone's own (``1 / exp(logit_scale)``, at least 0.01).  All three are
-   :func:`neural.losses.info_nce` with ``targets`` (the diagonal for L1 / L2, the same-prompt matrix for
-   L3; each direction's targets row-normalised) and ``reduction="mean"``.
+         L1 = ½ [ −1/B Σ_i 1/N_i Σ_k log( e^{z(p_ik, v_i)} / Σ_{j≠i} e^{z(p_ik, v_j)} )
+                  −1/B Σ_i 1/N_i Σ_k log( e^{z(v_i, p_ik)} / Σ_{(j,l): j≠i} e^{z(v_i, p_jl)} ) ]
+
+     each pseudo-caption term weighted by 1 / N_i (every image counts once whatever its chunk count), the
+     positive left out of the denominator;
+   * ``L2`` — the same with the embedding of a ground-truth caption of image i in place of ``v_i``;
+   * ``L3`` — ``C(x) = Linear(ReLU(Linear(x)))`` on ``p_{i,k}`` contrasted (InfoNCE) with the embeddings
+     of the prompt ``"a photo of a <noun chunk>"`` of the masked chunk (leading article dropped from the
+     chunk; identical prompts in a batch count as positives of each other):
+     :func:`neural.losses.info_nce` with ``targets`` and ``reduction="mean"``.
+
+   The temperature is the backbone's own (``1 / exp(logit_scale)``, at least 0.01).
 5. **Score** (Eq. 4)::
 
        BRIDGE(I, T) = ½ [ CLIP-S(I, T) + w · max(cos(t*, t), 0) ],   w = 2.5
@@ -55,12 +65,13 @@ from corpora.cache import NO_CACHE
 from neural.base import PROMPT, clip_s, is_embedding_matrix, l2_normalize, with_prompt
 from neural.bridge_templates import TemplateBatch, build_template_tokens, l3_targets
 from neural.checkpoints import state_dict_sha256
-from neural.losses import info_nce
+from neural.losses import contrastive_logits, info_nce
 from neural.text_tower import encode_text_from_embeddings, text_tower_parts, token_embedding
 from neural.text_units import MaskTemplate, mask_templates
 from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
 
-__all__ = ["BridgeConfig", "MappingModule", "BRIDGE", "BridgePairScorer", "image_global_and_grid"]
+__all__ = ["BridgeConfig", "MappingModule", "BRIDGE", "BridgePairScorer", "image_global_and_grid",
+           "bridge_pair_loss", "sample_replicas"]
 
 
 # ============================================================================ frozen-encoder plumbing
@@ -139,18 +150,70 @@ class MappingModule(nn.Module):
         return torch.where(slots[..., None], pseudo, tok_emb)
 
 
+# ============================================================================ losses
+def bridge_pair_loss(p: torch.Tensor, owner: torch.Tensor, q: torch.Tensor, temperature: float) -> torch.Tensor:
+    """BRIDGE L1 / L2 (supplementary Eqs. 5–6): pseudo-captions against one target per image.
+
+    Parameters
+    ----------
+    p : Tensor, shape (P, D)
+        L2-normalised pseudo-caption embeddings; ``p[r]`` belongs to image ``owner[r]``.
+    owner : Tensor, shape (P,), int64
+        Row of ``q`` (the image in the batch) of each pseudo-caption; image i has ``N_i ≥ 1`` of them.
+    q : Tensor, shape (B, D)
+        L2-normalised targets, one per image: the global image embeddings (L1) or the embeddings of a
+        ground-truth caption (L2).
+    temperature : float
+
+    Returns
+    -------
+    Tensor
+        ``½ (L_{P→Q} + L_{Q→P})``: each direction's ``−log(e^{z_pos} / Σ_negatives e^{z})`` with the
+        positive removed from the denominator, pseudo-caption terms weighted by ``1 / N_i`` and averaged
+        over the B images (see the module docstring).
+    """
+    B = q.shape[0]
+    z = contrastive_logits(p, q, temperature=temperature)                 # (P, B)
+    pos = F.one_hot(owner, B).bool()                                      # (P, B)
+    n_i = torch.bincount(owner, minlength=B).to(z.dtype)                  # N_i
+    if bool((n_i == 0).any()) or B < 2:
+        raise ValueError("bridge_pair_loss: every image needs a pseudo-caption, and B ≥ 2")
+    w = 1.0 / n_i[owner]                                                  # 1 / N_i per pseudo-caption
+    z_pos = z[pos]                                                        # (P,) in row order
+    neg_rows = torch.logsumexp(z.masked_fill(pos, float("-inf")), dim=1)  # Σ_{j≠i} over images
+    p_to_q = (w * (neg_rows - z_pos)).sum() / B
+    neg_cols = torch.logsumexp(z.masked_fill(pos, float("-inf")), dim=0)  # Σ over other images' p
+    q_to_p = (w * (neg_cols[owner] - z_pos)).sum() / B
+    return 0.5 * (p_to_q + q_to_p)
+
+
+def sample_replicas(rows_of: list[np.ndarray], images: np.ndarray, per_image: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``per_image`` distinct template replicas (noun chunks) of each image in ``images`` (all of them
+    when it has fewer), drawn with ``rng``.  Returns ``(replica rows, position of its image in images)``."""
+    rows, pos = [], []
+    for b, i in enumerate(images):
+        own = rows_of[i]
+        pick = rng.choice(len(own), size=min(per_image, len(own)), replace=False)
+        rows.extend(own[pick].tolist())
+        pos.extend([b] * len(pick))
+    return np.asarray(rows, dtype=np.int64), np.asarray(pos, dtype=np.int64)
+
+
 # ============================================================================ training + scoring
 @dataclass
 class BridgeConfig:
-    """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (a few seconds on 2 CPU
-    cores); for a real backbone use more steps (thousands) and ``heads = text_width // 64``.  The
-    learning rate is our choice (the paper's training schedule is not reproducible here)."""
+    """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (seconds on 2 CPU cores):
+    16 images × ``chunks_per_image`` = 2 noun chunks = 32 pseudo-captions per step; for a real backbone
+    use more steps (thousands), larger batches and ``heads = text_width // 64``.  The learning rate,
+    steps and batch are our choice (the paper's training schedule is not reproducible here)."""
 
     n_pseudo: int = 3
+    chunks_per_image: int = 2
     layers: int = 2
     heads: int = 4
     steps: int = 60
-    batch_size: int = 32
+    batch_size: int = 16
     lr: float = 1e-3
     weight_decay: float = 1e-2
     lambda1: float = 0.01
@@ -221,7 +284,8 @@ class BRIDGE:
         heads = cfg.heads if tw % cfg.heads == 0 else 1
         self.psi = MappingModule(tw, grid.shape[-1], cfg.layers, heads).to(self.clip.device)
         D = g.shape[-1]
-        self.mlp = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, D)).to(self.clip.device)
+        # C(x) = Linear(ReLU(Linear(x))), the L3 head
+        self.mlp = nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D)).to(self.clip.device)
 
     def trainable_modules(self) -> nn.ModuleDict:
         return nn.ModuleDict({"psi": self.psi, "mlp": self.mlp})
@@ -352,7 +416,7 @@ class BRIDGE:
         self.template_source = source
         # the fit's template captions serve affinity() / corpus_pseudo_embeddings() by default
         self.captions_file = dict(captions_file) if captions_file is not None else None
-        key = {"what": "bridge", "l3_positives": "same-prompt", "backbone": self.clip.cache_identity(),
+        key = {"what": "bridge", "l3_positives": "same-prompt", "recipe": "supp-eqs-5-6, 2 chunks, relu C, det kept", "backbone": self.clip.cache_identity(),
                "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
                "images": corpus.images_fingerprint(ids), "template_source": source,
@@ -396,22 +460,17 @@ class BRIDGE:
         rows_of = [np.flatnonzero(tb.owner == i) for i in range(len(ids))]
         params = list(self.trainable_modules().parameters())
         opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        temp = self._temperature
         self.trainable_modules().train()
         losses = []
         bar = progress(total=cfg.steps, desc="BRIDGE ψ", enabled=show_progress)
         B = min(cfg.batch_size, len(ids))
         for step in range(cfg.steps):
             img = rng.choice(len(ids), size=B, replace=False)
-            rows = np.array([rows_of[i][rng.integers(len(rows_of[i]))] for i in img])
+            rows, pos = sample_replicas(rows_of, img, cfg.chunks_per_image, rng)
             gts = np.array([gt_rows[ids[i]][rng.integers(len(gt_rows[ids[i]]))] for i in img])
             p = self._pseudo(tb, grid, rows)
-            eye = torch.eye(B, dtype=torch.bool, device=p.device)
-            l1 = info_nce(p, v[torch.from_numpy(img).to(v.device)], temperature=temp, targets=eye)
-            l2 = info_nce(p, gt_emb[torch.from_numpy(gts).to(gt_emb.device)], temperature=temp, targets=eye)
-            ci = chunk_idx[rows]
-            same = torch.from_numpy(ci[:, None] == ci[None, :]).to(p.device)
-            l3 = info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[ci], temperature=temp, targets=same)
+            l1, l2, l3 = self._losses(p, torch.from_numpy(pos).to(p.device), v[torch.from_numpy(img).to(v.device)],
+                                      gt_emb[torch.from_numpy(gts).to(gt_emb.device)], prompt_emb, chunk_idx[rows])
             loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -425,8 +484,19 @@ class BRIDGE:
         out["losses"] = np.asarray(losses, np.float32)
         return out
 
+    def _losses(self, p: torch.Tensor, owner: torch.Tensor, v: torch.Tensor, gt: torch.Tensor,
+                prompt_emb: torch.Tensor, ci: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L1, L2, L3)`` of pseudo-captions ``p`` owned by the batch images ``owner`` (rows of ``v`` and
+        ``gt``), with L3 targets ``prompt_emb[ci]`` (same prompt = positives)."""
+        temp = self._temperature
+        same = torch.from_numpy(ci[:, None] == ci[None, :]).to(p.device)
+        l3 = info_nce(F.normalize(self.mlp(p), dim=-1), prompt_emb[torch.from_numpy(ci).to(prompt_emb.device)],
+                      temperature=temp, targets=same)
+        return bridge_pair_loss(p, owner, v, temp), bridge_pair_loss(p, owner, gt, temp), l3
+
     def loss_on(self, corpus, image_ids: Sequence[str]) -> float:
-        """The training objective on ``image_ids`` (every replica, GT = each image's first caption)."""
+        """The training objective on ``image_ids`` (the first ``chunks_per_image`` replicas of each image,
+        GT = each image's first caption)."""
         cfg = self.config
         with torch.no_grad():
             images = [corpus.load_image(i) for i in image_ids]
@@ -434,19 +504,15 @@ class BRIDGE:
             texts, tags = self.corpus_templates(corpus, image_ids)
             if texts is None:
                 texts, tags = [corpus.captions_of(i)[0].text for i in image_ids], None
-            tb = build_template_tokens(self.clip.tokenizer, self.templates_for(texts, tags), cfg.n_pseudo, 1)
+            tb = build_template_tokens(self.clip.tokenizer, self.templates_for(texts, tags), cfg.n_pseudo,
+                                       cfg.chunks_per_image)
             rows = np.arange(len(tb.owner))
             p = self._pseudo(tb, grid, rows)
             gt = self.clip.encode_texts([corpus.captions_of(i)[0].text for i in image_ids]).to(p.device)
-            eye = torch.eye(len(rows), dtype=torch.bool, device=p.device)
             uniq, idx = l3_targets(tb.chunks)
-            pe = self.clip.encode_texts(uniq).to(p.device)[torch.from_numpy(idx).to(p.device)]
-            same = torch.from_numpy(idx[:, None] == idx[None, :]).to(p.device)
-            t = self._temperature
-            return float(cfg.lambda1 * info_nce(p, v[torch.from_numpy(tb.owner).to(v.device)], temperature=t,
-                                                targets=eye)
-                         + cfg.lambda2 * info_nce(p, gt, temperature=t, targets=eye)
-                         + cfg.lambda3 * info_nce(F.normalize(self.mlp(p), dim=-1), pe, temperature=t, targets=same))
+            pe = self.clip.encode_texts(uniq).to(p.device)
+            l1, l2, l3 = self._losses(p, torch.from_numpy(tb.owner).to(p.device), v.to(p.device), gt, pe, idx)
+            return float(cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3)
 
     # ------------------------------------------------------------------ scoring
     @torch.no_grad()

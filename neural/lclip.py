@@ -14,8 +14,9 @@ Architecture (:class:`MultiplexedCLIP`) — *weight multiplexing* + *matrix deco
   teachers — the tiny CLIP of width 128 — ``r = width // 2`` so the factorisation actually compresses),
   initialised from the teacher's embedding by truncated SVD.
 * the student keeps the teacher's widths (so the patch embedding, class token and positional
-  embeddings are copied from the teacher; they are frozen in stage 1 and trainable in stage 2 for the
-  image side); shared blocks are initialised from evenly spaced teacher layers, final LayerNorms and
+  embeddings are copied from the teacher; the patch convolution stays frozen in both stages (Sec. IV-B),
+  class token and positional embeddings are frozen in stage 1 and trainable in stage 2 for the image
+  side); shared blocks are initialised from evenly spaced teacher layers, final LayerNorms and
   projections from the teacher.
 
 Training (:func:`train_lclip`), two stages:
@@ -33,6 +34,7 @@ Training (:func:`train_lclip`), two stages:
       L_SR = 1/n Σ_i max(0, S^T_ii − S^S_ii) + 1/(n(n−1)) Σ_{i≠j} max(0, S^S_ij − S^T_ij)
 
   (each sum normalised by its number of terms), total ``L = L_D(image) + λ_SR · L_SR`` (λ_SR = 1).
+  Only the image tower trains in stage 2 (Sec. IV-B), its patch convolution excepted.
 
 Score (:class:`LCLIPScore`, Eqs. 3–4)::
 
@@ -427,6 +429,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
 
     if cache is not None and cache_key is not None:
         key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
+               # 2: stage 2 keeps the patch convolution frozen (Sec. IV-B)
+               "recipe": 2,
                "config": asdict(cfg), "n_images": len(images), "n_texts": len(texts), "n_pairs": len(pairs)}
         arrays = cache.get_or_compute("lclip_student", key, run_det)
         if log is not None and not any(e.get("stage") for e in log):
@@ -521,12 +525,15 @@ def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
 
 
 def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
-    """Stage 2 (Eq. 1 on the image tower + λ_SR · Eq. 2): text encoder frozen, image-side embeddings
-    unfrozen, batches of distinct matching pairs (none when fewer than two pairs)."""
+    """Stage 2 (Li et al., Sec. IV-B: Eq. 1 on the image tower + λ_SR · Eq. 2): the whole text encoder
+    frozen, the image tower trained except its patch convolution (``visual.conv1``), which stays frozen
+    throughout both stages; batches of distinct matching pairs (none when fewer than two pairs)."""
     for p in student.parameters():
         p.requires_grad_(False)
     for p in student.image_parameters():
         p.requires_grad_(True)
+    for p in student.visual.conv1.parameters():
+        p.requires_grad_(False)
     opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     if len(d.P) < 2:
         return

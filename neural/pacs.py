@@ -27,8 +27,11 @@ and the positive-augmented objective (Eq. 3) is
 :math:`L_{V',T}` contrasting generated images with the real captions and :math:`L_{V,T'}` real images with
 the generated captions.  :math:`1/\\tau = \\exp(\\text{logit\\_scale})` is learnable and starts from the
 backbone's value.  Only the final visual and textual projections (``visual.proj``,
-``text_projection``) and the temperature are trained (configurable); AdamW, lr 1e-4; early stopping on
-the validation loss with a configurable patience, the best epoch's weights are kept.
+``text_projection``) and the temperature are trained (configurable); AdamW, lr 1e-4, batch size 256 (Sec.
+4.1); early stopping on the validation loss with the patience counted in **iterations** (Sec. 4.1): the
+validation loss is computed every ``eval_every`` iterations, training stops after ``patience`` iterations
+without improvement (or at ``max_iters``), and the best evaluation's weights are kept.  The training
+tuples are visited in seeded shuffles (one epoch after another); a batch never spans two epochs.
 
 On the teaching set the generator supplies the positives: :math:`v'` = ``corpus.rerender(image_id,
 seed)`` (the same scene with new layout noise) and :math:`t'` = ``corpus.paraphrase(caption_id, seed)``
@@ -214,19 +217,23 @@ def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor, t_gen: torc
 # ---------------------------------------------------------------------------- fine-tuning
 @dataclass(frozen=True)
 class PACSFinetuneConfig:
-    """Hyper-parameters of :func:`finetune_pacs` (Sarto et al. 2023, Sec. 3.2 / 4.1)."""
+    """Hyper-parameters of :func:`finetune_pacs` (Sarto et al. 2023, Sec. 3.2 / 4.1): λ_v = 0.05,
+    λ_t = 0.1, AdamW lr 1e-4, batch 256, early stopping with the patience in iterations.  ``eval_every``,
+    ``patience`` and ``max_iters`` (iterations) are ours, sized for the in-run fine-tune (a few hundred
+    tuples; the paper trains on COCO)."""
 
     lambda_v: float = 0.05
     lambda_t: float = 0.1
     lr: float = 1e-4
     weight_decay: float = 0.01
-    batch_size: int = 128
-    max_epochs: int = 20
-    patience: int = 3
+    batch_size: int = 256
+    max_iters: int = 400
+    eval_every: int = 5
+    patience: int = 50
     trainable: tuple[str, ...] = ("visual.proj", "text_projection", "logit_scale")
     seed: int = 0
     max_logit_scale: float = 100.0
-    #: return the best-validation epoch's weights (early stopping); ``False``: the last epoch's
+    #: return the best validation evaluation's weights (early stopping); ``False``: the last iteration's
     restore_best: bool = True
 
 
@@ -312,7 +319,7 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     train, val : PositiveTuples
         Training and validation tuples ``(v, t, v', t')``.
     config : PACSFinetuneConfig
-        λ_v, λ_t, AdamW lr / weight decay, batch size, epochs, early-stopping patience, and the names of
+        λ_v, λ_t, AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
         the trainable parameters (default: the two final projections and the temperature).  Keyword
         ``overrides`` replace single fields.
     cache : DiskCache, optional
@@ -322,8 +329,9 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     -------
     Backbone
         The fine-tuned backbone (``name`` gets a ``+PAC-S`` suffix, new ``weights_id``);
-        ``.training`` holds the per-epoch history (``"history"``: initial and per-epoch train / val
-        losses), the best epoch and whether the cache was hit.
+        ``.training`` holds the history (``"history"``: at iteration 0 and every ``eval_every``
+        iterations, the mean training loss since the last evaluation and the validation loss), the best
+        iteration and whether the cache was hit.
     """
     cfg = config or PACSFinetuneConfig()
     if overrides:
@@ -332,7 +340,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     cache = cache if cache is not None else NO_CACHE
     key = None
     if train.identity is not None and val.identity is not None:
-        key = {"what": "pacs-finetune", "backbone": backbone.cache_identity(), "train": train.identity,
+        key = {"what": "pacs-finetune", "schedule": "iterations", "backbone": backbone.cache_identity(),
+               "train": train.identity,
                "val": val.identity, "config": asdict(cfg)}
     info: dict = {"cache_hit": True}
 
@@ -351,8 +360,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
             p.requires_grad_(False)
     if "history" not in info:
         h = arrays["history"]
-        info["history"] = [{"epoch": int(e), "train_loss": float(a), "val_loss": float(b)} for e, a, b in h]
-        info["best_epoch"] = int(arrays["best_epoch"])
+        info["history"] = [{"iteration": int(e), "train_loss": float(a), "val_loss": float(b)} for e, a, b in h]
+        info["best_iteration"] = int(arrays["best_iteration"])
         info["final_train_loss"] = float(arrays["final_train_loss"])
     info["config"] = asdict(cfg)
     out = backbone_from_model(model, backbone.preprocess, backbone.tokenizer,
@@ -393,8 +402,8 @@ def _batches(n: int, B: int) -> list[torch.Tensor]:
 
 def _train_pacs(backbone: Backbone, model: torch.nn.Module, fast: bool, train: PositiveTuples,
                 val: PositiveTuples, cfg: PACSFinetuneConfig, show_progress: bool) -> tuple[dict, dict]:
-    """:func:`finetune_pacs`, step 2: the training run.  Returns the cache arrays (the returned epoch's
-    trainable parameters, the history, the best epoch and the final training loss) and the run's
+    """:func:`finetune_pacs`, step 2: the training run.  Returns the cache arrays (the returned
+    trainable parameters, the history, the best iteration and the final training loss) and the run's
     ``training`` entries."""
     t0 = time.perf_counter()
     enc = _Encoders(backbone, model, fast)
@@ -403,10 +412,10 @@ def _train_pacs(backbone: Backbone, model: torch.nn.Module, fast: bool, train: P
     for split, tup in (("train", train), ("val", val)):
         data[split] = {"v": enc.prepare_images(tup.images), "t": enc.prepare_texts(tup.texts),
                        "vg": enc.prepare_images(tup.gen_images), "tg": enc.prepare_texts(list(tup.gen_texts))}
-    history, best, best_epoch, best_state = _early_stopping(enc, data, model, len(train), len(val), cfg,
-                                                            show_progress)
+    history, best, best_it, best_state = _early_stopping(enc, data, model, len(train), len(val), cfg,
+                                                         show_progress)
     if not cfg.restore_best:
-        best_epoch = history[-1]["epoch"]
+        best_it = history[-1]["iteration"]
         best_state = _trainable_state(model)
     with torch.no_grad():  # the objective on the training tuples with the returned weights
         current = _trainable_state(model)
@@ -417,52 +426,61 @@ def _train_pacs(backbone: Backbone, model: torch.nn.Module, fast: bool, train: P
         for n, p in model.named_parameters():
             if n in current:
                 p.copy_(current[n])
-    fresh = {"final_train_loss": final_train, "cache_hit": False, "history": history, "best_epoch": best_epoch,
+    fresh = {"final_train_loss": final_train, "cache_hit": False, "history": history, "best_iteration": best_it,
              "best_val_loss": best, "seconds": time.perf_counter() - t0, "fast_path": fast}
     arrays = {"param::" + n: v.cpu().numpy() for n, v in best_state.items()}
-    arrays["history"] = np.array([[h["epoch"], h["train_loss"], h["val_loss"]] for h in history],
+    arrays["history"] = np.array([[h["iteration"], h["train_loss"], h["val_loss"]] for h in history],
                                  np.float64)
-    arrays["best_epoch"] = np.array(best_epoch)
+    arrays["best_iteration"] = np.array(best_it)
     arrays["final_train_loss"] = np.array(final_train)
     return arrays, fresh
 
 
+def _train_batches(n_train: int, B: int, gen: torch.Generator):
+    """Endless seeded shuffles of ``range(n_train)`` cut into batches of ``B`` (the last of an epoch may
+    be smaller; a batch never spans two epochs)."""
+    while True:
+        perm = torch.randperm(n_train, generator=gen)
+        yield from (perm[s:s + B] for s in range(0, n_train, B))
+
+
 def _early_stopping(enc, data, model: torch.nn.Module, n_train: int, n_val: int, cfg: PACSFinetuneConfig,
                     show_progress: bool):
-    """:func:`finetune_pacs`, the epochs: AdamW over seeded shuffles of the training tuples, the
-    validation loss after each epoch, stopping after ``cfg.patience`` epochs without improvement.
-    Returns ``(history, best validation loss, best epoch, best epoch's trainable parameters)``; epoch 0
-    is the starting point."""
+    """:func:`finetune_pacs`, the iterations (Sec. 4.1): AdamW on batches of ``cfg.batch_size`` training
+    tuples, the validation loss every ``cfg.eval_every`` iterations, stopping once ``cfg.patience``
+    iterations have passed without improvement or at ``cfg.max_iters``.  Returns ``(history, best
+    validation loss, best iteration, its trainable parameters)``; iteration 0 is the starting point."""
+    if cfg.eval_every < 1 or cfg.patience < 1 or cfg.max_iters < 0:
+        raise ValueError("PACSFinetuneConfig: eval_every and patience must be ≥ 1, max_iters ≥ 0")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    gen = torch.Generator().manual_seed(cfg.seed)
     B = cfg.batch_size
     val_batches = _batches(n_val, B)
     with torch.no_grad():
         v0 = _epoch_loss(enc, data["val"], val_batches, cfg)
         tr0 = _epoch_loss(enc, data["train"], _batches(n_train, B), cfg)
-    history = [{"epoch": 0, "train_loss": tr0, "val_loss": v0}]
-    best, best_epoch, bad = v0, 0, 0
-    best_state = _trainable_state(model)
-    bar = progress(range(1, cfg.max_epochs + 1), total=cfg.max_epochs, desc="PAC-S fine-tuning",
+    history = [{"iteration": 0, "train_loss": tr0, "val_loss": v0}]
+    best, best_it, best_state = v0, 0, _trainable_state(model)
+    batches = _train_batches(n_train, B, torch.Generator().manual_seed(cfg.seed))
+    bar = progress(range(1, cfg.max_iters + 1), total=cfg.max_iters, desc="PAC-S fine-tuning",
                    enabled=show_progress)
-    for epoch in bar:
-        perm = torch.randperm(n_train, generator=gen)
-        batches = [perm[s:s + B] for s in range(0, n_train, B)]
-        tr = _epoch_loss(enc, data["train"], batches, cfg, opt)
+    run_loss, run_n = 0.0, 0
+    for it in bar:
+        run_loss += _epoch_loss(enc, data["train"], [next(batches)], cfg, opt)
+        run_n += 1
+        if it % cfg.eval_every and it != cfg.max_iters:
+            continue
         with torch.no_grad():
             vl = _epoch_loss(enc, data["val"], val_batches, cfg)
-        history.append({"epoch": epoch, "train_loss": tr, "val_loss": vl})
+        history.append({"iteration": it, "train_loss": run_loss / run_n, "val_loss": vl})
+        run_loss, run_n = 0.0, 0
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(val=f"{vl:.4f}")
         if vl < best - 1e-7:
-            best, best_epoch, bad = vl, epoch, 0
-            best_state = _trainable_state(model)
-        else:
-            bad += 1
-            if bad >= cfg.patience:
-                break
-    return history, best, best_epoch, best_state
+            best, best_it, best_state = vl, it, _trainable_state(model)
+        elif it - best_it >= cfg.patience:
+            break
+    return history, best, best_it, best_state
 
 
 __all__ = ["PACS_W", "PACScore", "RefPACScore", "PositiveTuples", "teaching_tuples", "load_tuples",

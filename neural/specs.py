@@ -8,28 +8,35 @@
   ``keep = 20``, ratio 4).  The paper's setting is 77 → 248, keep 20; for a backbone with a shorter
   context (the tiny CLIP has 32 positions) the default stretches *proportionally*:
   ``L' = round(248 · L / 77)``, ``keep = round(20 · L / 77)`` (32 → 103, keep 8).  Both are configurable.
-* **Fine-tuning** (:func:`train_specs`, Eqs. 3–4).  For an image I with detail units u_1 … u_K
-  (cumulative captions c_k) and a negative unit u⁻ (a unit of another image), with cosine similarity s::
+* **Fine-tuning** (:func:`train_specs`, Eqs. 3–4).  For an image I with detail units d_1 … d_K
+  (cumulative captions c_j = d_1 ⊕ … ⊕ d_j), a step j, its positive detail d⁺ = d_{j+1} and a negative
+  detail d⁻ (a unit of another image, word-shuffled for 90 % of the training images), with the logits
+  ``z(I, c) = exp(logit_scale) · cos(I, c)`` (the model's own temperature, clamped at 100)::
 
       L = α L_con + β L_pos + γ L_neg                                   α = 1, β = 8, γ = 0.8
-      L_pos = mean max(0, ε_pos − (s(I, c_{k+1}) − s(I, c_k)))          (positive unit must raise s)
-      L_neg = mean max(0, ε_neg − (s(I, c_{k+1}) − s(I, c_{k+1} ⊕ u⁻))) (negative unit must lower s)
-      ε_• = clamp(stop_grad(batch mean of the corresponding gain), ε_min, ε_max)
+      L_pos = mean max(0, ε_pos − (z(I, c_j ⊕ d⁺) − z(I, c_j)))         (positive detail must raise z)
+      L_neg = mean max(0, ε_neg − (z(I, c_j) − z(I, c_j ⊕ d⁻)))         (negative detail must lower z)
+      ε_• = clamp(stop_grad(batch mean of the corresponding gain), ε_min = 0, ε_max = 1.5)
 
-  ``L_con`` is CLIP's symmetric InfoNCE (:func:`neural.losses.info_nce`, ``reduction="mean"``) between
-  the images and their full captions c_K with the model's
-  own (trainable) temperature.  One step k is drawn per image and step.  AdamW, lr 1e-5 and weight
-  decay 1e-2 as in the paper; every parameter is trained.  The tiny CLIP needs a larger lr
-  (:meth:`SPECSConfig.for_tiny`: 1e-4) to move in a few dozen steps.
+  Both hinges compare against the same base caption c_j, and act on the logit scale α, β, γ were tuned
+  for — as the authors' training code does (mbzuai-nlp/SPECS, ``model/model_spec.py``: ``hinge_loss`` on
+  ``logit_scale · cos``, the negative caption ``c_j ⊕ d⁻`` built in ``train/prepare_data.py``, its margin
+  clamped to [0, 1.5]).  ``L_con`` is CLIP's symmetric InfoNCE (:func:`neural.losses.info_nce`,
+  ``reduction="mean"``) between the images and their full captions c_K.  One step j is drawn per image
+  and step.  AdamW, lr 1e-5 and weight decay 1e-2 as in the paper, for every backbone; every parameter
+  is trained.  :meth:`SPECSConfig.for_tiny` only shortens the run (30 steps) for the small offline CLIP.
 * **Score** (Eq. 5, :class:`SPECSScore`): ``SPECS(I, T) = w · max((cos(v, t) + 1) / 2, 0)`` with
   ``w = 1`` (range [0, 1]), as the authors' reference code computes it (mbzuai-nlp/SPECS, README,
   "Compute SPECS scores"), and no prompt prefix — long captions are scored as written, tokenised to the
-  stretched context.  The map is strictly increasing in the cosine, so negative cosines do not tie at 0
-  (they would count as failures in the specificity rates).
-* :func:`specificity_on_corpus` computes SR_pos / SR_neg (:mod:`neural.specificity`) of any scorer on a
-  corpus: the teaching set's own detail units (``describe``) and false units (``negative_unit``), or on
-  real data the detail units of each image's longest caption (:func:`neural.text_units.detail_units`)
-  with a unit of another (seeded) image as the negative.
+  stretched context.  The map is strictly increasing in the cosine (negative cosines do not tie at 0);
+  it does not enter the specificity rates, whose θ is the raw cosine.
+* :func:`specificity_on_corpus` computes SR_pos / SR_neg (Eqs. 1–2, :mod:`neural.specificity`) of any
+  scorer on a corpus, with θ = the raw image–text cosine ``cos(v, t)`` of the scorer's backbone for every
+  model (the caption as written, no prompt, no output map — the paper's θ), so a score map that clips or
+  rescales the cosine (CLIP-S' ``w · max(cos, 0)``, SPECS' ``(cos + 1) / 2``) cannot change the rates.
+  Detail units: the teaching set's own (``describe``) and false units (``negative_unit``), or on real
+  data the detail units of each image's longest caption (:func:`neural.text_units.detail_units`) with a
+  unit of another (seeded) image as the negative; evaluation negatives are not shuffled.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ import torch.nn.functional as F
 from corpora.base import GeneratedCorpus
 from corpora.cache import NO_CACHE
 from neural.backbone import backbone_from_model
-from neural.base import image_embeddings, with_prompt
+from neural.base import image_embeddings, l2_normalize, with_prompt
 from neural.losses import info_nce
 from neural.specificity import join_unit, pairwise_score_fn, specificity_rate
 from neural.text_tower import encode_text_to_eot, text_tower_parts
@@ -54,10 +61,13 @@ from neural.training import adamw, deterministic, load_state_arrays, progress, s
 
 __all__ = [
     "stretch_positional_embedding", "long_context_for", "stretch_backbone", "SPECSConfig", "train_specs",
-    "SPECSScore", "specs_losses", "specificity_data", "specificity_on_corpus",
+    "SPECSScore", "specs_losses", "specificity_data", "specificity_on_corpus", "shuffle_words",
+    "training_negatives", "raw_cosine_matrix", "SPECIFICITY_THETA",
 ]
 
 PAPER_CONTEXT, PAPER_LONG_CONTEXT, PAPER_KEEP = 77, 248, 20
+#: What θ of the specificity rates is (a cache key for stored rates: bump it when θ changes).
+SPECIFICITY_THETA = "raw image-text cosine of the backbone, no prompt (v2)"
 
 
 # ============================================================================ long context
@@ -172,23 +182,54 @@ def specificity_data(corpus, image_ids: Sequence[str], seed: int = 0,
 
 
 # ============================================================================ losses
-def specs_losses(s_prev: torch.Tensor, s_next: torch.Tensor, s_neg: torch.Tensor, eps_min: float = 0.0,
-                 eps_max: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eqs. 3–4 hinge terms with the dynamic margin.
+def specs_losses(z_base: torch.Tensor, z_pos: torch.Tensor, z_neg: torch.Tensor, eps_min: float = 0.0,
+                 eps_max: float = 1.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """SPECS Eqs. 3–4: the two hinge terms with the dynamic margin.
 
-    ``s_prev = s(I, c_k)``, ``s_next = s(I, c_{k+1})``, ``s_neg = s(I, c_{k+1} ⊕ u⁻)`` (batch vectors).
-    Returns ``(L_pos, L_neg, ε_pos, ε_neg)``.
+    Parameters
+    ----------
+    z_base, z_pos, z_neg : Tensor, shape (B,)
+        Image–text logits ``exp(logit_scale) · cos`` of the base caption ``c_j``, of ``c_j ⊕ d⁺`` and of
+        ``c_j ⊕ d⁻`` (the authors' code scores all three on this scale).
+    eps_min, eps_max : float
+        Clamp of the margin, in logit units ([0, 1.5] as in the authors' ``model/model_spec.py``).
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(L_pos, L_neg, ε_pos, ε_neg)`` with ``L_pos = mean max(0, ε_pos − (z_pos − z_base))``,
+        ``L_neg = mean max(0, ε_neg − (z_base − z_neg))`` and ``ε_• = clamp(stop_grad(mean gain))``.
     """
-    gain_pos = s_next - s_prev
-    gain_neg = s_next - s_neg
+    gain_pos = z_pos - z_base
+    gain_neg = z_base - z_neg
     eps_pos = gain_pos.detach().mean().clamp(eps_min, eps_max)
     eps_neg = gain_neg.detach().mean().clamp(eps_min, eps_max)
     return F.relu(eps_pos - gain_pos).mean(), F.relu(eps_neg - gain_neg).mean(), eps_pos, eps_neg
 
 
+def shuffle_words(text: str, rng: np.random.Generator) -> str:
+    """``text`` with its whitespace-separated words in a random (seeded) order."""
+    words = text.split()
+    return " ".join(words[k] for k in rng.permutation(len(words)))
+
+
+def training_negatives(negs: Sequence[Sequence[str]], fraction: float = 0.9,
+                       seed: int = 0) -> list[list[str]]:
+    """The negative details of SPECS training: for ``round(fraction · n)`` of the ``n`` images (a seeded
+    choice) every negative unit is word-shuffled (:func:`shuffle_words`), the others are kept as they
+    are (SPECS: 90 % of the negatives are token-shuffled; the authors' ``train/prepare_data.py`` shuffles
+    a leading portion of the data set, ``--shuffle_first_portion``)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction={fraction} must be in [0, 1]")
+    rng = np.random.default_rng([seed, 90])
+    chosen = set(rng.permutation(len(negs))[: int(round(fraction * len(negs)))].tolist())
+    return [[shuffle_words(u, rng) for u in row] if i in chosen else list(row) for i, row in enumerate(negs)]
+
+
 @dataclass
 class SPECSConfig:
-    """SPECS recipe (paper: α = 1, β = 8, γ = 0.8, AdamW lr 1e-5, wd 1e-2, context 248 / keep 20)."""
+    """SPECS recipe (paper: α = 1, β = 8, γ = 0.8, AdamW lr 1e-5, wd 1e-2, context 248 / keep 20, 90 % of
+    the negative details word-shuffled; margin clamp [0, 1.5] in logit units as the authors' code)."""
 
     alpha: float = 1.0
     beta: float = 8.0
@@ -198,7 +239,9 @@ class SPECSConfig:
     steps: int = 40
     batch_size: int = 32
     eps_min: float = 0.0
-    eps_max: float = 0.1
+    eps_max: float = 1.5
+    neg_shuffle: float = 0.9
+    max_logit_scale: float = 100.0
     context_length: int | None = None
     keep: int | None = None
     max_images: int = 384
@@ -206,9 +249,10 @@ class SPECSConfig:
 
     @classmethod
     def for_tiny(cls, **kw) -> "SPECSConfig":
-        """The tiny CLIP: lr 1e-4 (1e-5 barely moves a freshly trained small model in a few dozen
-        steps) and 30 steps (about 10 s on 2 CPU cores)."""
-        return replace(cls(lr=1e-4, steps=30), **kw)
+        """The small offline CLIP: 30 steps, the paper's lr 1e-5.  (With the hinges on the logit scale
+        1e-5 moves it: on the default teaching set SR_pos 0.58 → 0.76, SR_neg 0.73 → 0.72; the former
+        1e-4 gave SR_pos 0.96 but SR_neg 0.56 — L_pos swamped L_neg.)"""
+        return replace(cls(steps=30), **kw)
 
 
 def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -236,8 +280,9 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
            "images": corpus.images_fingerprint(ids), "stretch": long_bb.stretch,
            # how detail units and negatives are made (specificity_data, neural.text_units): 2 = one
            # negative per image on every corpus, an existential "there" joined to its unit; 3 = also
-           # after a fronted phrase ("On the sand, there is …")
-           "training_data": 3}
+           # after a fronted phrase ("On the sand, there is …"); 4 = negatives word-shuffled
+           # (cfg.neg_shuffle), appended to the base caption c_j, hinges on logits
+           "training_data": 4}
     model = long_bb.model
 
     def run() -> dict[str, np.ndarray]:
@@ -266,6 +311,7 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
     units, negs = specificity_data(corpus, ids, cfg.seed, per_step=False)
+    negs = training_negatives(negs, cfg.neg_shuffle, cfg.seed)
     cum = []
     for us in units:
         c, row = "", []
@@ -293,16 +339,17 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
             texts_full.append(cum[i][-1])
             prev.append(cum[i][k])
             nxt.append(cum[i][k + 1])
-            neg.append(join_unit(cum[i][k + 1], negs[i][k + 1]))
+            neg.append(join_unit(cum[i][k], negs[i][k + 1]))     # c_j ⊕ d⁻ (same base as c_j ⊕ d⁺)
         tokens = bb.tokenize(texts_full + prev + nxt + neg).to(dev)
         t = _encode_trimmed(model, tokens)
         t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
         v = F.normalize(model.encode_image(X[torch.from_numpy(pick).to(dev)]).float(), dim=-1)
-        l_con = info_nce(v, t_full, logit_scale=model.logit_scale, max_logit_scale=100.0)
-        s_prev = (v * t_prev).sum(-1)
-        s_next = (v * t_next).sum(-1)
-        s_neg = (v * t_neg).sum(-1)
-        l_pos, l_neg, e_pos, e_neg = specs_losses(s_prev, s_next, s_neg, cfg.eps_min, cfg.eps_max)
+        l_con = info_nce(v, t_full, logit_scale=model.logit_scale, max_logit_scale=cfg.max_logit_scale)
+        scale = model.logit_scale.exp().clamp(max=cfg.max_logit_scale)
+        z_prev = scale * (v * t_prev).sum(-1)
+        z_next = scale * (v * t_next).sum(-1)
+        z_neg = scale * (v * t_neg).sum(-1)
+        l_pos, l_neg, e_pos, e_neg = specs_losses(z_prev, z_next, z_neg, cfg.eps_min, cfg.eps_max)
         loss = cfg.alpha * l_con + cfg.beta * l_pos + cfg.gamma * l_neg
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -353,16 +400,56 @@ class SPECSScore:
         return self._map(image_embeddings(self.backbone, images) @ self._texts(captions).T)
 
 
-def _raw_cosine_fn(scorer):
-    """Pair scores for the specificity rate: the scorer's own ``score_matrix``."""
-    return pairwise_score_fn(scorer)
+def _theta_backbone(scorer):
+    """The backbone whose raw cosine is θ for ``scorer``: its ``backbone`` (CLIP-S, PAC-S, L-CLIPScore,
+    SPECS), its ``clip`` (BRIDGE's frozen CLIP), or the scorer itself when it is a backbone."""
+    for bb in (getattr(scorer, "backbone", None), getattr(scorer, "clip", None), scorer):
+        if bb is not None and hasattr(bb, "encode_texts") and hasattr(bb, "encode_images"):
+            return bb
+    raise TypeError(f"{type(scorer).__name__} has no backbone for the raw cosine θ; "
+                    "pass theta='score' to use its own score_matrix")
+
+
+def raw_cosine_matrix(backbone, images, texts: Sequence[str]) -> np.ndarray:
+    """``(n_images, n_texts)`` raw cosines ``cos(v, t)`` of ``backbone`` (texts as written, no prompt)."""
+    v = image_embeddings(backbone, images)
+    t = l2_normalize(backbone.encode_texts(list(texts)).numpy())
+    return (v @ t.T).astype(np.float32)
+
+
+class _RawCosine:
+    """θ of SPECS Eqs. 1–2 for one backbone, with the ``score_matrix`` interface."""
+
+    def __init__(self, backbone):
+        self.backbone = backbone
+
+    def score_matrix(self, images, texts: Sequence[str]) -> np.ndarray:
+        return raw_cosine_matrix(self.backbone, images, texts)
 
 
 def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "test", max_images: int = 100,
-                          seed: int = 0) -> dict[str, dict[str, float]]:
-    """SR_pos / SR_neg (SPECS Eqs. 1–2) of every scorer (anything with ``score_matrix(images, texts)``) on
-    the first ``max_images`` images of ``split``: ``{name: {"SR_pos", "SR_neg", ...}}``."""
+                          seed: int = 0, theta: str = "cosine") -> dict[str, dict[str, float]]:
+    """SR_pos / SR_neg (SPECS Eqs. 1–2) of every scorer on the first ``max_images`` images of ``split``.
+
+    Parameters
+    ----------
+    scorers : mapping of name to scorer
+        Each with a backbone (``backbone`` / ``clip`` attribute, or a backbone itself); with
+        ``theta="score"`` anything with ``score_matrix(images, texts)``.
+    theta : ``"cosine"`` | ``"score"``
+        ``"cosine"`` (the paper's θ, :data:`SPECIFICITY_THETA`): the raw image–text cosine of each
+        scorer's backbone, the same quantity for every model; ``"score"``: the scorer's own output map.
+
+    Returns
+    -------
+    dict
+        ``{name: {"SR_pos", "SR_neg", ...}}`` (:func:`neural.specificity.specificity_rate`).
+    """
+    if theta not in ("cosine", "score"):
+        raise ValueError(f"theta={theta!r}, expected 'cosine' or 'score'")
+    fns = {name: pairwise_score_fn(_RawCosine(_theta_backbone(sc)) if theta == "cosine" else sc)
+           for name, sc in scorers.items()}
     ids = list(corpus.split(split))[:max_images]
     units, negs = specificity_data(corpus, ids, seed)
     images = [corpus.load_image(i) for i in ids]
-    return {name: specificity_rate(_raw_cosine_fn(sc), images, units, negs) for name, sc in scorers.items()}
+    return {name: specificity_rate(fn, images, units, negs) for name, fn in fns.items()}

@@ -42,7 +42,7 @@ from corpora.nltk_resources import MissingResourceError, ensure_pos_tagger
 
 __all__ = [
     "NP_GRAMMAR", "UNIT_GRAMMAR", "Token", "Span", "tokenize", "pos_tag", "noun_chunks",
-    "mask_templates", "MaskTemplate", "detail_units", "cumulative_captions",
+    "mask_templates", "MaskTemplate", "DETERMINER_TAGS", "detail_units", "cumulative_captions",
 ]
 
 #: Noun-phrase grammar over Penn tags (determiner / possessive / number, any modifiers, a head noun).
@@ -191,14 +191,29 @@ class MaskTemplate:
         return " ".join(p for p in (self.prefix.strip(), mid, self.suffix.strip()) if p)
 
 
+#: Tags of the determiners kept outside the mask (Penn Treebank: determiner, predeterminer).
+DETERMINER_TAGS = frozenset({"DT", "PDT"})
+
+
 def mask_templates(text: str, tags: Sequence[str] | None = None, n_pseudo: int = 3) -> list[MaskTemplate]:
     """BRIDGE template captions: one replica per noun chunk with the chunk replaced by ``n_pseudo`` slots
-    (Sarto et al. 2024, Sec. 3.2).  A caption without noun chunks yields one replica masking the whole
-    caption, so every image keeps at least one pseudo-caption."""
+    (Sarto et al. 2024, Sec. 3.2, Fig. 2: "A [MASK] running with a [MASK]").  The chunk's leading
+    determiners (:data:`DETERMINER_TAGS`) stay outside the mask, in the prefix; ``chunk`` is the masked
+    rest.  A caption without noun chunks yields one replica masking the whole caption, so every image
+    keeps at least one pseudo-caption."""
+    tokens = pos_tag(text, tags)
     chunks = noun_chunks(text, tags)
     if not chunks:
         return [MaskTemplate("", "", text.strip(), n_pseudo)]
-    return [MaskTemplate(text[: c.start], text[c.end:], c.text, n_pseudo) for c in chunks]
+    out = []
+    for c in chunks:
+        inside = [t for t in tokens if t.start >= c.start and t.end <= c.end]
+        k = 0
+        while k < len(inside) - 1 and inside[k].tag in DETERMINER_TAGS:
+            k += 1
+        start = inside[k].start if inside else c.start
+        out.append(MaskTemplate(text[:start], text[c.end:], text[start:c.end], n_pseudo))
+    return out
 
 
 # ---------------------------------------------------------------------------------------- detail units

@@ -52,9 +52,9 @@ def test_template_tokens_locate_three_slots(backbone):
     tb = build_template_tokens(backbone.tokenizer, [mask_templates(text, tags)])
     assert tb.tokens.shape == (2, backbone.context_length)
     assert tb.slots.sum(1).tolist() == [3, 3]
-    assert tb.chunks == ["A green diamond", "a big orange box"]
-    # slots sit where the chunk was: right after <start> for the first replica
-    assert tb.slots[0, 1:4].all() and not tb.slots[0, 0]
+    assert tb.chunks == ["green diamond", "big orange box"]     # the determiner stays outside the mask
+    # slots sit where the chunk was: right after <start> and "A" for the first replica
+    assert tb.slots[0, 2:5].all() and not tb.slots[0, :2].any()
     assert chunk_prompt("a big orange box") == "a photo of a big orange box"
     # a replica cut by truncation is dropped; an image left with none gets one masking the whole
     # caption (slots right after <start>, chunk = the caption); the other images keep theirs, in order
@@ -62,7 +62,7 @@ def test_template_tokens_locate_three_slots(backbone):
     tb = build_template_tokens(backbone.tokenizer, [mask_templates(text, tags),
                                                     mask_templates(long, ["VB"] * 60 + ["DT", "NN"])])
     assert tb.owner.tolist() == [0, 0, 1]
-    assert tb.chunks == ["A green diamond", "a big orange box", long]
+    assert tb.chunks == ["green diamond", "big orange box", long]
     assert tb.slots.sum(1).tolist() == [3, 3, 3] and tb.slots[2, 1:4].all()
     assert int(tb.tokens[2, 4]) == int(backbone.tokenizer([""])[0, 1])     # <end> right after the slots
     with pytest.raises(ValueError, match=r"template captions\[0\]: no template"):
@@ -167,7 +167,7 @@ def test_refit_starts_from_the_seed_and_l3_positives_share_a_prompt(backbone, sm
     finally:
         mp.undo()
     _, k = l3_targets(rows_seen[0])
-    np.testing.assert_array_equal(masks[2], k[:, None] == k[None, :])   # L1, L2, then L3 of the step
+    np.testing.assert_array_equal(masks[0], k[:, None] == k[None, :])   # info_nce is L3 only now
 
 
 def test_captions_file_missing_an_image_names_it_before_training(backbone, small_teaching_set):
@@ -287,3 +287,70 @@ def test_score_matrix_is_the_mean_of_clip_s_and_the_pseudo_caption_term(backbone
     expect = 0.5 * (2.5 * np.maximum(v @ c1.T, 0) + 2.5 * np.maximum(tn @ c2.T, 0))
     assert np.any(expect > 0.05)
     np.testing.assert_allclose(S, expect, atol=1e-4)
+
+
+def _old_l1(p, v, temperature):
+    """The L1 / L2 before the fix: one pseudo-caption per image, plain symmetric InfoNCE (the positive
+    in the denominator, no chunk-count weights)."""
+    from neural.losses import info_nce
+    return info_nce(p, v, temperature=temperature)
+
+
+def test_bridge_pair_loss_supplementary_eqs_5_6_hand_computed():
+    """L1 / L2 (supplementary Eqs. 5–6): pseudo-caption terms weighted by 1 / N_i (N_i = the image's
+    chunk count in the batch), the positive removed from the denominator, both directions averaged.
+    Hand-computed on 3 pseudo-captions of 2 images; the old formula (InfoNCE with the positive in the
+    denominator) gives another value on the same embeddings."""
+    from neural.bridge import bridge_pair_loss
+
+    g = torch.Generator().manual_seed(0)
+    p = torch.nn.functional.normalize(torch.randn(3, 5, generator=g), dim=-1)
+    v = torch.nn.functional.normalize(torch.randn(2, 5, generator=g), dim=-1)
+    owner = torch.tensor([0, 0, 1])
+    tau = 0.5
+    z = (p @ v.T / tau).tolist()
+    # P → V: row r, positive z[r][own], denominator = the other image only (B = 2)
+    w = [0.5, 0.5, 1.0]
+    pv = sum(w[r] * -(z[r][owner[r]] - z[r][1 - owner[r]]) for r in range(3)) / 2
+    # V → P: image 0 against image 1's pseudo-caption (row 2) and vice versa
+    import math
+    vp = (0.5 * -(z[0][0] - z[2][0]) + 0.5 * -(z[1][0] - z[2][0])
+          + 1.0 * -(z[2][1] - math.log(math.exp(z[0][1]) + math.exp(z[1][1])))) / 2
+    got = float(bridge_pair_loss(p, owner, v, tau))
+    assert got == pytest.approx(0.5 * (pv + vp), abs=1e-5)
+    # with one pseudo-caption per image the old formula differs (positive kept in the denominator)
+    one = torch.tensor([0, 1])
+    assert float(bridge_pair_loss(p[1:], one, v, tau)) != pytest.approx(float(_old_l1(p[1:], v, tau)), abs=1e-3)
+    with pytest.raises(ValueError):
+        bridge_pair_loss(p[:2], torch.tensor([0, 0]), v, tau)    # image 1 has no pseudo-caption
+
+
+def test_two_chunks_per_template_and_relu_head(backbone, small_teaching_set):
+    """Each step draws two distinct noun chunks of every image's template (one when it has only one), and
+    the L3 head is C(x) = Linear(ReLU(Linear(x)))."""
+    from neural.bridge import sample_replicas
+
+    rows_of = [np.array([0, 1, 2]), np.array([3]), np.array([4, 5])]
+    rows, pos = sample_replicas(rows_of, np.array([2, 0, 1]), 2, np.random.default_rng(0))
+    assert pos.tolist() == [0, 0, 1, 1, 2]
+    assert set(rows[:2]) == {4, 5} and len(set(rows[2:4])) == 2 and set(rows[2:4]) <= {0, 1, 2}
+    assert rows[4] == 3
+    br = BRIDGE(backbone, BridgeConfig(steps=1, batch_size=4))
+    kinds = [type(m).__name__ for m in br.mlp]
+    assert kinds == ["Linear", "ReLU", "Linear"]
+
+    import neural.bridge as nb
+    seen = []
+    orig = BRIDGE._pseudo
+    mp = pytest.MonkeyPatch()
+    mp.setattr(BRIDGE, "_pseudo", lambda self, tb, grid, r: seen.append((tb.owner[r].tolist(), r.tolist()))
+               or orig(self, tb, grid, r))
+    try:
+        BRIDGE(backbone, BridgeConfig(steps=1, batch_size=6, seed=1)).fit(
+            small_teaching_set, image_ids=list(small_teaching_set.split("train"))[:6], show_progress=False)
+    finally:
+        mp.undo()
+    owners, r = seen[0]
+    counts = np.bincount(owners)
+    assert counts.max() == 2 and len(set(r)) == len(r)
+    assert nb.BridgeConfig().chunks_per_image == 2

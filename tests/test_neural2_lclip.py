@@ -126,3 +126,25 @@ def test_distillation_lowers_loss_and_feeds_evaluator(teacher, small_teaching_se
         np.testing.assert_allclose(got, want, atol=1e-5)
     ref = scorer.score(ims, cands, [[c] for c in cands])  # reference = candidate -> ref term 1
     np.testing.assert_allclose(ref, np.where(s > 0, 2 * s / (s + 1), 0), atol=1e-5)
+
+
+def test_stage2_freezes_text_tower_and_patch_convolution(teacher, small_teaching_set):
+    """Li et al., Sec. IV-B: stage 2 trains the image tower with the text encoder frozen, and the patch
+    convolution stays frozen throughout.  The old recipe unfroze ``visual.conv1`` in stage 2 (so this
+    test failed on it); with stage 1 skipped, every text weight and conv1 must leave stage 2 untouched
+    while the rest of the image tower moves."""
+    ts = small_teaching_set
+    train = ts.split("train")[:24]
+    images = [ts.load_image(i) for i in train]
+    caps = [c for i in train for c in ts.captions_of(i)]
+    pairs = [(train.index(c.image_id), j) for j, c in enumerate(caps)]
+    cfg = LCLIPConfig(stage1_steps=0, stage2_steps=3, batch_size=8, lr=1e-2, seed=0)
+    torch.manual_seed(cfg.seed)
+    init = MultiplexedCLIP(teacher.model.float().cpu())
+    student = train_lclip(teacher, images, [c.text for c in caps], pairs, cfg, show_progress=False).model
+    before = dict(init.named_parameters())
+    moved = {n for n, p in student.named_parameters() if not torch.equal(p.detach(), before[n].detach())}
+    assert not any(n.startswith("visual.conv1") for n in moved)
+    text = {n for n, _ in student.named_parameters() if not n.startswith("visual.") and n != "logit_scale"}
+    assert not moved & text
+    assert any(n.startswith("visual.transformer") for n in moved) and "visual.proj" in moved

@@ -10,12 +10,14 @@ from neural.specs import (
     SPECSConfig,
     SPECSScore,
     long_context_for,
+    shuffle_words,
     specificity_data,
     specificity_on_corpus,
     specs_losses,
     stretch_backbone,
     stretch_positional_embedding,
     train_specs,
+    training_negatives,
 )
 
 
@@ -57,21 +59,34 @@ def test_stretched_backbone_reads_long_captions(backbone):
     assert not torch.allclose(long_a, long_b)  # the stretched context sees it
 
 
-def test_specs_losses_hand_computed():
-    s_prev = torch.tensor([0.20, 0.30, 0.10])
-    s_next = torch.tensor([0.25, 0.28, 0.20])
-    s_neg = torch.tensor([0.20, 0.30, 0.05])
-    # gains_pos = [.05, -.02, .10] mean .0433 ; gains_neg = [.05, -.02, .15] mean .06
-    l_pos, l_neg, e_pos, e_neg = specs_losses(s_prev, s_next, s_neg, 0.0, 0.1)
-    assert float(e_pos) == pytest.approx(0.13 / 3, abs=1e-6) and float(e_neg) == pytest.approx(0.06, abs=1e-6)
-    exp_pos = (max(0, 0.13 / 3 - 0.05) + max(0, 0.13 / 3 + 0.02) + max(0, 0.13 / 3 - 0.10)) / 3
-    exp_neg = (max(0, 0.06 - 0.05) + max(0, 0.06 + 0.02) + max(0, 0.06 - 0.15)) / 3
-    assert float(l_pos) == pytest.approx(exp_pos, abs=1e-6) and float(l_neg) == pytest.approx(exp_neg, abs=1e-6)
-    # clamping: the margin never exceeds eps_max nor drops below eps_min
-    _, _, e_pos, _ = specs_losses(s_prev, s_next + 1.0, s_neg, 0.0, 0.1)
-    assert float(e_pos) == pytest.approx(0.1)
-    _, _, e_pos, _ = specs_losses(s_prev, s_next - 1.0, s_neg, 0.01, 0.1)
+def _old_specs_losses(s_prev, s_next, s_neg_next, eps_max=0.1):
+    """The formula before the fix: hinges on cosines, L_neg on (c_{k+1}, c_{k+1} ⊕ u⁻), ε ≤ 0.1."""
+    gain_pos, gain_neg = s_next - s_prev, s_next - s_neg_next
+    e_pos, e_neg = gain_pos.mean().clamp(0, eps_max), gain_neg.mean().clamp(0, eps_max)
+    return torch.relu(e_pos - gain_pos).mean(), torch.relu(e_neg - gain_neg).mean()
+
+
+def test_specs_losses_hand_computed_on_logits_against_the_base_caption():
+    """SPECS Eqs. 3–4 as the authors' code: both hinges against the base caption c_j, on logits
+    (exp(logit_scale) · cos), margin clamped to [0, 1.5].  The old formula (L_neg against c_{j+1}, cosine
+    scale, clamp 0.1) gives other values on the same similarities."""
+    scale = 100.0
+    cos_base = torch.tensor([0.20, 0.30, 0.10])
+    cos_pos = torch.tensor([0.25, 0.28, 0.20])
+    cos_neg = torch.tensor([0.21, 0.30, 0.05])       # cos(I, c_j ⊕ d⁻)
+    l_pos, l_neg, e_pos, e_neg = specs_losses(scale * cos_base, scale * cos_pos, scale * cos_neg)
+    gain_pos = [5.0, -2.0, 10.0]                      # z(c_j ⊕ d⁺) − z(c_j)
+    gain_neg = [-1.0, 0.0, 5.0]                       # z(c_j) − z(c_j ⊕ d⁻)
+    m_pos, m_neg = min(1.5, np.mean(gain_pos)), min(1.5, max(0.0, np.mean(gain_neg)))
+    assert float(e_pos) == pytest.approx(1.5) and float(e_neg) == pytest.approx(4 / 3, abs=1e-5)
+    assert float(l_pos) == pytest.approx(np.mean([max(0, m_pos - g) for g in gain_pos]), abs=1e-4)
+    assert float(l_neg) == pytest.approx(np.mean([max(0, m_neg - g) for g in gain_neg]), abs=1e-4)
+    # the margin never drops below eps_min
+    _, _, e_pos, _ = specs_losses(scale * cos_base, scale * (cos_pos - 1.0), scale * cos_neg, 0.01)
     assert float(e_pos) == pytest.approx(0.01)
+    # the old formula: the negative compared with c_{j+1} (the same unit appended to it), cosine scale
+    old_pos, old_neg = _old_specs_losses(cos_base, cos_pos, cos_neg)
+    assert abs(float(l_pos) - float(old_pos)) > 0.1 and abs(float(l_neg) - float(old_neg)) > 0.1
 
 
 def test_specificity_data_teaching_and_generic(small_teaching_set):
@@ -112,7 +127,7 @@ def test_fine_tuning_and_score_matrix(backbone, small_teaching_set, tmp_cache):
     cfg = SPECSConfig.for_tiny(steps=8, batch_size=12)
     sb = train_specs(backbone, ts, config=cfg, cache=tmp_cache, show_progress=False, log=log)
     assert len(log) == 8 and all(np.isfinite(e["loss"]) for e in log)
-    assert all(0.0 <= e["eps_pos"] <= 0.1 for e in log)
+    assert all(0.0 <= e["eps_pos"] <= 1.5 and 0.0 <= e["eps_neg"] <= 1.5 for e in log)
     assert sb.context_length == 103
     changed = [k for k, v in sb.model.state_dict().items()
                if k in backbone.model.state_dict() and v.shape == backbone.model.state_dict()[k].shape
@@ -166,3 +181,74 @@ def test_logged_contrastive_term_is_half_the_symmetric_cross_entropy(backbone, s
     assert e["L_con"] == pytest.approx(float(0.5 * (ce_it + ce_ti)), rel=1e-4)
     assert e["loss"] == pytest.approx(cfg.alpha * e["L_con"] + cfg.beta * e["L_pos"] + cfg.gamma * e["L_neg"],
                                       rel=1e-5)
+
+
+def test_training_negatives_shuffle_ninety_percent_seeded():
+    """SPECS: 90 % of the negative details are token-shuffled (a seeded choice of images); the rest are
+    kept verbatim; shuffling only reorders the words."""
+    negs = [[f"w{i}a w{i}b w{i}c w{i}d w{i}e w{i}f"] * 2 for i in range(50)]
+    out = training_negatives(negs, 0.9, seed=3)
+    changed = [i for i, (a, b) in enumerate(zip(negs, out)) if a != b]
+    assert 40 <= len(changed) <= 45          # 45 chosen; a permutation may rarely be the identity
+    assert all(sorted(b[0].split()) == sorted(a[0].split()) for a, b in zip(negs, out))
+    assert out == training_negatives(negs, 0.9, seed=3) and out != training_negatives(negs, 0.9, seed=4)
+    assert training_negatives(negs, 0.0) == negs
+    assert sorted(shuffle_words("a b c", np.random.default_rng(0)).split()) == ["a", "b", "c"]
+
+
+def test_training_negative_is_appended_to_the_base_caption(backbone, small_teaching_set, monkeypatch):
+    """The negative caption of a training step is c_j ⊕ d⁻ (the base caption c_j, like the positive
+    c_j ⊕ d⁺), not c_{j+1} ⊕ d⁻ as before; and most negatives are word-shuffled units."""
+    import neural.specs as specs_mod
+
+    seen: list[list[str]] = []
+    real = specs_mod.stretch_backbone
+
+    def spying(*a, **kw):
+        bb = real(*a, **kw)
+        tok = bb.tokenize
+
+        def tokenize(texts):
+            seen.append(list(texts))
+            return tok(texts)
+
+        bb.tokenize = tokenize
+        return bb
+
+    monkeypatch.setattr(specs_mod, "stretch_backbone", spying)
+    ts = small_teaching_set
+    train_specs(backbone, ts, config=SPECSConfig.for_tiny(steps=2, batch_size=8), show_progress=False)
+    texts = [t for t in seen if len(t) == 32]
+    assert len(texts) == 2
+    for t in texts:
+        full, prev, nxt, neg = t[:8], t[8:16], t[16:24], t[24:]
+        for p, x, n in zip(prev, nxt, neg):
+            assert n.startswith(p) and x.startswith(p) and not n.startswith(x)
+
+
+class _ReversedScorer:
+    """A scorer whose output map is DEcreasing in the cosine: θ must not follow it."""
+
+    def __init__(self, backbone):
+        self.backbone = backbone
+
+    def score_matrix(self, images, captions):
+        from neural.specs import raw_cosine_matrix
+        return -raw_cosine_matrix(self.backbone, images, captions)
+
+
+def test_specificity_theta_is_the_raw_cosine_for_every_model(backbone, small_teaching_set):
+    """SPECS Eqs. 1–2 with θ = the raw image–text cosine: a scorer's output map (here a decreasing one)
+    does not change its rates, which equal those of its backbone's cosine.  The old code used each
+    scorer's own score_matrix, where the reversed map swaps success and failure."""
+    from neural.clipscore import CLIPScore
+
+    ts = small_teaching_set
+    sr = specificity_on_corpus({"raw": backbone, "rev": _ReversedScorer(backbone), "clips": CLIPScore(backbone)},
+                               ts, max_images=8)
+    for k in ("SR_pos", "SR_neg"):
+        assert sr["rev"][k] == sr["raw"][k] == sr["clips"][k]
+    own = specificity_on_corpus({"rev": _ReversedScorer(backbone)}, ts, max_images=8, theta="score")["rev"]
+    assert (own["SR_pos"], own["SR_neg"]) != (sr["raw"]["SR_pos"], sr["raw"]["SR_neg"])
+    with pytest.raises(TypeError):
+        specificity_on_corpus({"x": object()}, ts, max_images=2)

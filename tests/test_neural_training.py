@@ -133,11 +133,11 @@ def test_pacs_finetuning_lowers_loss_and_moves_only_trainable_params(tiny, teach
     train = teaching_tuples(teaching, "train", seed=0, max_images=200)
     val = teaching_tuples(teaching, "dev", seed=0)
     assert train.gen_texts[0] != train.texts[0]   # a paraphrase, not a copy
-    # restore_best=False: return the last epoch, so the parameter check does not depend on early stopping
-    cfg = PACSFinetuneConfig(lr=3e-4, batch_size=50, max_epochs=4, patience=4, restore_best=False)
+    # restore_best=False: return the last iteration, so the parameter check does not depend on early stopping
+    cfg = PACSFinetuneConfig(lr=3e-4, batch_size=50, max_iters=16, eval_every=4, patience=16, restore_best=False)
     ft = finetune_pacs(tiny, train, val, cfg, cache=DiskCache(cache_dir), show_progress=False)
     hist = ft.training["history"]
-    assert hist[0]["epoch"] == 0 and len(hist) >= 2
+    assert [h["iteration"] for h in hist] == [0, 4, 8, 12, 16]
     # the Eq. 3 objective on the training tuples, evaluated before and after, goes down
     assert ft.training["final_train_loss"] < hist[0]["train_loss"]
     assert all(np.isfinite(h["val_loss"]) for h in hist)
@@ -149,11 +149,26 @@ def test_pacs_finetuning_lowers_loss_and_moves_only_trainable_params(tiny, teach
     # the original backbone is untouched and the fine-tuned weights come back from the cache
     again = finetune_pacs(tiny, train, val, cfg, cache=DiskCache(cache_dir), show_progress=False)
     assert again.training["cache_hit"] and again.weights_id == ft.weights_id
-    # early stopping keeps the best validation epoch (never worse than the start)
-    es = finetune_pacs(tiny, train, val, PACSFinetuneConfig(lr=3e-4, batch_size=50, max_epochs=3, patience=1),
-                       show_progress=False)
+    # early stopping keeps the best validation evaluation (never worse than the start)
+    es = finetune_pacs(tiny, train, val, PACSFinetuneConfig(lr=3e-4, batch_size=50, max_iters=12, eval_every=2,
+                                                            patience=2), show_progress=False)
     h = es.training["history"]
-    assert es.training["best_epoch"] == int(np.argmin([x["val_loss"] for x in h]))
+    assert es.training["best_iteration"] == h[int(np.argmin([x["val_loss"] for x in h]))]["iteration"]
+
+
+def test_pacs_recipe_is_sec_4_1_batch_256_patience_in_iterations(tiny, teaching):
+    """PAC-S Sec. 4.1: batch 256 and the early-stopping patience counted in iterations.  With 200
+    training tuples and batch 50 an epoch is 4 iterations; a patience of 6 iterations with an evaluation
+    every iteration stops 6 iterations after the best one — an epoch-counted patience (the old recipe)
+    would run 6 epochs = 24 iterations past it."""
+    assert PACSFinetuneConfig().batch_size == 256
+    train = teaching_tuples(teaching, "train", seed=0, max_images=200)
+    val = teaching_tuples(teaching, "dev", seed=0)
+    cfg = PACSFinetuneConfig(lr=3e-2, batch_size=50, max_iters=200, eval_every=1, patience=6)
+    h = finetune_pacs(tiny, train, val, cfg, show_progress=False).training
+    last = h["history"][-1]["iteration"]
+    assert last < 200 and last - h["best_iteration"] == 6
+    assert [x["iteration"] for x in h["history"]] == list(range(last + 1))
 
 
 def test_adamw_helper_matches_the_reference_update():
