@@ -259,13 +259,14 @@ def _pair_scorers(corpus: Corpus, names: list[str], scorers: Mapping[str, object
 def _specificity(corpus: Corpus, names: list[str], scorers: Mapping[str, object], options: RunOptions,
                  cache: DiskCache, timings: dict) -> dict:
     """Specificity rates (SPECS Eqs. 1-2) of the reference-free scorers on the test split."""
-    from neural.specs import specificity_on_corpus  # lazy: a warm re-run must not import torch
+    from neural.specs import SPECIFICITY_THETA, specificity_on_corpus  # lazy: a warm run must not import torch
 
     t = time.perf_counter()
     # cached per scorer (under its identity); the scorers not in the cache are computed in one call,
     # which builds the detail units and loads the images once for all of them
     keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
-                "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed}
+                "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed,
+                "theta": SPECIFICITY_THETA}
             if hasattr(v, "cache_identity") else None
             for k, v in scorers.items() if k in names}
     sr = {k: hit for k, key in keys.items()
