@@ -10,11 +10,12 @@ from tqdm.auto import tqdm
 
 from corpora.base import Corpus, RankingPool
 from corpora.cache import DiskCache
+from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
 from experiments.evaluation_stage import metrics_json
 from experiments.options import RunOptions
-from experiments.outputs import SystemOutput, jsonable, split_timings
+from experiments.outputs import SystemOutput, split_timings
 from experiments.runlog import JOB_LOGGER
 from kcca.caption_metric import KCCACaptionMetric
 from kcca.kernel_store import KernelStore

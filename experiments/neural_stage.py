@@ -20,11 +20,12 @@ import numpy as np
 
 from corpora.base import Corpus, RankingPool, fingerprint
 from corpora.cache import DiskCache
+from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
 from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_tiny_clip
-from experiments.outputs import SystemOutput, jsonable
+from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
 

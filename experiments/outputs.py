@@ -1,5 +1,5 @@
 """What the main job's stages hand to each other: :class:`SystemOutput` (one ranking system's test-pool
-scores) and :func:`jsonable` (plain-JSON copies of configurations and identities)."""
+scores) and :func:`split_timings` (timings apart from configurations)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -35,35 +35,6 @@ class SystemOutput:
     test: ScoreMatrices
     config: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
-
-
-def jsonable(obj):
-    """A plain-JSON copy of ``obj``: mappings with string keys, lists for tuples and arrays, Python
-    numbers for numpy scalars, strings for paths.
-
-    Parameters
-    ----------
-    obj : object
-        A configuration, identity or result (nested mappings and sequences).
-
-    Returns
-    -------
-    object
-        The copy; anything else is returned as it is.
-    """
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def split_timings(config: Mapping) -> tuple[dict, dict]:

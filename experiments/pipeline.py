@@ -13,6 +13,7 @@ from pathlib import Path
 
 from corpora.base import CorpusError
 from corpora.cache import DiskCache
+from corpora.jsondata import jsonable
 from corpora.nltk_resources import MissingResourceError
 from experiments.classical_stage import kcca_pair_scorers, run_classical
 from experiments.corpus_stage import build_pools, load_corpus, retrieval_plan
@@ -24,7 +25,6 @@ from experiments.human_stage import human_stage
 # reads the whole stage from its cache and never imports torch.
 from experiments.neural_stage import neural_stage
 from experiments.options import RunOptions
-from experiments.outputs import jsonable
 from experiments.report_stage import results_json, write_run_report
 from experiments.runlog import Timer, log, log_error_to_file, setup_logging, teardown_logging
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from corpora.jsondata import jsonable
+
 TASKS = ("annotation", "search")
 _TASK_TITLES = {"annotation": "image annotation (an image ranks the captions)",
                 "search": "image search (a caption ranks the images)"}
@@ -436,7 +438,7 @@ def write_report(results: Mapping, out_dir: str | Path, *,
         old.unlink()
     paths = {"results": out / "results.json", "md": out / "report.md", "html": out / "report.html"}
     # strict JSON: a NaN (e.g. a correlation with a constant scorer) or an infinity is written as null
-    _atomic_write(paths["results"], json.dumps(_json_ready(results), indent=2, sort_keys=False,
+    _atomic_write(paths["results"], json.dumps(jsonable(results, nonfinite_as_null=True), indent=2, sort_keys=False,
                                                allow_nan=False))
 
     families = {s: v.get("family", "") for s, v in results.get("systems", {}).items()}
@@ -495,26 +497,6 @@ def write_report(results: Mapping, out_dir: str | Path, *,
 GALLERY_NOTE = ("Image annotation for the first test image: the top-ranked test-pool captions of the classical "
                 "and the neural system with the highest annotation R-precision; ✓ (green) marks a caption "
                 "relevant to the image.")
-
-
-def _json_ready(o):
-    """``o`` as plain JSON data: numpy arrays and scalars become lists and Python numbers, paths strings,
-    and a non-finite float (NaN, ±inf: JSON has neither) ``None``, i.e. ``null``."""
-    if isinstance(o, Mapping):
-        return {k: _json_ready(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_json_ready(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return _json_ready(o.tolist())
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, (float, np.floating)):
-        return float(o) if math.isfinite(o) else None
-    if isinstance(o, Path):
-        return str(o)
-    return o
 
 
 def _md_inline(s: str) -> str:

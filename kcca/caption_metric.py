@@ -13,33 +13,16 @@ from pathlib import Path
 import numpy as np
 
 from corpora.base import Caption
+from corpora.jsondata import jsonable
 from kcca.kernel_store import KernelStore
 from kcca.selection import CRITERIA
 from kcca.systems import SystemRun, get_system
 from kernels.image.gram import combine_kernels
 
-__all__ = ["KCCACaptionMetric", "pair_scorer", "query_caption", "jsonable"]
+__all__ = ["KCCACaptionMetric", "pair_scorer", "query_caption"]
 
 #: Gathered projection rows per chunk of a call (≤ 32 MB of float64).
 _GATHER_ELEMENTS = 1 << 22
-
-
-def jsonable(obj):
-    """``obj`` with mappings, sequences, numpy scalars / arrays and paths turned into JSON types
-    (mapping keys become strings)."""
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def query_caption(text: str, lookup: Mapping[str, Caption]) -> Caption:

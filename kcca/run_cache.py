@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from corpora.jsondata import jsonable
 from corpora.scoring import ScoreMatrices
 from kcca.selection import ChosenModel, SelectionResult, SweepTable
 
@@ -64,14 +65,6 @@ def run_cache_key(*, system: Mapping, corpus, train_ids: Sequence[str], pools: M
             "skip_missing_images": bool(skip_missing_images)}
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer, np.floating)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def run_to_arrays(res: SelectionResult, grid: list, p: int, d: float, score: float) -> dict:
     """A KCCA system run as plain arrays (the DiskCache stores npz, never pickles)."""
     t = res.table
@@ -82,7 +75,7 @@ def run_to_arrays(res: SelectionResult, grid: list, p: int, d: float, score: flo
             "tasks": list(t.metrics), "corr_kappas": [float(k) for k in res.correlations],
             "timings": {k: float(v) for k, v in res.timings.items()},
             "has_test": res.test_matrices is not None, "has_dev": res.dev_matrices is not None}
-    out = {"meta": np.array(json.dumps(meta, default=_json_default))}
+    out = {"meta": np.array(json.dumps(jsonable(meta)))}
     for split, m in (("test", res.test_matrices), ("dev", res.dev_matrices)):
         if m is not None:
             out[f"{split}::annotation"], out[f"{split}::search"] = m.annotation, m.search

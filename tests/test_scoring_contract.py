@@ -61,3 +61,18 @@ def test_generated_corpus_protocol_tells_the_teaching_set_from_a_plain_corpus():
     plain = Corpus(name="plain", image_ids=["a.jpg"], captions={"a.jpg": (cap,)},
                    splits={"train": ["a.jpg"], "dev": [], "test": []})
     assert not isinstance(plain, GeneratedCorpus)
+
+
+def test_jsonable_writes_plain_json_data():
+    import json
+    from pathlib import Path
+
+    from corpora.jsondata import jsonable
+
+    obj = {1: (np.int64(2), np.float32(0.5), np.bool_(True)), "a": np.arange(3), "p": Path("/x"),
+           "bad": [float("nan"), np.float64(np.inf)]}
+    out = jsonable(obj)
+    assert out["1"] == [2, 0.5, True] and out["a"] == [0, 1, 2] and out["p"] == "/x"
+    assert type(out["1"][2]) is bool and type(out["1"][0]) is int
+    assert np.isnan(out["bad"][0]) and jsonable(obj, nonfinite_as_null=True)["bad"] == [None, None]
+    json.dumps(jsonable(obj, nonfinite_as_null=True), allow_nan=False)      # strict JSON

@@ -1,0 +1,52 @@
+"""Plain JSON data from the toolkit's results: one converter for configurations, identities and reports.
+
+``results.json``, the provenance of a run, the identities of scorers and the metadata of cached runs hold
+nested mappings and sequences with numpy scalars and arrays and paths in them; :func:`jsonable` turns
+them into the types :mod:`json` writes.  (Cache *keys* are hashed by :func:`corpora.cache.cache_key`,
+which digests arrays instead of listing them and refuses unknown types.)
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["jsonable"]
+
+
+def jsonable(obj, *, nonfinite_as_null: bool = False):
+    """A plain-JSON copy of ``obj``.
+
+    Mappings get string keys, tuples and arrays become lists, numpy scalars Python numbers (``np.bool_``
+    a ``bool``), paths strings; anything else is returned as it is.
+
+    Parameters
+    ----------
+    obj : object
+        A configuration, identity or result (nested mappings and sequences).
+    nonfinite_as_null : bool
+        Write NaN and ±inf (which JSON does not have) as ``None``, i.e. ``null``.
+
+    Returns
+    -------
+    object
+        The copy.
+    """
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v, nonfinite_as_null=nonfinite_as_null) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v, nonfinite_as_null=nonfinite_as_null) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist(), nonfinite_as_null=nonfinite_as_null)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        return None if nonfinite_as_null and not math.isfinite(value) else value
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
