@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 
 from corpora.scoring import ScoreMatrices
 

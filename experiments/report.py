@@ -20,7 +20,6 @@ import base64
 import html
 import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
