@@ -14,7 +14,7 @@ without "pre" preprocessing) on
   and τ-c;
 
 METEOR is the official METEOR 1.5 (the COCO evaluation's Java jar, ``evaluation.meteor``) when a Java
-runtime and the jar (the ``meteor`` extra: pycocoevalcap) are present; otherwise the row is the NLTK
+runtime and the jar (the ``meteor`` extra: pycocoevalcap, or ``$ITR_METEOR_JAR``) are present; otherwise the row is the NLTK
 variant, labelled "METEOR (NLTK variant)", and the reason is printed.
 
 With ``--composite`` / ``--pascal50s`` / ``--foil`` it also prints the standard caption-metric benchmarks

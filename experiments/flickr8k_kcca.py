@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
               ITR_NO_CEXT=1, ITR_NO_NATIVE=1  use the numpy image-Gram and torch soft-TRI fallbacks
                                      instead of the compiled C kernels (the same up to float
                                      rounding, slower); "0" or empty leaves them on
+              ITR_METEOR_JAR         the official METEOR 1.5 jar, with data/paraphrase-en.gz beside it
+                                     (caption_metrics_vs_humans; default: the one pycocoevalcap ships)
             """),
     )
     add_data_options(p.add_argument_group("data"))

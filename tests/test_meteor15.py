@@ -75,7 +75,7 @@ def test_published_flickr8k_correlations_of_meteor():
     assert "METEOR" in selected_metrics(hodosh=False) and "METEOR (NLTK variant)" not in selected_metrics()
     row = metric_table(corpus, hodosh=False, only=["METEOR"], progress=False)["METEOR"]
     assert row["expert_tau_c"] == 41.8
-    assert abs(row["cf_tau_b"] - 22.2) <= 0.1
+    assert round(abs(row["cf_tau_b"] - 22.2), 1) <= 0.1
 
 
 def test_without_java_the_nltk_variant_is_the_labelled_fallback(monkeypatch, capsys):
