@@ -341,5 +341,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def run(argv=None) -> int:
+    """The command line's exit status: :func:`main`'s, or 2 for a user mistake, printed as its one
+    ``error:`` line on stderr (``main`` raises ``SystemExit("error: …")``, which Python would end with 1;
+    2 is argparse's status for its own option errors and the main job's)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

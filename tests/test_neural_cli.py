@@ -218,3 +218,18 @@ def test_cli_counts_the_captions_cut_at_the_context_length(setup, tmp_path, caps
     assert main(["--candidates", str(tmp_path / "fit.json")] + common) == 0
     assert json.loads(out.read_text())["truncated"] == {"candidates": 0, "references": 0, "context_length": ctx}
     assert "truncated" not in capsys.readouterr().err
+
+
+def test_cli_user_mistakes_exit_2_with_one_error_line(setup, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    d, imgs, _, _ = setup
+    env = dict(os.environ, ITR_OFFLINE="1")
+    for extra, message in ((["--out", str(tmp_path)], "error: --out "),
+                           (["--metric", "refclip-s"], "error: --metric refclip-s needs --references")):
+        done = subprocess.run([sys.executable, "-m", "neural.score", "--candidates", str(d / "cands.json"),
+                               "--images", str(imgs)] + extra, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
