@@ -476,15 +476,17 @@ def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
     p = Path(pretrained).expanduser()
     if p.is_file():
         from neural.checkpoints import (
+            NotWeightsFileError,
+            check_weights_file,
             is_torchscript_archive,
             torchscript_refused,
             torchscript_trusted,
-            weights_file_format,
         )
 
-        if weights_file_format(p) is None:
-            raise OptionError(f"--clip-pretrained {p}: not a weights file (neither safetensors, a PyTorch "
-                              f"zip archive / TorchScript nor a legacy torch.save file)")
+        try:   # the check and message python -m neural.score and read_state_dict use as well
+            check_weights_file(p)
+        except NotWeightsFileError as exc:
+            raise OptionError(f"--clip-pretrained {exc}") from exc
         if is_torchscript_archive(p) and not torchscript_trusted():
             raise OptionError(f"--clip-pretrained {torchscript_refused(p)}")
         return

@@ -227,6 +227,27 @@ class Backbone:
         """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor."""
         return self.tokenizer(list(texts))
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
+        """Untruncated token counts, start and end-of-text tokens included.
+
+        A text whose count exceeds ``context_length`` is cut by :meth:`tokenize`.
+
+        Parameters
+        ----------
+        texts : sequence of str
+            The texts as tokenised (prompt included).
+
+        Returns
+        -------
+        list of int or None
+            One count per text; ``None`` when the tokenizer cannot say (only open_clip's BPE tokenizer,
+            the one with ``encode`` and ``sot_token_id``, is counted; Hugging Face tokenizers are not).
+        """
+        tok = self.tokenizer
+        if not (callable(getattr(tok, "encode", None)) and hasattr(tok, "sot_token_id")):
+            return None
+        return [len(tok.encode(str(t))) + 2 for t in texts]   # + start and end-of-text, as tok() adds
+
     def __post_init__(self) -> None:
         # the weights as created (what ``weights_id`` describes); see _text_table
         self.__dict__["_created_state"] = self._weights_state()

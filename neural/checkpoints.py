@@ -70,6 +70,11 @@ class UnsafeCheckpointError(WeightsError):
     """The file needs unpickling of arbitrary Python objects, which this toolkit refuses to do."""
 
 
+class NotWeightsFileError(WeightsError):
+    """The file is none of the weights formats: its first bytes are neither a safetensors header, a zip
+    archive (``torch.save`` / TorchScript) nor a pickle header (legacy ``torch.save``)."""
+
+
 def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
     """Hex SHA-256 of a file's bytes (streamed; never remembered: a trust decision needs the bytes on disk
     now)."""
@@ -155,6 +160,36 @@ def weights_file_format(path: str | Path) -> str | None:
     return "pickle" if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5 else None
 
 
+def check_weights_file(path: str | Path) -> str:
+    """Refuse a file that is not a weights file at all, from its first bytes and without loading it.
+
+    The one check (and message) of every entry point: the main job's ``--clip-pretrained`` option check,
+    ``python -m neural.score`` and :func:`read_state_dict`, so random bytes are called "not a weights
+    file" everywhere rather than "would need unpickling" in some places.
+
+    Parameters
+    ----------
+    path : path
+        An existing file.
+
+    Returns
+    -------
+    str
+        Its :func:`weights_file_format` (``"safetensors"``, ``"zip"`` or ``"pickle"``).
+
+    Raises
+    ------
+    NotWeightsFileError
+        None of those formats; the message names the file.
+    """
+    p = Path(path).expanduser()
+    fmt = weights_file_format(p)
+    if fmt is None:
+        raise NotWeightsFileError(f"{p}: not a weights file (neither safetensors, a PyTorch zip archive / "
+                                  f"TorchScript nor a legacy torch.save file)")
+    return fmt
+
+
 def _unpickler_reason(msg: str) -> str:
     """The line of a ``torch.load(weights_only=True)`` error that says what was refused (e.g.
     ``Unsupported global: GLOBAL x.Y``), without torch's advice to load with ``weights_only=False``."""
@@ -226,6 +261,8 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     ------
     MissingWeightsError
         The file does not exist.
+    NotWeightsFileError
+        The file is none of the weights formats (:func:`check_weights_file`).
     UnsafeCheckpointError
         ``torch.load(..., weights_only=True)`` refused the file (it pickles arbitrary objects), or the file
         is a TorchScript archive that is not trusted.
@@ -235,6 +272,7 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     p = Path(path).expanduser()
     if not p.is_file():
         raise MissingWeightsError(f"weights file not found: {p}")
+    check_weights_file(p)
     if p.suffix == ".safetensors" or is_safetensors_file(p):
         return _read_safetensors(p), "safetensors"
     if is_torchscript_archive(p):

@@ -126,3 +126,110 @@ def test_cli_damaged_image_unknown_model_and_bad_device_fail_cleanly(setup, tmp_
         main(["--candidates", str(empty), "--images", str(imgs)])
     with pytest.raises(SystemExit, match=r"--candidates .*nope.json: file not found"):
         main(["--candidates", str(tmp_path / "nope.json"), "--images", str(imgs)])
+
+
+def _no_backbone(monkeypatch):
+    import neural.score as score_mod
+
+    monkeypatch.setattr(score_mod, "_backbone", lambda *a, **k: pytest.fail("backbone loaded first"))
+
+
+def test_cli_out_is_checked_before_any_model_and_never_overwrites_an_input(setup, tmp_path, monkeypatch, capsys):
+    d, imgs, w, _ = setup
+    cands = tmp_path / "cands.json"
+    cands.write_text((d / "cands.json").read_text())
+    refs = tmp_path / "refs.json"
+    refs.write_text((d / "refs.json").read_text())
+    before = cands.read_bytes(), refs.read_bytes()
+    base = ["--candidates", str(cands), "--images", str(imgs), "--references", str(refs), "--metric",
+            "refclip-s", "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w), "--no-cache", "--quiet"]
+    _no_backbone(monkeypatch)
+    (tmp_path / "link.json").symlink_to(cands)
+    cases = [(str(cands), r"^error: --out .*cands.json is the --candidates file .*would be overwritten"),
+             (str(tmp_path / "." / "refs.json"), r"^error: --out .* is the --references file"),
+             (str(tmp_path / "link.json"), r"^error: --out .*link.json is the --candidates file"),
+             (str(imgs / "im0.png"), r"^error: --out .*im0.png is the --images file"),
+             (str(tmp_path), r"^error: --out .* is a folder; give a file name"),
+             (str(cands / "sub" / "out.json"), r"^error: --out .*: .*cands.json is a file, not a folder")]
+    for out, message in cases:
+        with pytest.raises(SystemExit, match=message) as e:
+            main(base + ["--out", out])
+        assert "\n" not in str(e.value.code)
+    assert (cands.read_bytes(), refs.read_bytes()) == before
+    assert not (tmp_path / "sub").exists()
+
+
+def test_cli_junk_weights_file_gets_the_main_jobs_message(setup, tmp_path, monkeypatch):
+    from experiments.options import OptionError, check_pretrained
+    from neural.checkpoints import WeightsError, read_state_dict
+
+    d, imgs, _, _ = setup
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    if junk.read_bytes()[:1] == b"\x80":   # not a pickle header by chance
+        junk.write_bytes(b"\x00" + junk.read_bytes()[1:])
+    with pytest.raises(OptionError) as main_job:
+        check_pretrained("ViT-B-32", str(junk))
+    assert str(main_job.value) == f"--clip-pretrained {junk}: not a weights file (neither safetensors, a " \
+                                  "PyTorch zip archive / TorchScript nor a legacy torch.save file)"
+    _no_backbone(monkeypatch)   # refused up front
+    base = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet"]
+    for model in ("ViT-B-32", "itr-tiny-clip", "auto"):
+        with pytest.raises(SystemExit) as e:
+            main(base + ["--clip-model", model, "--clip-pretrained", str(junk)])
+        assert e.value.code == f"error: {main_job.value}"
+    # the library says the same (not "would need unpickling")
+    with pytest.raises(WeightsError, match="not a weights file") as lib:
+        read_state_dict(junk)
+    assert "unpickling" not in str(lib.value)
+
+
+def test_cli_empty_reference_is_refused_like_an_empty_candidate(setup, tmp_path, monkeypatch):
+    d, imgs, w, _ = setup
+    _no_backbone(monkeypatch)
+    base = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--metric", "refclip-s",
+            "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w), "--no-cache", "--quiet"]
+    for empty in ("", " \t\n"):
+        refs = tmp_path / "refs.json"
+        refs.write_text(json.dumps({"im0": ["a reference"], "im1": ["fine", empty], "im2": ["x"]}))
+        with pytest.raises(SystemExit, match=r"^error: .*refs.json: reference 1 of 'im1' is empty$"):
+            main(base + ["--references", str(refs)])
+
+
+def test_cli_counts_the_captions_cut_at_the_context_length(setup, tmp_path, capsys):
+    d, imgs, w, bb = setup
+    ctx = bb.context_length
+    long = " ".join(["word"] * ctx)   # ctx words + prompt: beyond the context
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps({"im0": long, "im1": "short", "im2": "also short"}))
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({"im0": ["short"], "im1": [long, long, "short"], "im2": ["fine"]}))
+    out = tmp_path / "out.json"
+    common = ["--images", str(imgs), "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w),
+              "--device", "cpu", "--no-cache", "--quiet", "--out", str(out)]
+    assert main(["--candidates", str(cands), "--references", str(refs), "--metric", "refclip-s"] + common) == 0
+    assert json.loads(out.read_text())["truncated"] == {"candidates": 1, "references": 2, "context_length": ctx}
+    err = capsys.readouterr().err
+    assert f"note: 1 candidate(s) and 2 reference(s) are longer than the {ctx}-token context" in err
+    # a caption that fills the context exactly once the prompt is included is not counted
+    fits = " ".join(["word"] * (ctx - 2 - len(bb.tokenizer.encode("A photo depicts"))))
+    assert bb.token_lengths(["A photo depicts " + fits]) == [ctx]
+    (tmp_path / "fit.json").write_text(json.dumps({"im0": fits, "im1": "short", "im2": "short"}))
+    assert main(["--candidates", str(tmp_path / "fit.json")] + common) == 0
+    assert json.loads(out.read_text())["truncated"] == {"candidates": 0, "references": 0, "context_length": ctx}
+    assert "truncated" not in capsys.readouterr().err
+
+
+def test_cli_user_mistakes_exit_2_with_one_error_line(setup, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    d, imgs, _, _ = setup
+    env = dict(os.environ, ITR_OFFLINE="1")
+    for extra, message in ((["--out", str(tmp_path)], "error: --out "),
+                           (["--metric", "refclip-s"], "error: --metric refclip-s needs --references")):
+        done = subprocess.run([sys.executable, "-m", "neural.score", "--candidates", str(d / "cands.json"),
+                               "--images", str(imgs)] + extra, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
