@@ -1,6 +1,6 @@
 """One evaluator for every scorer: ranking metrics (Hodosh et al. 2013, Sec. 4.3), Borda fusion
-(Sec. 4.1.3), significance tests (Sec. 4.2.2), correlation with human judgments and classical n-gram
-caption metrics.  See ``docs/evaluation.md``.
+(Sec. 4.1.3), significance tests (Sec. 4.2.2), preference on contrast twins, correlation with human
+judgments and classical n-gram caption metrics.  See ``docs/evaluation.md``.
 """
 from corpora.scoring import FunctionScorer, PairScorer, ScoreFn, borda, borda_points, fuse
 from evaluation.caption_metrics import (
@@ -41,6 +41,7 @@ from evaluation.ranking import (
     pessimistic_order,
     validate_scores,
 )
+from evaluation.compositionality import twin_pairs, twin_preference
 from evaluation.significance import (
     Comparison,
     TestResult,
@@ -70,6 +71,8 @@ __all__ = [
     # significance
     "Comparison", "TestResult", "compare", "mcnemar_test", "paired_randomization_test",
     "ranking_agreement", "significance_marker",
+    # compositionality (contrast twins)
+    "twin_pairs", "twin_preference",
     # human correlation
     "FoilRecord", "JudgmentRows", "PairwiseRecord", "correlations", "flickr8k_cf_rows",
     "flickr8k_expert_rows", "foil_accuracy", "human_correlation", "kappa_sweep", "kendall_tau", "pairwise_accuracy",
