@@ -1,5 +1,6 @@
 """The main job's evaluation stage: every system's test-pool score matrices through one evaluator (R@k,
-median rank, S@k, R-precision) and the significance of each against a reference system per task."""
+median rank, S@k, R-precision), the significance of each against a reference system per task, and, on a
+generated corpus, the compositionality table on its contrast twins."""
 from __future__ import annotations
 
 import json
@@ -7,9 +8,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from corpora.base import RankingPool
+from corpora.base import Corpus, GeneratedCorpus, RankingPool
 from corpora.cache import DiskCache, array_digest
 from evaluation import evaluate_pool
+from evaluation.compositionality import twin_preference
 from evaluation.significance import default_metrics
 from experiments.errors import PipelineError
 from experiments.options import RunOptions
@@ -125,3 +127,35 @@ def evaluation_stage(outputs: Mapping[str, SystemOutput], pool: RankingPool, opt
         return {}, {}, {}
     return evaluate_systems(outputs, pool, permutations=options.permutations, seed=options.seed, cache=cache,
                             reference_system=options.reference)
+
+
+def compositionality_table(corpus: Corpus, outputs: Mapping[str, SystemOutput], pool: RankingPool) -> dict:
+    """``{system: {"annotation": %, "search": %, "n_pairs": n}}`` of
+    :func:`evaluation.compositionality.twin_preference` on the test pool's contrast twins.
+
+    Parameters
+    ----------
+    corpus : Corpus
+        Only a generated corpus (:class:`corpora.base.GeneratedCorpus`) with ``twins`` has a table.
+    outputs : mapping
+        Every system's :class:`SystemOutput`.
+    pool : RankingPool
+        The test pool.
+
+    Returns
+    -------
+    dict
+        Percentages rounded to 2 decimals (ties count ½, 50 % is chance); empty for a corpus without
+        twins (Flickr8k) or a test pool holding no twin pair.
+    """
+    twins = getattr(corpus, "twins", None) if isinstance(corpus, GeneratedCorpus) else None
+    if not twins:
+        return {}
+    table: dict = {}
+    for name, o in outputs.items():
+        res = twin_preference(o.test, pool, twins)
+        if not res["n_pairs"]:
+            return {}
+        table[name] = {"annotation": round(res["annotation"], 2), "search": round(res["search"], 2),
+                       "n_pairs": int(res["n_pairs"])}
+    return table

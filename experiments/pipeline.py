@@ -18,7 +18,7 @@ from corpora.nltk_resources import MissingResourceError
 from experiments.classical_stage import kcca_pair_scorers, run_classical
 from experiments.corpus_stage import build_pools, load_corpus, retrieval_plan
 from experiments.errors import PipelineError
-from experiments.evaluation_stage import evaluation_stage
+from experiments.evaluation_stage import compositionality_table, evaluation_stage
 from experiments.human_stage import human_stage
 
 # The neural stage imports the neural modules (torch) inside its functions, when they run: a warm re-run
@@ -100,13 +100,15 @@ def run_stages(options: RunOptions, cache: DiskCache) -> dict[str, Path]:
     outputs = {**classical, **neural}
     with timer.stage("evaluation and significance"):
         systems_json, evals, reference = evaluation_stage(outputs, pools["test"], options, cache)
+        compositionality = compositionality_table(corpus, outputs, pools["test"])
     with timer.stage("human correlation"):
         kcca_scorers = kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
         human = human_stage(corpus, {**pair_scorers, **kcca_scorers}, cache)
     with timer.stage("report"):
         results = results_json(
             options, corpus, pools, skipped=skipped, plan=plan, outputs=outputs, systems_json=systems_json,
-            reference=reference, human=human, specificity=specificity, stage_timings=timer.timings,
+            reference=reference, human=human, specificity=specificity, compositionality=compositionality,
+            stage_timings=timer.timings,
             neural_provenance=neural_prov,
             kcca_models={k: jsonable(getattr(f, "model", {})) for k, f in kcca_scorers.items()})
         paths = write_run_report(results, options, corpus, pools["test"], outputs, evals)

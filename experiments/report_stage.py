@@ -61,10 +61,10 @@ def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, System
 
 def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, RankingPool], *, skipped: int,
                  plan: RetrievalPlan, outputs: Mapping[str, SystemOutput], systems_json: Mapping,
-                 reference: Mapping, human: Mapping, specificity: Mapping, stage_timings: Mapping[str, float],
-                 neural_provenance: Mapping, kcca_models: Mapping) -> dict:
-    """``results.json``: corpus, systems, significance reference, human correlation, specificity, timings
-    and provenance.
+                 reference: Mapping, human: Mapping, specificity: Mapping, compositionality: Mapping,
+                 stage_timings: Mapping[str, float], neural_provenance: Mapping, kcca_models: Mapping) -> dict:
+    """``results.json``: corpus, systems, significance reference, human correlation, specificity,
+    compositionality (generated corpora only), timings and provenance.
 
     Parameters
     ----------
@@ -82,6 +82,9 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         The evaluation stage's results.
     human, specificity : mapping
         The human-correlation table and the specificity rates.
+    compositionality : mapping
+        ``{system: {"annotation", "search", "n_pairs"}}`` on the test pool's contrast twins
+        (:func:`experiments.evaluation_stage.compositionality_table`); empty: no block.
     stage_timings : mapping
         ``{stage: seconds}``.
     neural_provenance : mapping
@@ -110,6 +113,7 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         "significance_reference": reference,
         "human_correlation": human,
         "specificity": specificity,
+        **({"compositionality": dict(compositionality)} if compositionality else {}),
         "timings_s": timings,
         "provenance": provenance(seed=options.seed, data=options.data, use_cache=not options.no_cache,
                                  corpus=corpus, extra=extra),
