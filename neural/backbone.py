@@ -1,3 +1,4 @@
+# Size (~630 lines): the Backbone (encoders, caching, provenance) and load_backbone, the one way scorers get a CLIP.
 """CLIP backbones: loading open_clip models (by name + pretrained tag, or from local files), batched
 L2-normalised encoding, and an on-disk cache of corpus image features.
 
