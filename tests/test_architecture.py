@@ -116,3 +116,36 @@ def test_private_import_scan_sees_one(tmp_path):
         assert private_imports([probe]) == ["corpora/_probe_private_import.py:1: from corpora.base import _something"]
     finally:
         probe.unlink()
+
+
+def size_findings(paths, *, max_function: int = 85, max_module: int = 600) -> list[str]:
+    """Functions longer than ``max_function`` lines, and modules longer than ``max_module`` lines whose
+    first line does not give the reason (``# Size (...): why``)."""
+    found = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > max_module and not text.startswith("# Size"):
+            found.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines without a '# Size' reason")
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > max_function:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is {n} lines")
+    return found
+
+
+def test_functions_are_short_and_long_modules_say_why():
+    files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    assert size_findings(files) == []
+
+
+def test_size_scan_sees_a_long_function_and_an_unexplained_long_module(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    long_fn = tmp_path / "a.py"
+    long_fn.write_text("def f():\n" + "    x = 1\n" * 90, encoding="utf-8")
+    long_mod = tmp_path / "b.py"
+    long_mod.write_text("x = 1\n" * 601, encoding="utf-8")
+    found = size_findings([long_fn, long_mod])
+    assert found == ["a.py:1: f is 91 lines", "b.py: 601 lines without a '# Size' reason"]
+    long_mod.write_text("# Size (~600 lines): one reason.\n" + "x = 1\n" * 601, encoding="utf-8")
+    assert size_findings([long_mod]) == []
