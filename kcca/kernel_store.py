@@ -136,6 +136,14 @@ class TextKernelEntry:
         return self.queries[key]
 
 
+def _checked_training_set(entry, train_ids: tuple):
+    """``entry`` if it was fitted on ``train_ids``; ``ValueError`` otherwise (one store per training set)."""
+    if entry.train_ids != train_ids:
+        raise ValueError("the kernel store was filled for a different training set; use a fresh "
+                         "KernelStore per corpus / training split")
+    return entry
+
+
 class KernelStore:
     """Image kernels by kind and text kernels by name, fitted once on one training split.
 
@@ -165,10 +173,7 @@ class KernelStore:
             ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
             self._images[kind] = ImageKernelEntry(kernel=ik, train_ids=train_ids)
         entry = self._images[kind]
-        if entry.train_ids != train_ids:
-            raise ValueError("the kernel store was filled for a different training set; use a fresh "
-                             "KernelStore per corpus / training split")
-        return entry
+        return _checked_training_set(entry, train_ids)
 
     def text(self, name: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
              show_progress: bool = False, text_kwargs: Mapping | None = None) -> TextKernelEntry:
@@ -181,10 +186,7 @@ class KernelStore:
             tk.fit(corpus, list(train_ids))
             self._texts[name] = TextKernelEntry(kernel=tk, train_ids=train_ids)
         entry = self._texts[name]
-        if entry.train_ids != train_ids:
-            raise ValueError("the kernel store was filled for a different training set; use a fresh "
-                             "KernelStore per corpus / training split")
-        return entry
+        return _checked_training_set(entry, train_ids)
 
     # ------------------------------------------------------------------------------ lookup
     def has_image(self, kind: str) -> bool:

@@ -234,7 +234,7 @@ def _check_weights_option(args) -> None:
     and message (:func:`neural.checkpoints.check_weights_file`).  Not for the tiny CLIP (the option is
     refused in :func:`_backbone`) nor the teaching CLIP (its loader checks the file's SHA-256 and names the
     rebuild command)."""
-    from neural.checkpoints import NotWeightsFileError, check_weights_file   # lazy: torch, like _backbone's
+    from neural.checkpoints import NotWeightsFileError, check_weights_file   # lazy: imports torch (--help and option errors stay instant)
     from neural.names import is_teaching_model, is_tiny_model
 
     if args.clip_pretrained is None or is_tiny_model(args.clip_model) or is_teaching_model(args.clip_model):
@@ -251,7 +251,7 @@ def _truncation(bb, prompt, cands: list, refs: list | None) -> dict | None:
     """How many candidates and references (prompt included, as scored) exceed the backbone's context
     length and are therefore cut: ``{"candidates", "references", "context_length"}``, or ``None`` when the
     tokenizer cannot count (:meth:`neural.backbone.Backbone.token_lengths`)."""
-    from neural.base import with_prompt   # lazy: torch, like _backbone's
+    from neural.base import with_prompt   # lazy: imports torch (--help and option errors stay instant)
 
     ctx = int(bb.context_length)
     texts = list(cands) + [x for r in (refs or ()) for x in r]
