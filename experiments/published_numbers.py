@@ -240,14 +240,17 @@ def load_inputs(args) -> tuple[dict, list[Skip]]:
 
 
 # ------------------------------------------------------------------------------------ models
-def _load(arch: str, weights: str, device: str, quick_gelu: bool | None, option: str):
+def _load(arch: str, weights: str, device: str, precision: str, quick_gelu: bool | None, option: str):
     """``(backbone, None)`` or ``(None, why)``: the project's missing-weights message (with the option that
     gives a file here) for weights that are not available, the loader's message for any other failure."""
     from neural.backbone import load_backbone   # lazy: torch and open_clip take seconds to import
     from neural.checkpoints import MissingWeightsError, WeightsError
 
     try:
-        return load_backbone(arch, weights, device=device, quick_gelu=quick_gelu, show_progress=False), None
+        with warnings.catch_warnings():   # fp16 on CPU runs fp32, as --clip-precision's help says
+            warnings.filterwarnings("ignore", message="fp16 is only used on CUDA")
+            return load_backbone(arch, weights, device=device, precision=precision, quick_gelu=quick_gelu,
+                                 show_progress=False), None
     except MissingWeightsError as exc:
         return None, f"{exc} (here: {option} FILE)"
     except (WeightsError, ValueError, RuntimeError) as exc:   # unsafe / mismatched weights, unknown tag, no CUDA
@@ -266,7 +269,8 @@ def load_models(args) -> tuple[dict, list[Skip]]:
     skips: list[Skip] = []
     benches = tuple(BENCHMARK_NAMES)
     clip_file = looks_like_weights_file(args.clip_weights) or Path(args.clip_weights).is_file()
-    bb, why = _load(args.clip_model, args.clip_weights, args.device, True if clip_file else None, "--clip-weights")
+    bb, why = _load(args.clip_model, args.clip_weights, args.device, args.clip_precision, True if clip_file else None,
+                    "--clip-weights")
     if bb is None:
         skips.append(Skip(FAMILIES["CLIP"], benches, why))
     else:
@@ -281,7 +285,7 @@ def load_models(args) -> tuple[dict, list[Skip]]:
                                                       "checkpoint clip_ViT-B-32.pth, github.com/aimagelab/pacscore)"))
         return models, skips
     quick = PACS_CHECKPOINTS.get(p.name, {}).get("quick_gelu", True)
-    bb, why = _load(args.clip_model, str(p), args.device, quick, "--pacs-weights")
+    bb, why = _load(args.clip_model, str(p), args.device, "fp32", quick, "--pacs-weights")
     if bb is None:
         skips.append(Skip(FAMILIES["PAC-S"], benches, why))
     else:
@@ -384,6 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open_clip architecture of both models (default ViT-B-32, the papers'); another one, e.g. "
                         "the small itr-tiny-clip, only for testing the command on stand-in weights")
     m.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda (default auto)")
+    m.add_argument("--clip-precision", choices=("fp32", "fp16"), default="fp32",
+                   help="precision of the CLIP-S / RefCLIP-S model (default fp32); fp16 is the CLIPScore reference "
+                        "code's setting on a GPU and is used on CUDA only (on CPU: fp32). PAC-S always runs fp32, "
+                        "as its reference code")
     o = p.add_argument_group("output and check")
     o.add_argument("--out", metavar="FILE", help="also write every figure, its published value and Δ as JSON")
     o.add_argument("--tolerance", type=float, default=None, metavar="T",

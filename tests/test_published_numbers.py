@@ -254,7 +254,7 @@ def test_help_and_option_errors(capsys, tmp_path):
     assert exc.value.code == 0
     text = capsys.readouterr().out
     for opt in ("--flickr8k", "--composite", "--composite-images", "--pascal50s", "--pascal50s-images",
-                "--clip-weights", "--pacs-weights", "--clip-model", "--device", "--out", "--tolerance", "--seed"):
+                "--clip-weights", "--pacs-weights", "--clip-model", "--device", "--clip-precision", "--out", "--tolerance", "--seed"):
         assert opt in text
     assert "itr-tiny-clip" in text and "exit status is 1" in text
     for bad, msg in ((["--tolerance", "-1"], "--tolerance must be a number ≥ 0"),
