@@ -184,7 +184,11 @@ def _flickr8k_inputs(folder: str | None, found: dict, skips: list[Skip]) -> None
         if not has:
             skips.append(Skip(METRICS, (key,), f"no {file} in --flickr8k {folder}"))
             continue
-        rows = build(corpus)
+        try:
+            rows = build(corpus)
+        except ValueError as exc:   # the protocol refuses the judgments (e.g. an image left without references)
+            skips.append(Skip(METRICS, (key,), f"--flickr8k {folder}: {exc}"))
+            continue
         where = next(iter(corpus.image_paths.values())).parent if corpus.image_paths else folder
         why = missing_images_reason(corpus, rows.image_ids, where)
         if why:
