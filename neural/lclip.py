@@ -56,6 +56,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from neural.architectures import token_embedding_matrix
 from neural.backbone import backbone_from_model
 from neural.base import (
     PROMPT,
@@ -275,7 +276,7 @@ class MultiplexedCLIP(nn.Module):
         rank = embed_rank if embed_rank is not None else (256 if tw > 256 else max(1, tw // 2))
         self.embed_rank = rank
         self.token_embedding = FactorizedEmbedding(tok.num_embeddings, rank, tw)
-        self.token_embedding.init_svd(tok.weight)
+        self.token_embedding.init_svd(token_embedding_matrix(tok))
         self.positional_embedding = nn.Parameter(pos.detach().clone())
         self.transformer = MultiplexedTransformer(tw, th, text_shared, text_repeats, tmlp, quick)
         self.transformer.init_from(ttr.resblocks)
