@@ -194,7 +194,7 @@ def test_score_cli_uses_the_teaching_clip_and_stops_on_a_missing_file(exported, 
 
 def test_lclip_student_starts_from_the_factorised_teaching_embedding(exported):
     """L-CLIPScore's student takes the teacher's token table by SVD; the teaching CLIP's table is itself
-    factorised (E = A B, rank 32), so the student's rank-64 factorisation reproduces it."""
+    factorised (E = A B, rank 32), so a rank-32 factorisation reproduces it and the student is smaller."""
     import torch
 
     from neural.architectures import token_embedding_matrix
@@ -203,6 +203,8 @@ def test_lclip_student_starts_from_the_factorised_teaching_embedding(exported):
     path, _ = exported
     teacher = tc.load_teaching_clip(path, device="cpu", show_progress=False).model
     student = MultiplexedCLIP(teacher)
+    assert student.embed_rank == 32
+    assert sum(p.numel() for p in student.parameters()) < sum(p.numel() for p in teacher.parameters())
     e_teacher = token_embedding_matrix(teacher.token_embedding)
     assert e_teacher.shape == (49408, 128)
     assert torch.allclose(token_embedding_matrix(student.token_embedding), e_teacher, atol=1e-5)
