@@ -117,19 +117,24 @@ def add_method_options(g) -> None:
                         "JPEGImages folder); default: the training split's images (a deviation from the "
                         "paper, docs/image_kernels.md)")
     g.add_argument("--clip-model", default=None, metavar="NAME",
-                   help="open_clip model name for the neural scorers, e.g. ViT-B-32, or 'auto' to "
-                        "infer an OpenAI-layout architecture from the --clip-pretrained file "
-                        "(default: 'tiny', also spelled 'tiny-clip': the small CLIP trained here on the "
-                        "training split, or on the teaching set when training images are missing)")
+                   help="the CLIP backbone of the neural scorers. Default 'teaching': the shipped teaching "
+                        "CLIP (docs/teaching_clip.md), pretrained on 400,000 generated teaching-world "
+                        "pairs from seeds no evaluation corpus uses, applied zero-shot as the real CLIP is "
+                        "to Flickr8k; 'tiny' (also 'tiny-clip', 'tiny-trained'): a small CLIP trained "
+                        "inside the run on the training split (the exercise 'train your own CLIP'); or an "
+                        "open_clip model name, e.g. ViT-B-32, or 'auto' to infer an OpenAI-layout "
+                        "architecture from the --clip-pretrained file")
     g.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
                         "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
                         "an OpenAI TorchScript .pt file is loaded only with ITR_TRUST_TORCHSCRIPT=1 "
-                        "(it can run code; or convert it to .safetensors, see docs/neural.md); "
-                        "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
-                        "openai tag)")
+                        "(it can run code; or convert it to .safetensors, see docs/neural.md); with the "
+                        "teaching CLIP, another weights file of it (its .json record beside it). "
+                        "Default: none (the shipped teaching CLIP; with an open_clip --clip-model alone, "
+                        "the openai tag)")
     g.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
-                   help="training steps of the tiny CLIP (default 56, 40 with --quick; ~15 s on 2 cores)")
+                   help="training steps of the tiny CLIP, with --clip-model tiny only (default 56, 40 "
+                        "with --quick; ~15 s on 2 cores)")
     g.add_argument("--pacs-positives", default=None, metavar="FILE",
                    help="PAC-S fine-tuning tuples for real data: a JSON file of at least 4 generated "
                         "positives (see docs/neural.md); default: none (on the teaching set the generator "

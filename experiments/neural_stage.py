@@ -1,5 +1,5 @@
 """The main job's neural stage: the CLIP family (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS and the
-reference-based variants) on the tiny CLIP trained here or an open_clip backbone — test-pool score
+reference-based variants) on the shipped teaching CLIP, the tiny CLIP trained here or an open_clip backbone — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
 lets a warm re-run skip the whole stage without importing torch.
 
@@ -24,7 +24,7 @@ from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
-from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_tiny_clip
+from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_small_clip, uses_teaching_clip, uses_tiny_clip
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
@@ -42,8 +42,9 @@ def neural_train_ids(corpus: Corpus, options: RunOptions) -> list[str] | None:
 
 
 def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache):
-    """The tiny CLIP trained here (default, offline) or an open_clip backbone (name + tag / file), via
-    :func:`neural.tiny_clip.backbone_for`; loading failures become :class:`PipelineError` (the options
+    """The shipped teaching CLIP (the offline default, zero-shot), the tiny CLIP trained here
+    (``--clip-model tiny``) or an open_clip backbone (name + tag / file), via
+    :func:`neural.factory.backbone_for`; loading failures become :class:`PipelineError` (the options
     themselves were checked by :class:`~experiments.options.RunOptions`)."""
     from neural.checkpoints import WeightsError
     from neural.factory import backbone_for
@@ -51,7 +52,8 @@ def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache):
     tiny = uses_tiny_clip(options)
     steps = options.clip_steps if options.clip_steps is not None else (40 if options.quick else None)
     try:
-        return backbone_for(corpus, None if tiny else options.clip_model, options.clip_pretrained,
+        model = "teaching" if uses_teaching_clip(options) else options.clip_model
+        return backbone_for(corpus, model, options.clip_pretrained,
                             seed=options.seed, cache=cache, device=options.device,
                             show_progress=not options.no_progress,
                             **({"steps": steps} if tiny else {}))
@@ -208,7 +210,7 @@ def _add_specs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_
     from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_tiny_clip(options) else SPECSConfig(seed=options.seed)
+    cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_small_clip(options) else SPECSConfig(seed=options.seed)
     specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
                            image_ids=train_ids)
     prov["specs_backbone"] = specs_bb.provenance()
@@ -304,7 +306,8 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     It holds what decides the stage's outputs: the corpus (name, fingerprint of captions and splits, the
     signatures of every image the stage reads: training, dev and test-pool images), the test pool, the
     scorers asked for, the options that reach them (``--seed``, ``--quick``, ``--clip-model``,
-    ``--clip-pretrained`` — a weights file by path, size and modification time —, ``--clip-steps``,
+    ``--clip-pretrained`` — a weights file by path, size and modification time; the teaching CLIP's by its
+    recorded SHA-256 —, ``--clip-steps``,
     ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
     ``--skip-missing-images``' training images), the versions of the libraries that compute
     them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
@@ -318,6 +321,10 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         if p.is_file():
             st = p.stat()
             weights_file = {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if uses_teaching_clip(options):  # the record's SHA-256 names the weights (a re-pretraining changes it)
+        from neural.names import teaching_weights_sha256  # torch-free
+
+        weights_file = {"teaching_sha256": teaching_weights_sha256(options.clip_pretrained), **(weights_file or {})}
     train_ids = neural_train_ids(corpus, options)
     splits = getattr(corpus, "splits", {})
     pool = pools["test"]

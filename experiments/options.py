@@ -176,11 +176,28 @@ def reference_choice(value: str | None, systems: Sequence[str], neural: Sequence
 
 
 def uses_tiny_clip(options: RunOptions) -> bool:
-    """Whether ``--clip-model`` selects the tiny CLIP trained here: absent, ``tiny`` or ``tiny-clip``
-    (:data:`neural.names.TINY_MODEL_NAMES`)."""
+    """Whether ``--clip-model`` selects the tiny CLIP trained here, inside the run (``tiny``,
+    ``tiny-clip`` or ``tiny-trained``, :data:`neural.names.TINY_MODEL_NAMES`: the course exercise "train
+    your own CLIP")."""
     from neural.names import is_tiny_model  # torch-free; imported on use like every neural module
 
-    return is_tiny_model(options.clip_model, default=True)
+    return is_tiny_model(options.clip_model)
+
+
+def uses_teaching_clip(options: RunOptions) -> bool:
+    """Whether the run uses the shipped pretrained teaching CLIP zero-shot: ``--clip-model`` absent (the
+    offline default), ``teaching`` or ``teaching-clip``."""
+    from neural.names import is_teaching_model  # torch-free
+
+    return is_teaching_model(options.clip_model, default=True)
+
+
+def uses_small_clip(options: RunOptions) -> bool:
+    """Whether the backbone is one of the small offline CLIPs (teaching or tiny), whose fine-tuned scorers
+    use the small-model recipes."""
+    from neural.names import is_small_offline_model  # torch-free
+
+    return is_small_offline_model(options.clip_model)
 
 
 def default_out_dir(corpus_name: str) -> Path:
@@ -218,9 +235,10 @@ class RunOptions:
         Fit the visual-word codebooks on a folder of images (the paper: 200 PASCAL VOC 2008 images,
         1,000 descriptors each); ``None``: on the training split.
     clip_model, clip_pretrained : str or None
-        The open_clip architecture (``None``: the tiny CLIP) and pretrained tag or weights file.
+        The open_clip architecture (``None``: the shipped teaching CLIP; ``tiny``: the tiny CLIP trained
+        in the run) and pretrained tag or weights file (with the teaching CLIP: another file of it).
     clip_steps : int or None
-        Training steps of the tiny CLIP (``None``: its default).
+        Training steps of the tiny CLIP (``None``: its default; only with ``--clip-model tiny``).
     pacs_positives : str or None
         The PAC-S fine-tuning tuples file.
     reference : str or None
@@ -283,7 +301,10 @@ class RunOptions:
         if self.neural and uses_tiny_clip(self) and self.clip_pretrained:
             raise OptionError(f"--clip-pretrained needs an open_clip architecture in --clip-model (the "
                               f"architecture of the weights, e.g. ViT-B-32, or auto); --clip-model "
-                              f"{self.clip_model or 'tiny'} is the tiny CLIP, which is always trained here")
+                              f"{self.clip_model} is the tiny CLIP, which is always trained here")
+        if self.clip_steps is not None and not uses_tiny_clip(self):
+            raise OptionError("--clip-steps sets the training steps of the tiny CLIP trained in the run; "
+                              "it needs --clip-model tiny (the default teaching CLIP is pretrained)")
 
     @property
     def n_teaching_images(self) -> int:
@@ -413,7 +434,8 @@ def check_neural_options(options: RunOptions) -> None:
     That is: a CUDA device on a machine without one, a PAC-S tuples file that is unreadable, malformed
     or names missing images, an unknown open_clip architecture, a weights file that does not exist, an
     untrusted TorchScript archive, a pretrained tag that is unknown or neither cached nor downloadable
-    (downloads off, host unreachable).  The tiny CLIP with ``--clip-pretrained`` is refused by
+    (downloads off, host unreachable), a teaching-CLIP weights file that is missing or fails its SHA-256
+    check.  The tiny CLIP with ``--clip-pretrained`` is refused by
     :class:`RunOptions` itself.
 
     Parameters
@@ -441,6 +463,14 @@ def check_neural_options(options: RunOptions) -> None:
         except (ValueError, FileNotFoundError) as exc:
             raise OptionError(f"--pacs-positives: {exc}") from exc
     if uses_tiny_clip(options):
+        return
+    if uses_teaching_clip(options):
+        from neural.teaching_clip import TeachingCLIPError, check_teaching_weights  # imports torch
+
+        try:
+            check_teaching_weights(options.clip_pretrained)
+        except TeachingCLIPError as exc:
+            raise OptionError(f"--clip-model teaching: {exc}") from exc
         return
     if options.clip_model != "auto":
         from neural.backbone import check_architecture  # open_clip: only for an open_clip backbone

@@ -75,6 +75,17 @@ class FactorizedTokenEmbedding(torch.nn.Module):
         return self.up(self.low(tokens))
 
 
+def token_embedding_matrix(embedding: torch.nn.Module) -> torch.Tensor:
+    """The dense vocab × width token-embedding table of ``embedding``: an ``nn.Embedding``'s weight, or
+    ``E = A B`` of a factorised one (:class:`FactorizedTokenEmbedding`, and any module with the same
+    ``low`` / ``up`` parts), computed without gradient (for initialising other modules from it, e.g. the
+    L-CLIPScore student's SVD)."""
+    if hasattr(embedding, "weight"):
+        return embedding.weight.detach()
+    with torch.no_grad():
+        return embedding.up(embedding.low.weight)
+
+
 def build_custom_clip(arch: str, quick_gelu: bool | None = None):
     """An untrained open_clip ``CLIP`` of custom architecture ``arch`` (:data:`CUSTOM_MODEL_CONFIGS`);
     a ``token_embedding_rank`` entry replaces the token embedding by a
@@ -333,4 +344,5 @@ __all__ = [
     "CUSTOM_MODEL_CONFIGS", "CUSTOM_PREPROCESS", "preprocess_for", "hf_text_requirements", "text_config",
     "activation_hint", "require_architecture_dependencies", "check_architecture", "create_architecture",
     "load_weights_into", "infer_openai_arch", "FactorizedTokenEmbedding", "build_custom_clip",
+    "token_embedding_matrix",
 ]

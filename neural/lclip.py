@@ -56,6 +56,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from neural.architectures import token_embedding_matrix
 from neural.backbone import backbone_from_model
 from neural.base import (
     PROMPT,
@@ -240,7 +241,8 @@ class MultiplexedCLIP(nn.Module):
     vision_shared, vision_repeats, text_shared, text_repeats : int
         3 × 2 and 2 × 2 by default (6 vision and 4 text layers).
     embed_rank : int, optional
-        Rank of the token-embedding factorisation (default 256, or width // 2 when width ≤ 256).
+        Rank of the token-embedding factorisation (default 256, or width // 2 when width ≤ 256; at most
+        the teacher's own rank when its embedding is already factorised, as the teaching CLIP's).
     """
 
     def __init__(self, teacher: nn.Module, vision_shared: int = 3, vision_repeats: int = 2,
@@ -273,9 +275,11 @@ class MultiplexedCLIP(nn.Module):
         self.vision_pool_type = getattr(tv, "pool_type", "tok")
         # ---- text
         rank = embed_rank if embed_rank is not None else (256 if tw > 256 else max(1, tw // 2))
+        if embed_rank is None and hasattr(tok, "low"):   # a factorised teacher (the teaching CLIP): no wider
+            rank = min(rank, tok.low.embedding_dim)      # than its own rank, which reproduces it exactly
         self.embed_rank = rank
         self.token_embedding = FactorizedEmbedding(tok.num_embeddings, rank, tw)
-        self.token_embedding.init_svd(tok.weight)
+        self.token_embedding.init_svd(token_embedding_matrix(tok))
         self.positional_embedding = nn.Parameter(pos.detach().clone())
         self.transformer = MultiplexedTransformer(tw, th, text_shared, text_repeats, tmlp, quick)
         self.transformer.init_from(ttr.resblocks)

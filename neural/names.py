@@ -2,16 +2,32 @@
 keys its neural-stage cache before deciding whether torch is needed at all)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 #: The names of the small CLIP trained here, inside the run (:mod:`neural.tiny_clip`), for
 #: ``--clip-model`` / ``clip_model`` ("train your own CLIP").
 TINY_MODEL_NAMES = ("tiny", "tiny-clip", "tiny-trained")
 #: The names of the pretrained, shipped teaching CLIP (:func:`neural.teaching_clip.load_teaching_clip`).
 TEACHING_MODEL_NAMES = ("teaching", "teaching-clip")
+#: The shipped teaching-CLIP weights (package data) and the record beside them (SHA-256, held-out figures).
+TEACHING_WEIGHTS_FILE = Path(__file__).resolve().parent / "weights" / "teaching_clip.safetensors"
+
+
+def teaching_weights_sha256(path: str | Path | None = None) -> str | None:
+    """The SHA-256 that the record beside a teaching-CLIP weights file (default: the shipped one) states,
+    read without torch (cache keys); ``None`` when the record is missing or unreadable (the loader then
+    stops with its own error)."""
+    p = Path(path) if path is not None else TEACHING_WEIGHTS_FILE
+    try:
+        return str(json.loads(p.with_suffix(".json").read_text(encoding="utf-8"))["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def is_tiny_model(name: str | None, *, default: bool = False) -> bool:
     """Whether ``name`` selects the tiny CLIP trained here (one of :data:`TINY_MODEL_NAMES`);
-    ``default`` is the answer for ``None`` (the command lines' default backbone is the tiny CLIP)."""
+    ``default`` is the answer for ``None``."""
     if name is None:
         return default
     return str(name).strip().lower() in TINY_MODEL_NAMES
@@ -19,10 +35,20 @@ def is_tiny_model(name: str | None, *, default: bool = False) -> bool:
 
 def is_teaching_model(name: str | None, *, default: bool = False) -> bool:
     """Whether ``name`` selects the pretrained teaching CLIP (one of :data:`TEACHING_MODEL_NAMES`);
-    ``default`` is the answer for ``None``."""
+    ``default`` is the answer for ``None`` (the main job's offline default backbone is the teaching
+    CLIP: pass ``default=True`` there)."""
     if name is None:
         return default
     return str(name).strip().lower() in TEACHING_MODEL_NAMES
 
 
-__all__ = ["TINY_MODEL_NAMES", "TEACHING_MODEL_NAMES", "is_tiny_model", "is_teaching_model"]
+def is_small_offline_model(name: str | None, *, default: bool = True) -> bool:
+    """Whether ``name`` selects one of the small offline CLIPs (the teaching CLIP or the tiny CLIP trained
+    here), whose fine-tuned scorers use the small-model recipes; ``default`` is the answer for ``None``."""
+    if name is None:
+        return default
+    return is_tiny_model(name) or is_teaching_model(name)
+
+
+__all__ = ["TINY_MODEL_NAMES", "TEACHING_MODEL_NAMES", "TEACHING_WEIGHTS_FILE", "teaching_weights_sha256", "is_tiny_model", "is_teaching_model",
+           "is_small_offline_model"]

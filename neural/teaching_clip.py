@@ -58,17 +58,19 @@ from neural.architectures import CUSTOM_MODEL_CONFIGS, create_architecture
 from neural.backbone import Backbone, backbone_from_model
 from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256
 from neural.losses import info_nce
+from neural.names import TEACHING_WEIGHTS_FILE
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch
 from neural.training import adamw, deterministic, progress, tick
 
 __all__ = [
     "TEACHING_ARCH", "WEIGHTS_FILE", "REBUILD_COMMAND", "MAX_WEIGHTS_BYTES", "PretrainConfig", "TeachingCLIPError",
-    "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip", "weights_record_path",
+    "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip", "check_teaching_weights",
+    "weights_record_path",
     "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES", "cpu_name", "card_table",
 ]
 
 TEACHING_ARCH = "itr-teaching-clip"
-WEIGHTS_FILE = Path(__file__).resolve().parent / "weights" / "teaching_clip.safetensors"
+WEIGHTS_FILE = TEACHING_WEIGHTS_FILE
 REBUILD_COMMAND = ("python -m experiments.pretrain_teaching_clip --out runs/teaching_clip "
                    "--export neural/weights/teaching_clip.safetensors")
 MAX_WEIGHTS_BYTES = 10_000_000
@@ -414,6 +416,18 @@ def _verified_metadata(p: Path) -> dict[str, str]:
         raise _missing(p, f"damaged: SHA-256 {actual[:16]}… differs from the recorded {expected[:16]}…")
     with safe_open(str(p), framework="pt") as f:
         return dict(f.metadata() or {})
+
+
+def check_teaching_weights(path: str | Path | None = None) -> dict[str, str]:
+    """Check a teaching-CLIP weights file (default: the shipped :data:`WEIGHTS_FILE`) against its record's
+    SHA-256 without building the model; returns the file's metadata.
+
+    Raises
+    ------
+    TeachingCLIPError
+        As :func:`load_teaching_clip`.
+    """
+    return _verified_metadata(Path(path) if path is not None else WEIGHTS_FILE)
 
 
 def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",

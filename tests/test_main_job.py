@@ -41,7 +41,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 N_TEACH = 90
 SMALL = ["--teaching-size", str(N_TEACH), "--systems", "NN5_F1^idf,BoW1", "--metrics", "CLIP-S",
-         "--clip-steps", "5", "--permutations", "200", "--no-progress"]
+         "--permutations", "200", "--no-progress"]
 SEED = ["--seed", "0"]
 #: ``results.json`` fields that legitimately differ between two runs with the same seed: wall-clock
 #: timings only – the top-level ``timings_s`` (the stages', and under ``"systems"`` each KCCA system's
@@ -536,7 +536,7 @@ def test_kaggle_captions_txt_layout(flickr8k_dir, tmp_path):
         w.writerows(rows)
 
     out = tmp_path / "out"
-    proc = run_job(["--data", str(data), "--systems", "NN5_F1^idf", "--metrics", "CLIP-S", "--clip-steps", "5",
+    proc = run_job(["--data", str(data), "--systems", "NN5_F1^idf", "--metrics", "CLIP-S",
                     "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
     assert proc.returncode == 0
     for name in ("report.html", "report.md", "results.json"):
@@ -572,7 +572,7 @@ def test_skip_missing_images_reports_how_many(fourteen_images, tmp_path):
     root, present = fourteen_images
     out = tmp_path / "out"
     run_job(["--data", str(root), "--skip-missing-images", "--systems", "NN5_F1^idf", "--metrics", "CLIP-S",
-             "--clip-steps", "5", "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
+             "--permutations", "200", "--no-progress"], cache=tmp_path / "cache", out=out)
     r = load_results(out)
     c = r["corpus"]
     text = root / "Flickr8k_text"

@@ -155,14 +155,15 @@ def test_main_job_reports_missing_training_images_clearly(f8, fast_neural, tmp_p
     assert (tmp_path / "b" / "results.json").is_file()
 
 
-@pytest.mark.parametrize("model", ["tiny", "tiny-clip", "TINY", None])
+@pytest.mark.parametrize("model", ["tiny", "tiny-clip", "TINY", "tiny-trained"])
 def test_every_tiny_clip_spelling_is_the_tiny_clip(model, monkeypatch):
     import neural.factory as factory
+    from neural.names import is_tiny_model
 
     seen = {}
     monkeypatch.setattr(factory, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
     stage.load_neural_backbone(None, _args(clip_model=model, clip_steps=5, quick=False), None)
-    assert seen["args"][1] is None and seen["kw"]["steps"] == 5          # --clip-steps reaches training
+    assert is_tiny_model(seen["args"][1]) and seen["kw"]["steps"] == 5  # --clip-steps reaches training
     seen.clear()
     stage.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
     assert seen["kw"]["steps"] == 40                                      # --quick's shorter training
@@ -170,6 +171,19 @@ def test_every_tiny_clip_spelling_is_the_tiny_clip(model, monkeypatch):
         stage.load_neural_backbone(None, _args(clip_model=model, clip_pretrained="openai"), None)
     assert uses_tiny_clip(_args(clip_model=model))
     assert not uses_tiny_clip(_args(clip_model="ViT-B-32"))
+
+
+@pytest.mark.parametrize("model", [None, "teaching", "Teaching-CLIP"])
+def test_the_default_backbone_is_the_teaching_clip_never_trained(model, monkeypatch):
+    import neural.factory as factory
+
+    seen = {}
+    monkeypatch.setattr(factory, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
+    stage.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
+    assert seen["args"][1] == "teaching" and "steps" not in seen["kw"]
+    with pytest.raises(PipelineError, match="--clip-steps"):          # nothing to train
+        _args(clip_model=model, clip_steps=5)
+    assert not uses_tiny_clip(_args(clip_model=model))
 
 
 def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neural):
@@ -249,7 +263,7 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
 
     base = key()
     assert key() == base
-    variants = {"seed": key(seed=1), "quick": key(quick=False), "steps": key(clip_steps=7),
+    variants = {"seed": key(seed=1), "quick": key(quick=False), "steps": key(clip_model="tiny", clip_steps=7),
                 "model": key(clip_model="ViT-B-32", clip_pretrained="openai"), "device": key(device="cuda"),
                 "names": key(names=("CLIP-S",))}
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -190,3 +190,44 @@ def test_score_cli_uses_the_teaching_clip_and_stops_on_a_missing_file(exported, 
     assert out["backbone"]["arch"] == tc.TEACHING_ARCH and len(out["per_instance"]) == 2
     with pytest.raises(SystemExit, match="rebuild them with: python -m experiments.pretrain_teaching_clip"):
         score_main(base + ["--clip-pretrained", str(tmp_path / "absent.safetensors")])
+
+
+def test_lclip_student_starts_from_the_factorised_teaching_embedding(exported):
+    """L-CLIPScore's student takes the teacher's token table by SVD; the teaching CLIP's table is itself
+    factorised (E = A B, rank 32), so a rank-32 factorisation reproduces it and the student is smaller."""
+    import torch
+
+    from neural.architectures import token_embedding_matrix
+    from neural.lclip import MultiplexedCLIP
+
+    path, _ = exported
+    teacher = tc.load_teaching_clip(path, device="cpu", show_progress=False).model
+    student = MultiplexedCLIP(teacher)
+    assert student.embed_rank == 32
+    assert sum(p.numel() for p in student.parameters()) < sum(p.numel() for p in teacher.parameters())
+    e_teacher = token_embedding_matrix(teacher.token_embedding)
+    assert e_teacher.shape == (49408, 128)
+    assert torch.allclose(token_embedding_matrix(student.token_embedding), e_teacher, atol=1e-5)
+
+
+def test_main_job_defaults_to_the_teaching_clip(exported, tmp_path):
+    """No --clip-model: the shipped teaching CLIP zero-shot (never trained in the run); --clip-steps needs
+    the explicit in-run training; a missing or damaged file stops before the corpus with the rebuild
+    command."""
+    from experiments.flickr8k_kcca import build_parser
+    from experiments.options import (OptionError, RunOptions, check_neural_options, uses_small_clip,
+                                     uses_teaching_clip, uses_tiny_clip)
+
+    def options(*argv):
+        return RunOptions.from_args(build_parser().parse_args(["--out", str(tmp_path / "run"), *argv]))
+
+    default = options()
+    assert uses_teaching_clip(default) and not uses_tiny_clip(default) and uses_small_clip(default)
+    tiny = options("--clip-model", "tiny-trained", "--clip-steps", "3")
+    assert uses_tiny_clip(tiny) and uses_small_clip(tiny) and not uses_teaching_clip(tiny)
+    with pytest.raises(OptionError, match="--clip-steps .*--clip-model tiny"):
+        options("--clip-steps", "3")
+    path, _ = exported
+    check_neural_options(options("--clip-pretrained", str(path)))   # a verified file of it: accepted
+    with pytest.raises(OptionError, match="rebuild them with: python -m experiments.pretrain_teaching_clip"):
+        check_neural_options(options("--clip-pretrained", str(tmp_path / "absent.safetensors")))
