@@ -123,7 +123,8 @@ def add_method_options(g) -> None:
                         "training split, or on the teaching set when training images are missing)")
     g.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
-                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
+                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S/Long-CLIP/SPECS, "
+                        ".safetensors); "
                         "an OpenAI TorchScript .pt file is loaded only with ITR_TRUST_TORCHSCRIPT=1 "
                         "(it can run code; or convert it to .safetensors, see docs/neural.md); "
                         "default: none (the tiny CLIP is trained here; with --clip-model alone, the "
