@@ -126,7 +126,8 @@ def add_method_options(g) -> None:
                         "architecture from the --clip-pretrained file")
     g.add_argument("--clip-pretrained", default=None, metavar="TAG_OR_FILE",
                    help="open_clip pretrained tag (e.g. openai; needs a download on a networked "
-                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S, .safetensors); "
+                        "machine) or a local weights file (.pt OpenAI/open_clip/PAC-S/Long-CLIP/SPECS, "
+                        ".safetensors); "
                         "an OpenAI TorchScript .pt file is loaded only with ITR_TRUST_TORCHSCRIPT=1 "
                         "(it can run code; or convert it to .safetensors, see docs/neural.md); with the "
                         "teaching CLIP, another weights file of it (its .json record beside it). "

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from neural.checkpoints import MissingDependencyError, WeightsError
+from neural.checkpoints import MissingDependencyError, WeightsError, WeightsLayoutError
 from neural.pretrained import offline
 
 #: Architectures defined by this toolkit (not in open_clip's registry).  ``itr-tiny-clip`` is the
@@ -86,16 +86,18 @@ def token_embedding_matrix(embedding: torch.nn.Module) -> torch.Tensor:
         return embedding.up(embedding.low.weight)
 
 
-def build_custom_clip(arch: str, quick_gelu: bool | None = None):
+def build_custom_clip(arch: str, quick_gelu: bool | None = None, context_length: int | None = None):
     """An untrained open_clip ``CLIP`` of custom architecture ``arch`` (:data:`CUSTOM_MODEL_CONFIGS`);
     a ``token_embedding_rank`` entry replaces the token embedding by a
-    :class:`FactorizedTokenEmbedding` of that rank."""
+    :class:`FactorizedTokenEmbedding` of that rank; ``context_length`` overrides the text context."""
     import open_clip  # lazy: seconds to import (torchvision, timm)
 
     cfg = deepcopy(CUSTOM_MODEL_CONFIGS[arch])
     rank = cfg.pop("token_embedding_rank", None)
     if quick_gelu is not None:
         cfg["quick_gelu"] = quick_gelu
+    if context_length is not None:
+        cfg["text_cfg"]["context_length"] = int(context_length)
     model = open_clip.CLIP(**cfg)
     if rank:
         t = cfg["text_cfg"]
@@ -223,7 +225,8 @@ def check_architecture(arch: str) -> None:
 
 
 def create_architecture(arch: str, *, quick_gelu: bool | None = None,
-                        preprocess_overrides: dict | None = None, allow_download: bool | None = None):
+                        preprocess_overrides: dict | None = None, allow_download: bool | None = None,
+                        context_length: int | None = None):
     """Instantiate an (untrained) open_clip CLIP of architecture ``arch`` and its eval transform.
 
     ``arch``: an open_clip built-in name (``open_clip.list_models()``) or a key of
@@ -231,6 +234,8 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
     ``allow_download``: whether a Hugging Face tokenizer (SigLIP, XLM-R … text towers) may be fetched
     from the Hub when it is not in the local cache.  Default: yes unless ``$ITR_OFFLINE`` or
     ``$HF_HUB_OFFLINE`` is set; when not allowed, it is loaded with ``local_files_only=True``.
+    ``context_length``: the text context (positional table rows, causal mask and tokenizer), e.g. 248 for
+    Long-CLIP weights; default the architecture's own (77 for OpenAI's).
     """
     # lazy: open_clip takes seconds to import (torchvision, timm)
     import open_clip
@@ -238,16 +243,18 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
 
     if arch in CUSTOM_MODEL_CONFIGS:
         cfg = CUSTOM_MODEL_CONFIGS[arch]
-        model = build_custom_clip(arch, quick_gelu)
+        model = build_custom_clip(arch, quick_gelu, context_length)
         over = dict(CUSTOM_PREPROCESS.get(arch, {}))
         over.update(preprocess_overrides or {})
         preprocess = preprocess_for(model, over)
-        tokenizer = SimpleTokenizer(context_length=cfg["text_cfg"]["context_length"])
+        tokenizer = SimpleTokenizer(context_length=int(context_length or cfg["text_cfg"]["context_length"]))
         return model.eval(), preprocess, tokenizer
     check_architecture(arch)
     require_architecture_dependencies(arch)
     allow = (not offline()) if allow_download is None else bool(allow_download)
     text_cfg = text_config(arch)
+    ctx_kw = ({"text_cfg": dict(text_cfg, context_length=int(context_length))}
+              if context_length is not None and context_length != text_cfg.get("context_length", 77) else {})
     try:
         # a Hugging Face text tower reads its config with AutoConfig.from_pretrained, which open_clip
         # calls without our keywords: with downloads off, the Hub is switched off around the call
@@ -255,7 +262,7 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
             warnings.simplefilter("ignore")
             model = open_clip.create_model(arch, pretrained=None, load_weights=False,
                                            force_quick_gelu=bool(quick_gelu), pretrained_text=False,
-                                           device="cpu", precision="fp32")
+                                           device="cpu", precision="fp32", **ctx_kw)
     except OSError as exc:  # transformers installed, the text tower's config neither cached nor fetchable
         if not text_cfg.get("hf_model_name"):
             raise
@@ -269,6 +276,8 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
     # open_clip's get_tokenizer forwards extra kwargs to AutoTokenizer.from_pretrained (HFTokenizer);
     # only HF tokenizers take them (SimpleTokenizer would reject local_files_only).
     tok_kwargs = {"local_files_only": True} if (not allow and text_cfg.get("hf_tokenizer_name")) else {}
+    if ctx_kw:
+        tok_kwargs["context_length"] = int(context_length)
     try:
         tokenizer = open_clip.get_tokenizer(arch, **tok_kwargs)
     except OSError as exc:  # transformers installed, tokenizer files neither cached nor downloadable
@@ -282,11 +291,21 @@ def create_architecture(arch: str, *, quick_gelu: bool | None = None,
 
 
 def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], *, source: str = "") -> None:
-    """Load a (normalised) CLIP state dict into ``model`` strictly, after open_clip's compatibility
-    fixes (custom-text key layout, logit_scale shape, positional-embedding resizing).  Raises
-    :class:`WeightsError` naming the source and the mismatching keys."""
+    """Load a (normalised) CLIP state dict into ``model`` strictly, after open_clip's layout fixes that
+    change no value (custom-text key names, a ``logit_scale`` stored with another number of dimensions).
+
+    Nothing is resized: unlike open_clip's own loader, positional embeddings whose number of positions
+    differs from the model's (a 248-position Long-CLIP file in a 77-context model, a 336 px image grid in
+    a 224 px one) are *not* interpolated, and no key is dropped or left at its initial value.
+
+    Raises
+    ------
+    WeightsLayoutError
+        Keys missing or unexpected, or shapes that differ; the message names ``source`` and the keys
+        (with both shapes).
+    """
     # lazy: open_clip takes seconds to import (torchvision, timm)
-    from open_clip.model import convert_to_custom_text_state_dict, resize_pos_embed, resize_text_pos_embed
+    from open_clip.model import convert_to_custom_text_state_dict
 
     sd = dict(state_dict)
     if "positional_embedding" in sd and not hasattr(model, "positional_embedding"):
@@ -295,12 +314,6 @@ def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor
         sd["logit_scale"] = sd["logit_scale"].reshape(model.logit_scale.shape)
     if getattr(model, "logit_bias", None) is None:
         sd.pop("logit_bias", None)
-    try:
-        resize_pos_embed(sd, model)
-        resize_text_pos_embed(sd, model)
-    except Exception as exc:  # shape too different to interpolate
-        raise WeightsError(f"{source}: weights do not match the architecture (positional embeddings: "
-                           f"{exc or type(exc).__name__}) — pass the matching --clip-model") from exc
     own = model.state_dict()
     # non-persistent buffers (e.g. the text causal ``attn_mask``) appear in TorchScript state dicts
     for name, _ in model.named_buffers():
@@ -310,33 +323,62 @@ def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor
     unexpected = sorted(set(sd) - set(own))
     bad_shape = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
     if missing or unexpected or bad_shape:
-        def few(xs):
-            return ", ".join(xs[:5]) + (f" … (+{len(xs) - 5})" if len(xs) > 5 else "")
-        raise WeightsError(
-            f"{source}: weights do not match the architecture "
-            + (f"missing: {few(missing)}; " if missing else "")
-            + (f"unexpected: {few(unexpected)}; " if unexpected else "")
-            + (f"wrong shape: {few([f'{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}' for k in bad_shape])}"
-               if bad_shape else "")
-            + " — pass the matching --clip-model (e.g. ViT-B-32 for OpenAI / PAC-S ViT-B/32, ViT-L-14 "
-              "for PAC-S ViT-L/14), or 'auto' to infer it from an OpenAI-layout state dict")
+        raise WeightsLayoutError(_mismatch_message(source, missing, unexpected,
+                                                   [f"{k} {tuple(sd[k].shape)} vs {tuple(own[k].shape)}"
+                                                    for k in bad_shape]))
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in sd.items()}, strict=True)
 
 
-def infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool):
+def _mismatch_message(source: str, missing: list[str], unexpected: list[str], bad_shape: list[str]) -> str:
+    """The one message of :class:`WeightsLayoutError` from :func:`load_weights_into`."""
+    def few(xs):
+        return ", ".join(xs[:5]) + (f" … (+{len(xs) - 5})" if len(xs) > 5 else "")
+    pos = [b for b in bad_shape if b.split(" ", 1)[0].endswith("positional_embedding")]
+    parts = ([f"missing: {few(missing)}"] if missing else []) \
+        + ([f"unexpected: {few(unexpected)}"] if unexpected else []) \
+        + ([f"wrong shape (file vs model): {few(bad_shape)}"] if bad_shape else []) \
+        + (["positional embeddings are never interpolated here (that would change every feature)"] if pos else [])
+    return (f"{source}: weights do not match the architecture — " + "; ".join(parts)
+            + " — pass the matching --clip-model (e.g. ViT-B-32 for OpenAI / PAC-S / SPECS ViT-B/32, "
+              "ViT-B-16 for Long-CLIP-B, ViT-L-14 for PAC-S ViT-L/14 and Long-CLIP-L), or 'auto' to infer it "
+              "from an OpenAI-layout state dict")
+
+
+def file_context_length(state_dict: dict[str, torch.Tensor] | None) -> int | None:
+    """The text context of a state dict: rows of its ``positional_embedding`` (``text.positional_embedding``
+    in open_clip's custom-text layout), or ``None`` when it has neither (e.g. a Hugging Face text tower)."""
+    if not state_dict:
+        return None
+    for key in ("positional_embedding", "text.positional_embedding"):
+        t = state_dict.get(key)
+        if isinstance(t, torch.Tensor) and t.ndim == 2:
+            return int(t.shape[0])
+    return None
+
+
+def infer_openai_arch(state_dict: dict[str, torch.Tensor], quick_gelu: bool, *, source: str = ""):
     """Rebuild the architecture of an OpenAI-layout state dict (open_clip's
-    ``build_model_from_openai_state_dict``), fp32."""
+    ``build_model_from_openai_state_dict``; text context = rows of ``positional_embedding``), fp32.
+
+    Raises :class:`WeightsLayoutError` (naming ``source`` and the keys) when the state dict has keys the
+    rebuilt CLIP lacks or lacks some it has, and :class:`WeightsError` when no architecture can be read
+    from it at all."""
     # lazy: open_clip takes seconds to import (torchvision, timm)
     from open_clip.model import build_model_from_openai_state_dict
 
     try:
         model = build_model_from_openai_state_dict(dict(state_dict), quick_gelu=quick_gelu, cast_dtype=None)
+    except RuntimeError as exc:   # torch's strict load_state_dict: missing / unexpected keys, wrong shapes
+        said = " ".join(str(exc).split())
+        raise WeightsLayoutError(f"{source}: weights do not fit the CLIP architecture inferred from them "
+                                 f"({said[:600]}{' …' if len(said) > 600 else ''}); pass --clip-model "
+                                 "explicitly") from exc
     except Exception as exc:
-        raise WeightsError(f"cannot infer a CLIP architecture from this state dict ({exc}); "
+        raise WeightsError(f"{source}: cannot infer a CLIP architecture from this state dict ({exc}); "
                            "pass --clip-model explicitly") from exc
     model = model.float()
     # open_clip casts to fp16 before loading (OpenAI layout); reload so fp32 files stay bit-exact
-    model.load_state_dict({k: v for k, v in state_dict.items() if k in model.state_dict()}, strict=False)
+    load_weights_into(model, state_dict, source=source)
     return model.eval()
 
 
@@ -344,5 +386,5 @@ __all__ = [
     "CUSTOM_MODEL_CONFIGS", "CUSTOM_PREPROCESS", "preprocess_for", "hf_text_requirements", "text_config",
     "activation_hint", "require_architecture_dependencies", "check_architecture", "create_architecture",
     "load_weights_into", "infer_openai_arch", "FactorizedTokenEmbedding", "build_custom_clip",
-    "token_embedding_matrix",
+    "token_embedding_matrix", "file_context_length",
 ]

@@ -1,4 +1,4 @@
-# Size (~630 lines): the Backbone (encoders, caching, provenance) and load_backbone, the one way scorers get a CLIP.
+# Size (~640 lines): the Backbone (encoders, caching, provenance) and load_backbone, the one way scorers get a CLIP.
 """CLIP backbones: loading open_clip models (by name + pretrained tag, or from local files), batched
 L2-normalised encoding, and an on-disk cache of corpus image features.
 
@@ -37,6 +37,7 @@ from neural.architectures import (  # noqa: F401  (CUSTOM_MODEL_CONFIGS … re-e
     activation_hint,
     check_architecture,
     create_architecture,
+    file_context_length,
     hf_text_requirements,
     infer_openai_arch,
     load_weights_into,
@@ -47,6 +48,7 @@ from neural.checkpoints import (  # noqa: F401  (the error types are re-exported
     MissingDependencyError,
     MissingWeightsError,
     WeightsError,
+    WeightsLayoutError,
     file_sha256,
     read_state_dict,
     state_dict_sha256,
@@ -447,14 +449,15 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
         :func:`neural.tiny_clip.train_tiny_clip`, which needs a corpus.)
     pretrained : str, path or None
         A pretrained tag (``"openai"``, ``"laion2b_s32b_b82k"`` …) or a weights file (any format of
-        :mod:`neural.checkpoints`).  ``None``: random initialisation (for tests).
+        :mod:`neural.checkpoints`, Long-CLIP / SPECS included).  ``None``: random initialisation (for
+        tests).  A file sets the text context (rows of its positional table: 248 for Long-CLIP).
     device : ``"auto"`` | ``"cpu"`` | ``"cuda"`` | torch.device
         ``"auto"``: CUDA when available, else CPU.
     precision : ``"fp32"`` | ``"fp16"``
         fp16 only on CUDA; on CPU it falls back to fp32 with a warning (recorded in provenance).
     quick_gelu : bool, optional
         Force QuickGELU (OpenAI-trained weights) on / off.  Default: from the tag's config; for files,
-        True for OpenAI TorchScript archives and for the PAC-S ViT-B/32 release (see
+        True for OpenAI TorchScript archives, Long-CLIP / SPECS files and the PAC-S ViT-B/32 release (see
         :data:`PACS_CHECKPOINTS`), else the architecture's own default.
     allow_download : bool, optional
         Whether a missing tagged checkpoint may be downloaded.  Default: yes unless ``$ITR_OFFLINE`` or
@@ -473,8 +476,11 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
         Weights not on disk (offline), or the download failed; the message says how to supply a file.
     UnsafeCheckpointError
         The file would need unpickling of arbitrary objects, or is an untrusted TorchScript archive.
+    WeightsLayoutError
+        The weights do not fit the architecture exactly (missing / unexpected keys, other shapes): refused,
+        never resized or dropped.
     WeightsError
-        The weights do not fit the architecture.
+        Otherwise unusable weights.
     """
     dev = resolve_device(device)
     if precision not in ("fp32", "fp16"):
@@ -570,7 +576,7 @@ def _default_quick_gelu(model: str, tag_cfg: dict, fmt: str | None, file_path: P
     architecture's own), with a warning when the file's activation is in doubt (:func:`activation_hint`)."""
     if tag_cfg:
         return bool(tag_cfg.get("quick_gelu", False))
-    if fmt == "torchscript":
+    if fmt in ("torchscript", "longclip", "specs"):   # Long-CLIP's model code hard-wires QuickGELU
         return True
     if file_path is not None and file_path.name in PACS_CHECKPOINTS:
         return PACS_CHECKPOINTS[file_path.name]["quick_gelu"]
@@ -584,13 +590,15 @@ def _default_quick_gelu(model: str, tag_cfg: dict, fmt: str | None, file_path: P
 def _build_network(model: str, state_dict, quick_gelu: bool | None, tag_cfg: dict, allow: bool, *, source: str):
     """:func:`load_backbone`, step 4: ``(network, preprocess, tokenizer, arch)`` with the weights loaded —
     inferred from an OpenAI-layout state dict for ``model="auto"``, else :func:`create_architecture` +
-    :func:`load_weights_into`; the tag's preprocessing overrides (mean, std, interpolation, resize) apply."""
+    :func:`load_weights_into`; the tag's preprocessing overrides (mean, std, interpolation, resize) apply.
+    The text context (positional rows, causal mask, tokenizer) is the file's (:func:`file_context_length`:
+    248 for Long-CLIP / SPECS), never the architecture's table resized to it."""
     preprocess_overrides = {k: tag_cfg[k] for k in ("mean", "std", "interpolation", "resize_mode")
                             if k in tag_cfg}
     if model == "auto":
         if state_dict is None:
             raise ValueError("model='auto' needs a weights file to infer the architecture from")
-        net = infer_openai_arch(state_dict, quick_gelu=True if quick_gelu is None else quick_gelu)
+        net = infer_openai_arch(state_dict, quick_gelu=True if quick_gelu is None else quick_gelu, source=source)
         preprocess = preprocess_for(net, preprocess_overrides)
         # lazy: open_clip takes seconds to import (torchvision, timm)
         from open_clip.tokenizer import SimpleTokenizer
@@ -599,7 +607,8 @@ def _build_network(model: str, state_dict, quick_gelu: bool | None, tag_cfg: dic
     arch = model.replace("/", "-")
     net, preprocess, tokenizer = create_architecture(arch, quick_gelu=quick_gelu,
                                                      preprocess_overrides=preprocess_overrides,
-                                                     allow_download=allow)
+                                                     allow_download=allow,
+                                                     context_length=file_context_length(state_dict))
     if state_dict is not None:
         load_weights_into(net, state_dict, source=source)
     return net, preprocess, tokenizer, arch
@@ -629,5 +638,5 @@ __all__ = [
     "hf_text_requirements", "require_architecture_dependencies", "activation_hint", "check_architecture",
     "check_pretrained_tag", "looks_like_weights_file", "WEIGHTS_SUFFIXES",
     "resolve_device", "CUSTOM_MODEL_CONFIGS", "PACS_CHECKPOINTS", "OFFLINE_ENV",
-    "WeightsError", "MissingWeightsError", "MissingDependencyError",
+    "WeightsError", "WeightsLayoutError", "MissingWeightsError", "MissingDependencyError",
 ]

@@ -26,6 +26,23 @@ Formats (detected from the file, not from its name):
 ``"pacs"``
     The PAC-S release format (Sarto et al. 2023, aimagelab/pacscore): a dict whose ``'state_dict'`` entry is
     a full CLIP state dict in OpenAI key names.  Read with ``weights_only=True``.
+``"longclip"``
+    The Long-CLIP release layout (Zhang et al. 2024, beichenzbc/Long-CLIP: ``longclip-B.pt`` (ViT-B/16),
+    ``longclip-L.pt`` (ViT-L/14)), recognised by its key ``positional_embedding_res``, in any of the
+    containers above (the release is a plain ``torch.save(model.state_dict())``, no ``module.`` prefix).
+    It is an OpenAI-layout CLIP state dict whose text tower has **two** ``(248, width)`` tables,
+    ``positional_embedding`` and ``positional_embedding_res``; the released forward
+    (``model/model_longclip.py``, ``CLIP.encode_text``) adds
+    ``P = positional_embedding ⊙ m₁ + positional_embedding_res ⊙ m₂`` to the token embeddings, with the
+    ``(248, 1)`` masks ``m₁ = 1`` on positions 0–19 and ``m₂ = 1`` on positions 20–247 (zero elsewhere).
+    :func:`read_state_dict` returns that effective table ``P`` (:func:`longclip_positional_table`) as the
+    open_clip ``positional_embedding`` and drops ``positional_embedding_res``: nothing the released forward
+    uses is lost, and the file loads into an open_clip CLIP with a 248-token context.
+``"specs"``
+    SPECS's release (Chen et al. 2025, mbzuai-nlp/SPECS: ``spec.pt``, a Long-CLIP fine-tuned from
+    ViT-B/32).  Its training script saves ``torch.save(model.module.state_dict())`` of the Long-CLIP
+    class, so its layout *is* ``"longclip"``; the content cannot tell them apart, and the label
+    ``"specs"`` is given by the release's file name (:data:`SPECS_RELEASE_FILES`) for provenance only.
 
 Security: nothing is ever unpickled beyond tensors and plain containers, and no TorchScript archive is
 loaded unless trusted (above).  A file whose unpickling needs arbitrary Python objects makes
@@ -50,7 +67,15 @@ from corpora.cache import array_bytes
 #: Entries that OpenAI TorchScript archives keep in their state dict but that are not parameters.
 OPENAI_EXTRA_KEYS = ("input_resolution", "context_length", "vocab_size")
 
-FORMATS = ("safetensors", "torchscript", "state_dict", "open_clip-checkpoint", "pacs")
+FORMATS = ("safetensors", "torchscript", "state_dict", "open_clip-checkpoint", "pacs", "longclip", "specs")
+
+#: Long-CLIP's text context and the number of leading positions taken from its first table
+#: (beichenzbc/Long-CLIP, ``model/model_longclip.py``: ``CLIP.context_length = 248``, ``mask1[:20] = 1``).
+LONGCLIP_CONTEXT, LONGCLIP_KEEP = 248, 20
+#: The key that marks the Long-CLIP layout: the second positional table (positions 20–247 are read from it).
+LONGCLIP_RES_KEY = "positional_embedding_res"
+#: File names of SPECS's released checkpoints (huggingface.co/Xiaohud/SPECS): labelled ``"specs"``.
+SPECS_RELEASE_FILES = ("spec.pt",)
 
 
 class WeightsError(RuntimeError):
@@ -64,6 +89,12 @@ class MissingWeightsError(WeightsError, FileNotFoundError):
 class MissingDependencyError(MissingWeightsError):
     """The requested architecture needs a package (or tokenizer files) that this machine lacks, e.g.
     ``transformers`` and the Hugging Face tokenizer of SigLIP / NLLB / XLM-R text towers."""
+
+
+class WeightsLayoutError(WeightsError):
+    """The file's keys or shapes do not fit the model exactly: using it would need tensors resized
+    (e.g. positional embeddings interpolated), keys dropped or keys left at their initial values — none
+    of which this toolkit does silently.  The message names the file and the offending keys and shapes."""
 
 
 class UnsafeCheckpointError(WeightsError):
@@ -233,6 +264,79 @@ def _strip_module(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return sd
 
 
+def longclip_positional_table(pos: torch.Tensor, pos_res: torch.Tensor, keep: int = LONGCLIP_KEEP) -> torch.Tensor:
+    r"""The positional table Long-CLIP's text forward adds to the token embeddings (Zhang et al. 2024,
+    Sec. 3.1, knowledge-preserved stretching; beichenzbc/Long-CLIP ``model/model_longclip.py``,
+    ``CLIP.encode_text``), computed as that code does:
+
+    .. math:: P = P_{\mathrm{pos}} \odot m_1 + P_{\mathrm{res}} \odot m_2,\qquad
+              m_1[i] = [i < 20],\; m_2[i] = [i \ge 20]
+
+    with ``(L, 1)`` float32 masks broadcast over the width.  Rows ``< keep`` are the first table's, the
+    others the second's, bit for bit (``x·1 + y·0 = x`` in IEEE arithmetic for finite values).
+
+    Parameters
+    ----------
+    pos, pos_res : Tensor
+        ``positional_embedding`` and ``positional_embedding_res``, both ``(L, width)``.
+    keep : int
+        Leading positions read from ``pos`` (Long-CLIP: 20).
+
+    Returns
+    -------
+    Tensor
+        ``(L, width)`` float32 (Long-CLIP computes it in float32 after ``model.float()``).
+    """
+    n = pos.shape[0]
+    m1 = torch.zeros(n, 1, device=pos.device)
+    m1[:keep] = 1
+    m2 = torch.zeros(n, 1, device=pos.device)
+    m2[keep:] = 1
+    return pos.float() * m1 + pos_res.float() * m2
+
+
+def longclip_to_open_clip(state_dict: Mapping[str, torch.Tensor], source: str | Path = "") -> dict[str, torch.Tensor]:
+    """An open_clip-layout state dict (248-position ``positional_embedding``, no ``positional_embedding_res``)
+    from a Long-CLIP-layout one, refusing any other shape of the two tables.
+
+    Parameters
+    ----------
+    state_dict : mapping of str -> Tensor
+        OpenAI key names plus ``positional_embedding_res`` (tensors may be on the ``meta`` device).
+    source : str or path
+        The file, for the error message.
+
+    Returns
+    -------
+    dict of str -> Tensor
+        The same entries, with ``positional_embedding`` replaced by :func:`longclip_positional_table`.
+
+    Raises
+    ------
+    WeightsLayoutError
+        The two tables are not both ``(248, width)``: the released forward (fixed ``(248, 1)`` masks)
+        could not run on them, and any other reading would resize or drop positions.
+    """
+    pos, res = state_dict.get("positional_embedding"), state_dict.get(LONGCLIP_RES_KEY)
+    shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in (pos, res)]
+    if res is None or pos is None or shapes[0] != shapes[1] or len(shapes[0]) != 2 \
+            or shapes[0][0] != LONGCLIP_CONTEXT:
+        raise WeightsLayoutError(
+            f"{source}: Long-CLIP layout ('{LONGCLIP_RES_KEY}' present) needs 'positional_embedding' and "
+            f"'{LONGCLIP_RES_KEY}' both of shape ({LONGCLIP_CONTEXT}, width); found positional_embedding "
+            f"{shapes[0]}, {LONGCLIP_RES_KEY} {shapes[1]} — refused rather than resized")
+    out = {k: v for k, v in state_dict.items() if k != LONGCLIP_RES_KEY}
+    out["positional_embedding"] = longclip_positional_table(pos, res)
+    return out
+
+
+def _layout(sd: dict[str, torch.Tensor], fmt: str, p: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """``(state dict, format)`` with a Long-CLIP / SPECS layout converted (:func:`longclip_to_open_clip`)."""
+    if LONGCLIP_RES_KEY not in sd:
+        return sd, fmt
+    return longclip_to_open_clip(sd, p), ("specs" if p.name in SPECS_RELEASE_FILES else "longclip")
+
+
 def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
                     torchscript_sha256: str | None = None) -> tuple[dict[str, torch.Tensor], str]:
     """Read a CLIP weights file into a CPU state dict without unpickling arbitrary objects.
@@ -241,7 +345,7 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     ----------
     path : path
         ``.safetensors``, an OpenAI TorchScript ``.pt``, a ``torch.save``'d state dict, an open_clip
-        training checkpoint, or a PAC-S checkpoint (see the module docstring).
+        training checkpoint, a PAC-S checkpoint, or a Long-CLIP / SPECS release (see the module docstring).
     trust_torchscript : bool, optional
         Whether a TorchScript archive may be loaded with :func:`torch.jit.load`.  Default: from
         ``$ITR_TRUST_TORCHSCRIPT`` (:func:`torchscript_trusted`), i.e. no unless set.
@@ -253,7 +357,8 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     Returns
     -------
     state_dict : dict of str -> Tensor
-        Keys in OpenAI / open_clip naming (``module.`` stripped, OpenAI's non-parameter entries dropped).
+        Keys in OpenAI / open_clip naming (``module.`` stripped, OpenAI's non-parameter entries dropped;
+        a Long-CLIP layout converted to one 248-row ``positional_embedding``, :func:`longclip_to_open_clip`).
     fmt : str
         One of :data:`FORMATS`.
 
@@ -266,6 +371,8 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     UnsafeCheckpointError
         ``torch.load(..., weights_only=True)`` refused the file (it pickles arbitrary objects), or the file
         is a TorchScript archive that is not trusted.
+    WeightsLayoutError
+        A Long-CLIP layout whose two positional tables are not both ``(248, width)``.
     WeightsError
         Anything else that makes the file unusable (names the file).
     """
@@ -274,10 +381,10 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
         raise MissingWeightsError(f"weights file not found: {p}")
     check_weights_file(p)
     if p.suffix == ".safetensors" or is_safetensors_file(p):
-        return _read_safetensors(p), "safetensors"
+        return _layout(_read_safetensors(p), "safetensors", p)
     if is_torchscript_archive(p):
-        return _read_torchscript(p, trust_torchscript, torchscript_sha256), "torchscript"
-    return _from_pickled(_torch_load(p), p)
+        return _layout(_read_torchscript(p, trust_torchscript, torchscript_sha256), "torchscript", p)
+    return _layout(*_from_pickled(_torch_load(p), p), p)
 
 
 def _read_safetensors(p: Path) -> dict[str, torch.Tensor]:

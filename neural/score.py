@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "small CLIP trained here on the teaching set). Default: ViT-B-32 with --clip-pretrained openai")
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag (openai, laion2b_s32b_b82k, …) or a weights file (OpenAI .pt, "
-                         "open_clip .pt/.safetensors, PAC-S .pth). An OpenAI TorchScript .pt file is "
+                         "open_clip .pt/.safetensors, PAC-S .pth, Long-CLIP longclip-B/L.pt and SPECS spec.pt: "
+                         "248-token context). An OpenAI TorchScript .pt file is "
                          "loaded only with ITR_TRUST_TORCHSCRIPT=1 (it can run code; or convert it to "
                          ".safetensors, see docs/neural.md). Default: openai. Not with --clip-model tiny")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
