@@ -121,6 +121,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     bridge = _fit_bridge(bb, corpus, options, cache, train_ids, timings) if "BRIDGE" in names else None
     if "SPECS" in names:
         _add_specs(bb, corpus, options, cache, train_ids, scorers, prov, timings)
+    prov["training_recipes"] = _recipes_used(names, options)
 
     outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
     pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
@@ -139,6 +140,14 @@ def _recipe(scorer: str, options: RunOptions):
     recipe = recipe_for(scorer, options.clip_model, options.recipe)
     log.info("%s: training recipe %s", scorer, recipe.name)
     return recipe
+
+
+def _recipes_used(names: Sequence[str], options: RunOptions) -> dict[str, str]:
+    """``{scorer: recipe name}`` of the trained scorers among ``names`` (for the provenance)."""
+    from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
+
+    bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
+    return {b: recipe_for(b, options.clip_model, options.recipe).name for b in bases if b in TRAINED_SCORERS}
 
 
 # The scorer families.  Each adds its reference-free scorer to ``scorers`` and its reference-based variant

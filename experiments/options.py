@@ -285,6 +285,8 @@ class RunOptions:
         if not self.systems and not self.neural:
             raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+        if self.recipe not in ("auto", "small", "paper"):
+            raise OptionError(f"--recipe {self.recipe!r}: choose from auto, small, paper")
         if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & set(self.neural):
             raise OptionError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
         if self.neural and uses_tiny_clip(self) and self.clip_pretrained:

@@ -339,7 +339,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     train, val : PositiveTuples
         Training and validation tuples ``(v, t, v', t')``.
     config : PACSFinetuneConfig or Recipe
-        A PAC-S :class:`~neural.recipes.Recipe` (``pacs-small``, ``pacs-paper``) or its config: λ_v, λ_t, AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
+        A PAC-S :class:`~neural.recipes.Recipe` (``pacs-small``, ``pacs-paper``) or its config: λ_v, λ_t,
+        AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
         the trainable parameters (default: the two final projections and the temperature).  Keyword
         ``overrides`` replace single fields.
     cache : DiskCache, optional

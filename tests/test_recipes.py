@@ -171,6 +171,8 @@ def test_main_job_refuses_before_any_stage(monkeypatch, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error: PAC-S paper recipe on CPU: ~")
     opts = flickr8k_kcca.parse_options(argv + ["--train-on-cpu", "--recipe", "paper"])
     assert opts.train_on_cpu and opts.recipe == "paper"
+    with pytest.raises(OptionError, match="--recipe"):
+        RunOptions(recipe="huge")
     helptext = flickr8k_kcca.build_parser().format_help()
     assert "--train-on-cpu" in helptext and "--recipe" in helptext
 
