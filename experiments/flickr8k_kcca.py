@@ -162,6 +162,14 @@ def add_run_options(g) -> None:
     g.add_argument("--no-cache", action="store_true",
                    help="recompute everything; read and write no cache")
     g.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    g.add_argument("--recipe", default="auto", choices=("auto", "small", "paper"),
+                   help="training recipes of PAC-S, L-CLIPScore, BRIDGE and SPECS (docs/neural.md, "
+                        "'Training recipes'): auto (default) = the small recipes for the tiny and teaching "
+                        "CLIPs, each paper's recipe for any other backbone; small or paper for every backbone")
+    g.add_argument("--train-on-cpu", action="store_true",
+                   help="go ahead with a paper recipe on the CPU: without it the run prints the estimated "
+                        "time ('PAC-S paper recipe on CPU: ~N h (M steps × batch B)') and stops before "
+                        "any stage")
 
 
 def parse_options(argv: list[str] | None = None) -> RunOptions:

@@ -24,7 +24,7 @@ from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
-from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_small_clip, uses_teaching_clip, uses_tiny_clip
+from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_teaching_clip, uses_tiny_clip
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
@@ -123,6 +123,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     bridge = _fit_bridge(bb, corpus, options, cache, train_ids, timings) if "BRIDGE" in names else None
     if "SPECS" in names:
         _add_specs(bb, corpus, options, cache, train_ids, scorers, prov, timings)
+    prov["training_recipes"] = _recipes_used(names, options)
 
     outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
     pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
@@ -131,6 +132,24 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         specificity = _specificity(corpus, names, scorers, options, cache, timings)
     prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
     return outputs, pair, specificity, prov
+
+
+def _recipe(scorer: str, options: RunOptions):
+    """The training recipe of ``scorer`` (:func:`neural.recipes.recipe_for`: ``--recipe``, else the small
+    recipes for the tiny / teaching CLIP and each paper's for any other backbone), logged."""
+    from neural.recipes import recipe_for  # torch-free; with the other neural imports, on use
+
+    recipe = recipe_for(scorer, options.clip_model, options.recipe)
+    log.info("%s: training recipe %s", scorer, recipe.name)
+    return recipe
+
+
+def _recipes_used(names: Sequence[str], options: RunOptions) -> dict[str, str]:
+    """``{scorer: recipe name}`` of the trained scorers among ``names`` (for the provenance)."""
+    from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
+
+    bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
+    return {b: recipe_for(b, options.clip_model, options.recipe).name for b in bases if b in TRAINED_SCORERS}
 
 
 # The scorer families.  Each adds its reference-free scorer to ``scorers`` and its reference-based variant
@@ -161,12 +180,12 @@ def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers
         except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
             raise PipelineError(f"--pacs-positives: {exc}") from exc
         train, val = _split_tuples(tuples, seed=options.seed)
-        pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options), cache=cache, show_progress=show)
     elif isinstance(corpus, GeneratedCorpus):
         n_img = 300 if options.quick else 700
         train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
         val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
-        pacs_bb = finetune_pacs(bb, train, val, cache=cache, show_progress=show)
+        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options), cache=cache, show_progress=show)
     else:
         log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
                     "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
@@ -183,7 +202,8 @@ def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_
     from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus  # lazy: no torch on a warm run
 
     t = time.perf_counter()
-    student = train_lclip_on_corpus(bb, corpus, "train", LCLIPConfig(seed=options.seed), cache=cache,
+    cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options), seed=options.seed)
+    student = train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache,
                                     show_progress=not options.no_progress, image_ids=train_ids)
     prov["lclip_student"] = student.provenance()
     scorers["L-CLIPScore"] = LCLIPScore(student)
@@ -197,7 +217,8 @@ def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train
     from neural.bridge import BRIDGE, BridgeConfig  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    bridge = BRIDGE(bb, BridgeConfig(seed=options.seed)).fit(corpus, "train", cache=cache,
+    cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options), seed=options.seed)
+    bridge = BRIDGE(bb, cfg).fit(corpus, "train", cache=cache,
                                                           show_progress=not options.no_progress,
                                                           image_ids=train_ids)
     timings["BRIDGE"] = time.perf_counter() - t
@@ -210,7 +231,7 @@ def _add_specs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_
     from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    cfg = SPECSConfig.for_tiny(seed=options.seed) if uses_small_clip(options) else SPECSConfig(seed=options.seed)
+    cfg = SPECSConfig.from_recipe(_recipe("SPECS", options), seed=options.seed)
     specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
                            image_ids=train_ids)
     prov["specs_backbone"] = specs_bb.provenance()
@@ -340,7 +361,7 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
                  "caption_ids": fingerprint(pool.caption_ids)},
         "names": list(names), "seed": int(options.seed), "quick": bool(options.quick),
         "clip_model": options.clip_model, "clip_pretrained": options.clip_pretrained, "weights_file": weights_file,
-        "clip_steps": options.clip_steps, "device": options.device,
+        "clip_steps": options.clip_steps, "device": options.device, "recipe": options.recipe,
         # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
         # visible-devices setting stand in (the provenance then names the device actually used)
         "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]

@@ -256,6 +256,11 @@ class RunOptions:
         The cache folder (``None``: ``$ITR_CACHE_DIR`` or the user cache).
     no_cache, no_progress : bool
         Read and write no cache; hide progress bars.
+    recipe : str
+        The trained scorers' recipe family: ``auto`` (small offline CLIPs: the small recipes, other
+        backbones: the papers'), ``small`` or ``paper`` (:mod:`neural.recipes`).
+    train_on_cpu : bool
+        Go ahead with a paper recipe on the CPU (else refused up front, :func:`check_cpu_training`).
     """
 
     data: Path | None = None
@@ -278,6 +283,8 @@ class RunOptions:
     cache_dir: Path | None = None
     no_cache: bool = False
     no_progress: bool = False
+    recipe: str = "auto"
+    train_on_cpu: bool = False
 
     def __post_init__(self) -> None:
         """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
@@ -296,6 +303,8 @@ class RunOptions:
         if not self.systems and not self.neural:
             raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+        if self.recipe not in ("auto", "small", "paper"):
+            raise OptionError(f"--recipe {self.recipe!r}: choose from auto, small, paper")
         if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & set(self.neural):
             raise OptionError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
         if self.neural and uses_tiny_clip(self) and self.clip_pretrained:
@@ -346,11 +355,13 @@ class RunOptions:
             permutations=ns.permutations, seed=ns.seed, device=ns.device,
             out=Path(ns.out) if ns.out else default_out_dir(corpus_label(data)),
             cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
-            no_progress=ns.no_progress)
+            no_progress=ns.no_progress, recipe=getattr(ns, "recipe", "auto"),
+            train_on_cpu=getattr(ns, "train_on_cpu", False))
         check_data_folder(options.data)
         check_codebook_folder(options.codebook_images)
         if options.neural:
             check_neural_options(options)
+            check_cpu_training(options)
         make_folders(options)
         return options
 
@@ -530,3 +541,83 @@ def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
         check_pretrained_tag(clip_model, pretrained)
     except (ValueError, MissingWeightsError) as exc:
         raise OptionError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------------------- training recipes on the CPU
+#: Training images of the standard Flickr8k split (the CPU estimate's data size with ``--data``).
+FLICKR8K_TRAIN_IMAGES = 6000
+
+
+def trained_scorers(options: RunOptions) -> list[str]:
+    """The trained scorers (:data:`neural.recipes.TRAINED_SCORERS`) the run will train: PAC-S only with
+    generated positives (the teaching set, or ``--pacs-positives``)."""
+    names = {n[3:] if n.startswith("Ref") else n for n in options.neural}
+    out = [s for s in ("PAC-S", "L-CLIPScore", "BRIDGE", "SPECS") if s in names]
+    if "PAC-S" in out and options.data is not None and not options.pacs_positives:
+        out.remove("PAC-S")
+    return out
+
+
+def trains_on_cpu(options: RunOptions) -> bool:
+    """Whether the neural scorers run on the CPU (``--device cpu``, or ``auto`` without CUDA)."""
+    if options.device == "cpu":
+        return True
+    if options.device == "cuda":
+        return False
+    import torch  # lazy: only asked for a backbone that will train with a paper recipe
+
+    return not torch.cuda.is_available()
+
+
+def backbone_seconds_per_sample(options: RunOptions) -> float:
+    """One forward + backward pass of one image–text pair through ``--clip-model``'s architecture on the
+    CPU (random weights: the time does not depend on them; ``auto``: the ``--clip-pretrained`` file's)."""
+    from neural.architectures import create_architecture  # lazy: torch / open_clip
+    from neural.names import is_teaching_model, is_tiny_model
+    from neural.recipes import measure_seconds_per_sample
+
+    name = options.clip_model
+    if name == "auto":
+        from neural.backbone import load_backbone
+
+        model = load_backbone("auto", options.clip_pretrained, device="cpu", show_progress=False).model
+    else:
+        arch = ("itr-tiny-clip" if is_tiny_model(name, default=True) else
+                "itr-teaching-clip" if is_teaching_model(name) else name.replace("/", "-"))
+        model = create_architecture(arch)[0]
+    size = getattr(model.visual, "image_size", 224)
+    size = int(size[0] if isinstance(size, (tuple, list)) else size)
+    return measure_seconds_per_sample(model, size, int(getattr(model, "context_length", 77)))
+
+
+def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce=print) -> None:
+    """Refuse, before any stage runs, a paper recipe (:mod:`neural.recipes`) that would train on the CPU
+    without ``--train-on-cpu``; print its estimate either way (``PAC-S paper recipe on CPU: ~N h (M
+    steps × batch B)``).
+
+    Parameters
+    ----------
+    options : RunOptions
+    seconds_per_sample : callable, optional
+        ``() -> seconds`` per image–text pair (default :func:`backbone_seconds_per_sample`, measured).
+    announce : callable
+        Receives each estimate line (default ``print``).
+
+    Raises
+    ------
+    OptionError
+        One line: the estimates and how to go ahead.
+    """
+    from neural.recipes import cpu_training_refusal, is_small_backbone  # torch-free
+
+    if options.recipe == "small" or (options.recipe == "auto" and is_small_backbone(options.clip_model)):
+        return
+    scorers = trained_scorers(options)
+    if not scorers or not trains_on_cpu(options):
+        return
+    n_train = (int(round(0.7 * options.n_teaching_images)) if options.data is None else FLICKR8K_TRAIN_IMAGES)
+    message = cpu_training_refusal(scorers, options.clip_model, options.recipe, options.train_on_cpu,
+                                   seconds_per_sample or (lambda: backbone_seconds_per_sample(options)),
+                                   n_train, announce)
+    if message:
+        raise OptionError(message)

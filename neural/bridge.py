@@ -1,4 +1,4 @@
-# Size (~630 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
+# Size (~680 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
 The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its
@@ -67,9 +67,19 @@ from neural.base import PROMPT, clip_s, is_embedding_matrix, l2_normalize, with_
 from neural.bridge_templates import TemplateBatch, build_template_tokens, l3_targets
 from neural.checkpoints import state_dict_sha256
 from neural.losses import contrastive_logits, info_nce
+from neural.recipes import Recipe
 from neural.text_tower import encode_text_from_embeddings, text_tower_parts, token_embedding
 from neural.text_units import MaskTemplate, mask_templates
-from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
+from neural.training import (
+    MixedPrecision,
+    adamw,
+    deterministic,
+    load_state_arrays,
+    lr_schedule,
+    progress,
+    state_dict_arrays,
+    tick,
+)
 
 __all__ = ["BridgeConfig", "MappingModule", "BRIDGE", "BridgePairScorer", "image_global_and_grid",
            "bridge_pair_loss", "sample_replicas"]
@@ -224,6 +234,31 @@ class BridgeConfig:
     max_templates_per_image: int = 8
     max_images: int = 512
     seed: int = 0
+    #: passes over the training images instead of ``steps`` (``None``: ``steps``); learning-rate schedule,
+    #: warm-up steps, ``"fp32"`` or ``"amp"`` (autocast on CUDA): :class:`neural.recipes.Recipe`
+    epochs: int | None = None
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    precision: str = "fp32"
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **overrides) -> "BridgeConfig":
+        """The config of a BRIDGE :class:`~neural.recipes.Recipe` (steps or epochs, batch of images, lr,
+        weight decay, schedule, precision, image cap — ``None``: the whole split); ``overrides`` (e.g.
+        ``seed``) replace single fields."""
+        if recipe.scorer != "BRIDGE":
+            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not BRIDGE")
+        fields = {"steps": recipe.steps, "epochs": recipe.epochs, "batch_size": recipe.batch_size, "lr": recipe.lr,
+                  "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
+                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
+                  "max_images": recipe.max_images or 10 ** 9}
+        return cls(**{**fields, **overrides})
+
+    def total_steps(self, n_images: int) -> int:
+        """Optimiser steps on ``n_images`` training images: ``steps``, or ``epochs × ⌈n / batch⌉``."""
+        if self.epochs is None:
+            return self.steps
+        return self.epochs * max(1, -(-min(n_images, self.max_images) // self.batch_size))
 
 
 def _captions_file_digest(captions_file: Mapping[str, str] | None) -> str | None:
@@ -248,7 +283,7 @@ class BRIDGE:
 
     def __init__(self, backbone, config: BridgeConfig | None = None, name: str = "BRIDGE"):
         self.clip = backbone
-        self.config = config or BridgeConfig()
+        self.config = BridgeConfig.from_recipe(config) if isinstance(config, Recipe) else (config or BridgeConfig())
         self.name = name
         self.psi: MappingModule | None = None
         self.mlp: nn.Module | None = None
@@ -461,21 +496,23 @@ class BRIDGE:
         rows_of = [np.flatnonzero(tb.owner == i) for i in range(len(ids))]
         params = list(self.trainable_modules().parameters())
         opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        n_steps = cfg.total_steps(len(ids))
+        amp, sched = MixedPrecision(self.clip.device, cfg.precision), lr_schedule(opt, cfg.schedule, cfg.warmup_steps,
+                                                                                  n_steps)
         self.trainable_modules().train()
         losses = []
-        bar = progress(total=cfg.steps, desc="BRIDGE ψ", enabled=show_progress)
+        bar = progress(total=n_steps, desc="BRIDGE ψ", enabled=show_progress)
         B = min(cfg.batch_size, len(ids))
-        for step in range(cfg.steps):
+        for step in range(n_steps):
             img = rng.choice(len(ids), size=B, replace=False)
             rows, pos = sample_replicas(rows_of, img, cfg.chunks_per_image, rng)
             gts = np.array([gt_rows[ids[i]][rng.integers(len(gt_rows[ids[i]]))] for i in img])
-            p = self._pseudo(tb, grid, rows)
-            l1, l2, l3 = self._losses(p, torch.from_numpy(pos).to(p.device), v[torch.from_numpy(img).to(v.device)],
-                                      gt_emb[torch.from_numpy(gts).to(gt_emb.device)], prompt_emb, chunk_idx[rows])
-            loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            with amp.autocast():
+                p = self._pseudo(tb, grid, rows).float()
+                l1, l2, l3 = self._losses(p, torch.from_numpy(pos).to(p.device), v[torch.from_numpy(img).to(v.device)],
+                                          gt_emb[torch.from_numpy(gts).to(gt_emb.device)], prompt_emb, chunk_idx[rows])
+                loss = cfg.lambda1 * l1 + cfg.lambda2 * l2 + cfg.lambda3 * l3
+            amp.step(loss, opt, sched)
             losses.append([float(loss.detach()), float(l1.detach()), float(l2.detach()), float(l3.detach())])
             tick(bar, None, "bridge", step, loss)
         if bar is not None:

@@ -1,4 +1,4 @@
-# Size (~630 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
+# Size (~670 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
 """L-CLIPScore (Li et al.): a lightweight CLIP student distilled from a teacher :class:`Backbone`, and its score.
 
 Architecture (:class:`MultiplexedCLIP`) — *weight multiplexing* + *matrix decomposition*:
@@ -67,8 +67,18 @@ from neural.base import (
     max_reference_cosine,
     with_prompt,
 )
+from neural.recipes import Recipe
 from neural.text_tower import pool_text, text_tower_parts
-from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
+from neural.training import (
+    MixedPrecision,
+    adamw,
+    deterministic,
+    load_state_arrays,
+    lr_schedule,
+    progress,
+    state_dict_arrays,
+    tick,
+)
 
 __all__ = [
     "MultiplexedCLIP", "SharedBlock", "RepeatAdapter", "LCLIPConfig", "distill_loss",
@@ -387,6 +397,23 @@ class LCLIPConfig:
     seed: int = 0
     max_images: int = 256
     max_texts: int = 2048
+    #: per-stage learning-rate schedule and warm-up, ``"fp32"`` or ``"amp"`` (autocast on CUDA)
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    precision: str = "fp32"
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **overrides) -> "LCLIPConfig":
+        """The config of an L-CLIPScore :class:`~neural.recipes.Recipe` (stage steps, batch, lr, weight
+        decay, schedule, precision, image / text caps — ``None`` caps: the whole split); ``overrides``
+        (e.g. ``seed``) replace single fields."""
+        if recipe.scorer != "L-CLIPScore":
+            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not L-CLIPScore")
+        fields = {"stage1_steps": recipe.steps, "stage2_steps": recipe.stage2_steps, "batch_size": recipe.batch_size,
+                  "lr": recipe.lr, "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
+                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
+                  "max_images": recipe.max_images or 10 ** 9, "max_texts": recipe.max_texts or 10 ** 9}
+        return cls(**{**fields, **overrides})
 
 
 def _preprocessed(backbone, images) -> torch.Tensor:
@@ -407,7 +434,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         Distillation texts (e.g. the training captions).
     pairs : sequence of (image index, text index)
         Matching pairs for stage 2's Similarity Regulator.
-    config : LCLIPConfig
+    config : LCLIPConfig or Recipe
+        An L-CLIPScore :class:`~neural.recipes.Recipe` (``lclip-small``, ``lclip-paper``) or its config.
     cache : corpora.cache.DiskCache, optional
         With ``cache_key`` (a description of the data, e.g. corpus fingerprint + ids), the trained
         student's weights are cached under namespace ``"lclip_student"``.
@@ -422,6 +450,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         The student, wrapped with the teacher's preprocessing and tokenizer.
     """
     cfg = config or LCLIPConfig()
+    if isinstance(cfg, Recipe):
+        cfg = LCLIPConfig.from_recipe(cfg)
     torch.manual_seed(cfg.seed)
     student = MultiplexedCLIP(teacher.model.float().cpu() if teacher.device.type == "cpu" else teacher.model,
                               cfg.vision_shared, cfg.vision_repeats, cfg.text_shared, cfg.text_repeats,
@@ -503,14 +533,15 @@ def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
         p.requires_grad_(False)
     params = [p for p in student.parameters() if p.requires_grad]
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    amp = MixedPrecision(d.X.device, cfg.precision)
+    sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage1_steps), cfg.stage1_steps)
     for step in range(cfg.stage1_steps):
         bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
         bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
-        loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi])) + \
-            distill_loss(d.rt_t[bt], student.encode_text(d.T[bt]))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        with amp.autocast():
+            loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi]).float()) + \
+                distill_loss(d.rt_t[bt], student.encode_text(d.T[bt]).float())
+        amp.step(loss, opt, sched)
         tick(bar, log, "stage1", step, loss)
 
 
@@ -541,19 +572,20 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
     opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     if len(d.P) < 2:
         return
+    amp = MixedPrecision(d.X.device, cfg.precision)
+    sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage2_steps), cfg.stage2_steps)
     for step in range(cfg.stage2_steps):
         sel = _distinct_pairs(d.P, rng, cfg.batch_size)
         bi = torch.from_numpy(d.P[sel, 0])
         bt = torch.from_numpy(d.P[sel, 1])
-        rv_s = student.encode_image(d.X[bi])
-        with torch.no_grad():
-            rt_s = student.encode_text(d.T[bt])
-        S_t = F.normalize(d.rv_t[bi], dim=-1) @ F.normalize(d.rt_t[bt], dim=-1).t()
-        S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
-        loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        with amp.autocast():
+            rv_s = student.encode_image(d.X[bi]).float()
+            with torch.no_grad():
+                rt_s = student.encode_text(d.T[bt]).float()
+            S_t = F.normalize(d.rv_t[bi], dim=-1) @ F.normalize(d.rt_t[bt], dim=-1).t()
+            S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
+            loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
+        amp.step(loss, opt, sched)
         tick(bar, log, "stage2", step, loss)
 
 
@@ -567,6 +599,8 @@ def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPCo
     ``image_ids``: the training images to use instead of the whole split (e.g. only those on disk,
     ``--skip-missing-images``); they enter the cache key."""
     cfg = config or LCLIPConfig()
+    if isinstance(cfg, Recipe):
+        cfg = LCLIPConfig.from_recipe(cfg)
     ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
     images = [corpus.load_image(i) for i in ids]
     caps = [c for i in ids for c in corpus.captions_of(i)][: cfg.max_texts]

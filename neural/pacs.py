@@ -64,7 +64,8 @@ from neural.checkpoints import file_sha256
 from neural.clipscore import CLIPScore
 from neural.losses import info_nce
 from neural.positives import tuple_entries
-from neural.training import adamw, deterministic, progress
+from neural.recipes import Recipe
+from neural.training import MixedPrecision, adamw, deterministic, lr_schedule, progress
 
 #: Sarto et al. 2023, Eq. 1: w = 2.0.
 PACS_W = 2.0
@@ -235,6 +236,25 @@ class PACSFinetuneConfig:
     max_logit_scale: float = 100.0
     #: return the best validation evaluation's weights (early stopping); ``False``: the last iteration's
     restore_best: bool = True
+    #: learning-rate schedule, warm-up iterations, ``"fp32"`` or ``"amp"`` (autocast on CUDA):
+    #: :class:`neural.recipes.Recipe`
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    precision: str = "fp32"
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **overrides) -> "PACSFinetuneConfig":
+        """The config of a PAC-S :class:`~neural.recipes.Recipe` (batch, lr, weight decay, iteration cap,
+        validation interval, patience, trainable parameters, schedule, precision); ``overrides`` (e.g.
+        ``seed``) replace single fields."""
+        if recipe.scorer != "PAC-S":
+            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not PAC-S")
+        fields = {"lr": recipe.lr, "weight_decay": recipe.weight_decay, "batch_size": recipe.batch_size,
+                  "max_iters": recipe.steps, "schedule": recipe.schedule, "warmup_steps": recipe.warmup_steps,
+                  "precision": recipe.precision}
+        fields.update({k: v for k, v in (("eval_every", recipe.eval_every), ("patience", recipe.patience),
+                                          ("trainable", recipe.trainable)) if v is not None})
+        return cls(**{**fields, **overrides})
 
 
 _PROJ_NAMES = {"visual.proj", "text_projection", "logit_scale"}
@@ -286,20 +306,20 @@ class _Encoders:
         return F.normalize(f, dim=-1)
 
 
-def _epoch_loss(enc, data, idx_batches, cfg, opt=None) -> float:
+def _epoch_loss(enc, data, idx_batches, cfg, opt=None, amp: MixedPrecision | None = None, sched=None) -> float:
+    amp = amp or MixedPrecision("cpu")
     tot, n = 0.0, 0
     for idx in idx_batches:
         if len(idx) < 2:
             continue
-        v = enc.image(data["v"][idx])
-        t = enc.text(data["t"][idx])
-        vg = enc.image(data["vg"][idx])
-        tg = enc.text(data["tg"][idx])
-        loss, _ = pacs_loss(v, t, vg, tg, enc.model.logit_scale, cfg.lambda_v, cfg.lambda_t)
+        with amp.autocast():
+            v = enc.image(data["v"][idx])
+            t = enc.text(data["t"][idx])
+            vg = enc.image(data["vg"][idx])
+            tg = enc.text(data["tg"][idx])
+            loss, _ = pacs_loss(v, t, vg, tg, enc.model.logit_scale, cfg.lambda_v, cfg.lambda_t)
         if opt is not None:
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            amp.step(loss, opt, sched)
             with torch.no_grad():
                 enc.model.logit_scale.clamp_(0, math.log(cfg.max_logit_scale))
         tot += float(loss.detach()) * len(idx)
@@ -318,8 +338,9 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         Starting CLIP (not modified).  Its ``logit_scale`` initialises the temperature.
     train, val : PositiveTuples
         Training and validation tuples ``(v, t, v', t')``.
-    config : PACSFinetuneConfig
-        λ_v, λ_t, AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
+    config : PACSFinetuneConfig or Recipe
+        A PAC-S :class:`~neural.recipes.Recipe` (``pacs-small``, ``pacs-paper``) or its config: λ_v, λ_t,
+        AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
         the trainable parameters (default: the two final projections and the temperature).  Keyword
         ``overrides`` replace single fields.
     cache : DiskCache, optional
@@ -334,6 +355,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         iteration and whether the cache was hit.
     """
     cfg = config or PACSFinetuneConfig()
+    if isinstance(cfg, Recipe):
+        cfg = PACSFinetuneConfig.from_recipe(cfg)
     if overrides:
         cfg = PACSFinetuneConfig(**{**asdict(cfg), **overrides})
     model, fast = _trainable_copy(backbone, cfg)
@@ -454,6 +477,8 @@ def _early_stopping(enc, data, model: torch.nn.Module, n_train: int, n_val: int,
         raise ValueError("PACSFinetuneConfig: eval_every and patience must be ≥ 1, max_iters ≥ 0")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    amp = MixedPrecision(enc.dev, cfg.precision)
+    sched = lr_schedule(opt, cfg.schedule, cfg.warmup_steps, cfg.max_iters)
     B = cfg.batch_size
     val_batches = _batches(n_val, B)
     with torch.no_grad():
@@ -466,7 +491,7 @@ def _early_stopping(enc, data, model: torch.nn.Module, n_train: int, n_val: int,
                    enabled=show_progress)
     run_loss, run_n = 0.0, 0
     for it in bar:
-        run_loss += _epoch_loss(enc, data["train"], [next(batches)], cfg, opt)
+        run_loss += _epoch_loss(enc, data["train"], [next(batches)], cfg, opt, amp, sched)
         run_n += 1
         if it % cfg.eval_every and it != cfg.max_iters:
             continue

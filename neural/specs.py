@@ -54,10 +54,20 @@ from corpora.cache import NO_CACHE
 from neural.backbone import backbone_from_model
 from neural.base import image_embeddings, l2_normalize, with_prompt
 from neural.losses import info_nce
+from neural.recipes import Recipe
 from neural.specificity import join_unit, pairwise_score_fn, specificity_rate
 from neural.text_tower import encode_text_to_eot, text_tower_parts
 from neural.text_units import detail_units
-from neural.training import adamw, deterministic, load_state_arrays, progress, state_dict_arrays, tick
+from neural.training import (
+    MixedPrecision,
+    adamw,
+    deterministic,
+    load_state_arrays,
+    lr_schedule,
+    progress,
+    state_dict_arrays,
+    tick,
+)
 
 __all__ = [
     "stretch_positional_embedding", "long_context_for", "stretch_backbone", "SPECSConfig", "train_specs",
@@ -246,6 +256,34 @@ class SPECSConfig:
     keep: int | None = None
     max_images: int = 384
     seed: int = 0
+    #: batches whose gradients are summed per optimiser step; passes over the training images instead of
+    #: ``steps`` (``None``: ``steps``); schedule, warm-up, ``"fp32"`` or ``"amp"``: :class:`neural.recipes.Recipe`
+    grad_accumulation: int = 1
+    epochs: int | None = None
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    precision: str = "fp32"
+
+    @classmethod
+    def from_recipe(cls, recipe: Recipe, **overrides) -> "SPECSConfig":
+        """The config of a SPECS :class:`~neural.recipes.Recipe` (steps or epochs, batch, accumulation, lr,
+        weight decay, schedule, precision, image cap — ``None``: the whole split); ``overrides`` (e.g.
+        ``seed``) replace single fields."""
+        if recipe.scorer != "SPECS":
+            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not SPECS")
+        fields = {"steps": recipe.steps, "epochs": recipe.epochs, "batch_size": recipe.batch_size,
+                  "grad_accumulation": recipe.grad_accumulation, "lr": recipe.lr,
+                  "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
+                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
+                  "max_images": recipe.max_images or 10 ** 9}
+        return cls(**{**fields, **overrides})
+
+    def total_steps(self, n_images: int) -> int:
+        """Optimiser steps on ``n_images`` usable training images: ``steps``, or
+        ``epochs × ⌈n / (batch × accumulation)⌉``."""
+        if self.epochs is None:
+            return self.steps
+        return self.epochs * max(1, -(-n_images // (self.batch_size * self.grad_accumulation)))
 
     @classmethod
     def for_tiny(cls, **kw) -> "SPECSConfig":
@@ -272,6 +310,8 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     whole split (e.g. only those on disk, ``--skip-missing-images``).
     """
     cfg = config or SPECSConfig()
+    if isinstance(cfg, Recipe):
+        cfg = SPECSConfig.from_recipe(cfg)
     cache = cache if cache is not None else NO_CACHE
     long_bb = stretch_backbone(backbone, cfg.context_length, cfg.keep, precision="fp32")  # train in fp32
     ids = list(corpus.split(split) if image_ids is None else image_ids)[: cfg.max_images]
@@ -307,6 +347,34 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
     return out
 
 
+def _batch_loss(model, bb, X, cum, negs, multi, pick, rng, cfg: SPECSConfig) -> tuple[torch.Tensor, list[float]]:
+    """Eqs. 3–4 on the images ``multi[pick]``: one step j per image (drawn with ``rng``), the texts
+    ``c_K``, ``c_j``, ``c_j ⊕ d⁺``, ``c_j ⊕ d⁻`` encoded in one pass.  Returns the total loss and
+    ``[L_con, L_pos, L_neg, ε_pos, ε_neg]``."""
+    dev = X.device
+    B = len(pick)
+    texts_full, prev, nxt, neg = [], [], [], []
+    for j in pick:
+        i = multi[j]
+        k = int(rng.integers(len(cum[i]) - 1))
+        texts_full.append(cum[i][-1])
+        prev.append(cum[i][k])
+        nxt.append(cum[i][k + 1])
+        neg.append(join_unit(cum[i][k], negs[i][k + 1]))     # c_j ⊕ d⁻ (same base as c_j ⊕ d⁺)
+    tokens = bb.tokenize(texts_full + prev + nxt + neg).to(dev)
+    t = _encode_trimmed(model, tokens)
+    t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
+    v = F.normalize(model.encode_image(X[torch.from_numpy(pick).to(dev)]).float(), dim=-1)
+    l_con = info_nce(v, t_full, logit_scale=model.logit_scale, max_logit_scale=cfg.max_logit_scale)
+    scale = model.logit_scale.exp().clamp(max=cfg.max_logit_scale)
+    z_prev = scale * (v * t_prev).sum(-1)
+    z_next = scale * (v * t_next).sum(-1)
+    z_neg = scale * (v * t_neg).sum(-1)
+    l_pos, l_neg, e_pos, e_neg = specs_losses(z_prev, z_next, z_neg, cfg.eps_min, cfg.eps_max)
+    loss = cfg.alpha * l_con + cfg.beta * l_pos + cfg.gamma * l_neg
+    return loss, [float(l_con.detach()), float(l_pos.detach()), float(l_neg.detach()), float(e_pos), float(e_neg)]
+
+
 def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -328,34 +396,19 @@ def _train(model, bb, corpus, ids, cfg: SPECSConfig, show_progress: bool) -> dic
     opt = adamw([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                             weight_decay=cfg.weight_decay)
     B = min(cfg.batch_size, len(multi))
+    n_steps = cfg.total_steps(len(multi))
+    amp, sched = MixedPrecision(dev, cfg.precision), lr_schedule(opt, cfg.schedule, cfg.warmup_steps, n_steps)
     rows = []
-    bar = progress(total=cfg.steps, desc="SPECS fine-tuning", enabled=show_progress)
-    for step in range(cfg.steps):
-        pick = rng.choice(len(multi), size=B, replace=False)
-        texts_full, prev, nxt, neg = [], [], [], []
-        for j in pick:
-            i = multi[j]
-            k = int(rng.integers(len(cum[i]) - 1))
-            texts_full.append(cum[i][-1])
-            prev.append(cum[i][k])
-            nxt.append(cum[i][k + 1])
-            neg.append(join_unit(cum[i][k], negs[i][k + 1]))     # c_j ⊕ d⁻ (same base as c_j ⊕ d⁺)
-        tokens = bb.tokenize(texts_full + prev + nxt + neg).to(dev)
-        t = _encode_trimmed(model, tokens)
-        t_full, t_prev, t_next, t_neg = t[:B], t[B:2 * B], t[2 * B:3 * B], t[3 * B:]
-        v = F.normalize(model.encode_image(X[torch.from_numpy(pick).to(dev)]).float(), dim=-1)
-        l_con = info_nce(v, t_full, logit_scale=model.logit_scale, max_logit_scale=cfg.max_logit_scale)
-        scale = model.logit_scale.exp().clamp(max=cfg.max_logit_scale)
-        z_prev = scale * (v * t_prev).sum(-1)
-        z_next = scale * (v * t_next).sum(-1)
-        z_neg = scale * (v * t_neg).sum(-1)
-        l_pos, l_neg, e_pos, e_neg = specs_losses(z_prev, z_next, z_neg, cfg.eps_min, cfg.eps_max)
-        loss = cfg.alpha * l_con + cfg.beta * l_pos + cfg.gamma * l_neg
+    bar = progress(total=n_steps, desc="SPECS fine-tuning", enabled=show_progress)
+    for step in range(n_steps):
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        rows.append([float(loss.detach()), float(l_con.detach()), float(l_pos.detach()), float(l_neg.detach()),
-                     float(e_pos), float(e_neg)])
+        for _ in range(cfg.grad_accumulation):   # one batch per step unless the recipe accumulates
+            pick = rng.choice(len(multi), size=B, replace=False)
+            with amp.autocast():
+                loss, parts = _batch_loss(model, bb, X, cum, negs, multi, pick, rng, cfg)
+            amp.backward(loss / cfg.grad_accumulation if cfg.grad_accumulation > 1 else loss)
+        amp.update(opt, sched)
+        rows.append([float(loss.detach()), *parts])
         tick(bar, None, "specs", step, loss)
     if bar is not None:
         bar.close()

@@ -15,7 +15,8 @@ import torch
 import torch.nn as nn
 from tqdm.auto import tqdm
 
-__all__ = ["adamw", "deterministic", "progress", "tick", "state_dict_arrays", "load_state_arrays"]
+__all__ = ["adamw", "deterministic", "progress", "tick", "state_dict_arrays", "load_state_arrays", "lr_schedule",
+           "MixedPrecision"]
 
 
 def adamw(params, **kwargs) -> torch.optim.AdamW:
@@ -100,3 +101,72 @@ def load_state_arrays(module: nn.Module, arrays: dict[str, np.ndarray], strict: 
     own = module.state_dict()
     sd = {k: torch.from_numpy(np.asarray(v)).to(own[k].dtype) for k, v in arrays.items() if k in own}
     module.load_state_dict(sd, strict=strict)
+
+
+def lr_schedule(opt: torch.optim.Optimizer, schedule: str = "constant", warmup_steps: int = 0,
+                total_steps: int = 0) -> torch.optim.lr_scheduler.LambdaLR | None:
+    """The learning-rate schedule of a recipe (:class:`neural.recipes.Recipe`), stepped once per optimiser
+    step; ``None`` for a constant rate without warm-up (the optimiser is then left exactly as it is).
+
+    Factor of the base rate at step ``s`` (0-based): ``(s + 1) / warmup_steps`` during the warm-up, then
+    ``1`` (``"constant"``) or ``½ (1 + cos(π · p))`` with ``p = (s − warmup) / (total − warmup)``
+    (``"cosine"``, decaying to 0 at the last step, as open_clip's / the SPECS authors' ``cosine_lr``).
+    """
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule {schedule!r} is not 'constant' or 'cosine'")
+    if schedule == "constant" and warmup_steps <= 0:
+        return None
+    decay = max(1, total_steps - warmup_steps)
+
+    def factor(s: int) -> float:
+        if s < warmup_steps:
+            return (s + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (s - warmup_steps) / decay)))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+class MixedPrecision:
+    """``torch.autocast`` mixed precision for a recipe's ``precision="amp"`` on CUDA (bfloat16 where the
+    GPU supports it, else float16 with a gradient scaler); fp32 otherwise — on the CPU, or with
+    ``precision="fp32"``, :meth:`autocast` does nothing and :meth:`step` is exactly
+    ``zero_grad(set_to_none=True); backward(); step()``."""
+
+    def __init__(self, device, precision: str = "fp32"):
+        dev = torch.device(device)
+        self.enabled = precision == "amp" and dev.type == "cuda"
+        self.dtype = None
+        self.scaler = None
+        if self.enabled:
+            self.dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            if self.dtype == torch.float16:
+                self.scaler = torch.amp.GradScaler("cuda")
+        self.device_type = dev.type
+
+    def autocast(self):
+        """The forward-pass context: autocast when enabled, else a no-op."""
+        if not self.enabled:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()`` (scaled for float16)."""
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def update(self, opt: torch.optim.Optimizer, scheduler=None) -> None:
+        """The optimiser step (unscaled for float16), then the schedule's step."""
+        if self.scaler is not None:
+            self.scaler.step(opt)
+            self.scaler.update()
+        else:
+            opt.step()
+        if scheduler is not None:
+            scheduler.step()
+
+    def step(self, loss: torch.Tensor, opt: torch.optim.Optimizer, scheduler=None) -> None:
+        """One optimiser step on ``loss``: zero the gradients, backward, step (then the schedule)."""
+        opt.zero_grad(set_to_none=True)
+        self.backward(loss)
+        self.update(opt, scheduler)

@@ -7,7 +7,6 @@ random weights and a handful of training steps, so the file takes seconds."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 import pytest
@@ -69,34 +68,23 @@ def f8(tmp_path_factory):
 
 @pytest.fixture()
 def fast_neural(random_tiny_backbone, monkeypatch):
-    """The pipeline with the random tiny backbone and a few training steps per scorer."""
-    import neural.bridge
-    import neural.lclip
-    from neural.specs import SPECSConfig
-
+    """The pipeline with the random tiny backbone and a few training steps per scorer (PAC-S's small
+    recipe as it is); returns the names of the recipes the stage chose, in order."""
     torch.manual_seed(0)
     monkeypatch.setattr(stage, "load_neural_backbone", lambda corpus, args, cache: random_tiny_backbone)
-    monkeypatch.setattr(neural.lclip, "LCLIPConfig",
-                        functools.partial(neural.lclip.LCLIPConfig, stage1_steps=2, stage2_steps=2))
-    monkeypatch.setattr(neural.bridge, "BridgeConfig", functools.partial(neural.bridge.BridgeConfig, steps=2))
     made = []
-    real_for_tiny = SPECSConfig.for_tiny.__func__
+    chosen = stage._recipe
 
-    def for_tiny(cls, **kw):
-        made.append("tiny")
-        return dataclasses.replace(real_for_tiny(cls, **kw), steps=2)
+    def short(scorer, options):
+        recipe = chosen(scorer, options)
+        made.append(recipe.name)
+        if recipe.name == "pacs-small":
+            return recipe
+        return dataclasses.replace(recipe, steps=2, stage2_steps=min(recipe.stage2_steps, 2), epochs=None,
+                                   grad_accumulation=1)
 
-    monkeypatch.setattr(SPECSConfig, "for_tiny", classmethod(for_tiny))
-    monkeypatch.setattr(SPECSConfig, "__init__", _wrap_init(SPECSConfig.__init__, made))
+    monkeypatch.setattr(stage, "_recipe", short)
     return made
-
-
-def _wrap_init(init, made):
-    def __init__(self, *a, **kw):
-        kw.setdefault("steps", 2)
-        init(self, *a, **kw)
-        made.append("config")
-    return __init__
 
 
 def _args(**kw):
@@ -193,11 +181,11 @@ def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neura
     args = _args(clip_model="tiny-clip", skip_missing_images=False)
     pools, _ = build_pools(corpus, args)
     stage.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
-    assert fast_neural[0] == "tiny"
+    assert fast_neural == ["specs-small"]
     fast_neural.clear()
     args = _args(clip_model="ViT-B-32", skip_missing_images=False)
     stage.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
-    assert fast_neural[0] == "config"
+    assert fast_neural == ["specs-paper"]          # a real backbone: the paper's recipe
 
 
 def test_trained_scorer_and_score_caches_follow_the_pixels(fast_neural, tmp_path):

@@ -1,0 +1,389 @@
+"""Named training recipes of the trained CLIP-family scorers (PAC-S, L-CLIPScore, BRIDGE, SPECS), and the
+rule that picks one for a backbone.
+
+A :class:`Recipe` is one paper's (or our small-model) training hyper-parameters, frozen: batch size,
+learning rate, schedule and warm-up, steps or epochs, early-stopping patience, what trains and what is
+frozen, optimiser, precision, and a cap on the training images.  Two families:
+
+* ``*-small`` (and ``specs-teaching``): the constants the trainers use for the small offline CLIPs (the
+  tiny CLIP trained in the run, :func:`neural.names.is_tiny_model`, and the shipped teaching CLIP,
+  :func:`neural.names.is_teaching_model`).  They reproduce the default behaviour exactly.
+* ``*-paper``: each paper's values where we could confirm them, for every real backbone (ViT-B/32 …).
+  Each recipe's ``sources`` names, field by field, where a value comes from; a value we could not
+  confirm says ``"unconfirmed: …"`` (our choice, stated as such, never a silent invention).
+
+:func:`recipe_for` is the rule: small offline CLIP → small recipe, any other backbone → the paper's.
+:func:`estimate_cpu_seconds` and :func:`cpu_training_refusal` guard a paper recipe on a CPU: the main job
+measures a few forward/backward steps of the actual architecture and refuses without a go-ahead.
+
+Nothing here imports torch at module level (the main job checks its options before importing torch).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from neural.names import is_teaching_model, is_tiny_model
+
+__all__ = ["Recipe", "RECIPES", "TRAINED_SCORERS", "RECIPE_FAMILIES", "get_recipe", "recipe_for",
+           "is_small_backbone", "estimate_cpu_seconds", "cpu_training_message", "measure_seconds_per_sample",
+           "cpu_training_refusal"]
+
+#: The scorers whose backbone (or module) is trained here, by their main-job names.
+TRAINED_SCORERS = ("PAC-S", "L-CLIPScore", "BRIDGE", "SPECS")
+#: ``--recipe`` values: ``auto`` (:func:`recipe_for`'s rule), ``small`` or ``paper`` for every scorer.
+RECIPE_FAMILIES = ("auto", "small", "paper")
+#: The recipe-name prefix of each scorer.
+_PREFIX = {"PAC-S": "pacs", "L-CLIPScore": "lclip", "BRIDGE": "bridge", "SPECS": "specs"}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training recipe (frozen; the trainers read it through their config's ``from_recipe``).
+
+    Attributes
+    ----------
+    name, scorer : str
+        ``"pacs-paper"`` …; the scorer (one of :data:`TRAINED_SCORERS`).
+    batch_size : int
+        Samples per forward pass (the contrastive batch).
+    lr, weight_decay : float
+        AdamW learning rate and decoupled weight decay.
+    steps : int
+        Optimiser steps (PAC-S: the iteration cap; L-CLIPScore: stage 1), unless ``epochs`` is set.
+    stage2_steps : int
+        L-CLIPScore stage 2 steps (0 for the other scorers).
+    epochs : int or None
+        Passes over the training images; then the steps follow from the data (:meth:`total_steps`).
+    grad_accumulation : int
+        Forward passes whose gradients are summed per optimiser step (effective batch
+        ``batch_size × grad_accumulation``).
+    schedule : ``"constant"`` | ``"cosine"``
+        Learning rate after the warm-up: constant, or cosine decay to 0 at the last step.
+    warmup_steps : int
+        Linear warm-up steps from 0 to ``lr``.
+    eval_every, patience : int or None
+        PAC-S early stopping: validation every ``eval_every`` iterations, stop after ``patience``
+        iterations without improvement.
+    trainable : tuple of str or None
+        PAC-S: the parameters that train (``None``: the trainer's default).
+    frozen : str
+        What stays frozen, in words (the trainers' code decides; this documents it).
+    optimizer : str
+        Always ``"AdamW"`` here.
+    precision : ``"fp32"`` | ``"amp"``
+        ``"amp"``: ``torch.autocast`` mixed precision when training on CUDA (fp32 on CPU).
+    max_images, max_texts : int or None
+        Caps on the training images / texts (``None``: all of the split).
+    sources : tuple of (field, source) pairs
+        Where each value comes from; ``"unconfirmed: …"`` marks our own choice.
+    """
+
+    name: str
+    scorer: str
+    batch_size: int
+    lr: float
+    weight_decay: float
+    steps: int
+    stage2_steps: int = 0
+    epochs: int | None = None
+    grad_accumulation: int = 1
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    eval_every: int | None = None
+    patience: int | None = None
+    trainable: tuple[str, ...] | None = None
+    frozen: str = ""
+    optimizer: str = "AdamW"
+    precision: str = "fp32"
+    max_images: int | None = None
+    max_texts: int | None = None
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.scorer not in TRAINED_SCORERS:
+            raise ValueError(f"recipe {self.name!r}: unknown scorer {self.scorer!r}")
+        if self.schedule not in ("constant", "cosine"):
+            raise ValueError(f"recipe {self.name!r}: schedule {self.schedule!r} is not 'constant' or 'cosine'")
+        if self.precision not in ("fp32", "amp"):
+            raise ValueError(f"recipe {self.name!r}: precision {self.precision!r} is not 'fp32' or 'amp'")
+        if self.batch_size < 1 or self.grad_accumulation < 1 or self.steps < 0 or self.warmup_steps < 0:
+            raise ValueError(f"recipe {self.name!r}: batch, accumulation ≥ 1 and steps, warm-up ≥ 0 needed")
+
+    @property
+    def effective_batch(self) -> int:
+        """Samples per optimiser step: ``batch_size × grad_accumulation``."""
+        return self.batch_size * self.grad_accumulation
+
+    def total_steps(self, n_train: int | None = None) -> int:
+        """Optimiser steps of the whole run: ``epochs × ⌈n / effective batch⌉`` (``n`` = the training
+        images, capped by ``max_images``) for an epoch recipe, else ``steps + stage2_steps``."""
+        if self.epochs is None:
+            return self.steps + self.stage2_steps
+        if n_train is None:
+            raise ValueError(f"recipe {self.name!r} counts epochs: the number of training images is needed")
+        n = min(n_train, self.max_images) if self.max_images else n_train
+        return self.epochs * max(1, math.ceil(n / self.effective_batch))
+
+    def source(self, name: str) -> str:
+        """Where field ``name``'s value comes from (``""`` when not recorded)."""
+        return dict(self.sources).get(name, "")
+
+    def describe(self) -> dict:
+        """The recipe as a JSON-able dict (for provenance and the report)."""
+        return {"name": self.name, "scorer": self.scorer, "batch_size": self.batch_size, "lr": self.lr,
+                "weight_decay": self.weight_decay, "steps": self.steps, "stage2_steps": self.stage2_steps,
+                "epochs": self.epochs, "grad_accumulation": self.grad_accumulation, "schedule": self.schedule,
+                "warmup_steps": self.warmup_steps, "eval_every": self.eval_every, "patience": self.patience,
+                "precision": self.precision, "max_images": self.max_images}
+
+
+_SMALL = "the in-run default of the trainer (sized for the small offline CLIP on 2 CPU cores)"
+_PACS_PROJ = ("visual.proj", "text_projection", "logit_scale")
+
+PACS_SMALL = Recipe(
+    "pacs-small", "PAC-S", batch_size=256, lr=1e-4, weight_decay=0.01, steps=400, eval_every=5, patience=50,
+    trainable=_PACS_PROJ, frozen="both towers except the final projections; temperature trains",
+    sources=(("*", "neural.pacs.PACSFinetuneConfig defaults: " + _SMALL),))
+"""PAC-S for the small offline CLIP: :class:`neural.pacs.PACSFinetuneConfig`'s defaults (AdamW lr 1e-4,
+batch 256, at most 400 iterations, validation every 5, patience 50 iterations)."""
+
+PACS_PAPER = Recipe(
+    "pacs-paper", "PAC-S", batch_size=256, lr=1e-4, weight_decay=0.01, steps=20_000, eval_every=100,
+    patience=2_000, trainable=_PACS_PROJ, precision="amp",
+    frozen="both towers except the final projections; temperature trains",
+    sources=(("batch_size", "Sarto et al., CVPR 2023, Sec. 4.1 (batch size 256)"),
+             ("lr", "Sarto et al., CVPR 2023, Sec. 4.1 (AdamW, learning rate 1e-4)"),
+             ("optimizer", "Sarto et al., CVPR 2023, Sec. 4.1 (AdamW)"),
+             ("patience", "Sec. 4.1: early stopping on the validation loss with the patience counted in "
+                          "iterations; the number itself is unconfirmed here: 2,000 is our choice"),
+             ("steps", "unconfirmed: the paper stops early on COCO; 20,000 iterations is our cap"),
+             ("eval_every", "unconfirmed: our choice (100 iterations)"),
+             ("weight_decay", "unconfirmed: torch's AdamW default 0.01"),
+             ("trainable", "Sec. 3.2 / 4.1 as neural/pacs.py reads it: the final projections (configurable)"),
+             ("precision", "ours: mixed precision on CUDA")))
+"""PAC-S (Sarto et al., CVPR 2023, Sec. 4.1): AdamW, lr 1e-4, batch 256, early stopping on the validation
+loss with the patience in iterations.  **Unconfirmed** (our choices, the paper's text was not available
+to check): the patience (2,000 iterations), the iteration cap (20,000), the validation interval (100),
+weight decay 0.01 (torch's AdamW default).  Mixed precision on CUDA is ours."""
+
+LCLIP_SMALL = Recipe(
+    "lclip-small", "L-CLIPScore", batch_size=16, lr=5e-4, weight_decay=1e-2, steps=30, stage2_steps=15,
+    max_images=256, max_texts=2048,
+    frozen="stage 1: patch, class and positional embeddings; stage 2: the text tower and the patch conv",
+    sources=(("*", "neural.lclip.LCLIPConfig defaults: " + _SMALL),))
+"""L-CLIPScore for the small offline CLIP: :class:`neural.lclip.LCLIPConfig`'s defaults (30 + 15 steps,
+batch 16, AdamW lr 5e-4, wd 1e-2, 256 images, 2,048 texts)."""
+
+LCLIP_PAPER = Recipe(
+    "lclip-paper", "L-CLIPScore", batch_size=256, lr=5e-4, weight_decay=1e-2, steps=20_000,
+    stage2_steps=5_000, schedule="cosine", warmup_steps=500, precision="amp",
+    frozen="stage 1: patch, class and positional embeddings; stage 2: the text tower and the patch conv",
+    sources=(("stages", "Li et al., L-CLIPScore, Sec. IV-B: stage 1 single-modal distillation (Eq. 1), "
+                        "stage 2 adds the Similarity Regulator (Eq. 2) with the text encoder frozen"),
+             ("frozen", "Sec. IV-B: the patch convolution frozen in both stages, the text tower in stage 2"),
+             ("steps", "unconfirmed: 20,000 + 5,000 steps is our choice (the paper's schedule was not "
+                       "available to check)"),
+             ("batch_size", "unconfirmed: 256 is our choice"),
+             ("lr", "unconfirmed: 5e-4 (as our small recipe)"),
+             ("schedule", "unconfirmed: cosine with 500 warm-up steps is our choice"),
+             ("weight_decay", "unconfirmed: 1e-2"),
+             ("precision", "ours: mixed precision on CUDA")))
+"""L-CLIPScore (Li et al., Sec. IV): two stages — single-modal distillation, then the Similarity
+Regulator with the text tower frozen (Sec. IV-B; the patch convolution frozen throughout).  **Unconfirmed**
+(our choices): 20,000 + 5,000 steps, batch 256, AdamW lr 5e-4 with cosine decay after 500 warm-up steps,
+weight decay 1e-2, the whole training split (no image cap)."""
+
+BRIDGE_SMALL = Recipe(
+    "bridge-small", "BRIDGE", batch_size=16, lr=1e-3, weight_decay=1e-2, steps=60, max_images=512,
+    frozen="the CLIP backbone (only ψ and the L3 MLP train)",
+    sources=(("*", "neural.bridge.BridgeConfig defaults: " + _SMALL),))
+"""BRIDGE for the small offline CLIP: :class:`neural.bridge.BridgeConfig`'s defaults (60 steps, 16
+images × 2 noun chunks, AdamW lr 1e-3, wd 1e-2, 512 images)."""
+
+BRIDGE_PAPER = Recipe(
+    "bridge-paper", "BRIDGE", batch_size=256, lr=1e-4, weight_decay=1e-2, steps=0, epochs=10,
+    schedule="cosine", warmup_steps=500, precision="amp",
+    frozen="the CLIP backbone (only ψ and the L3 MLP train)",
+    sources=(("frozen", "Sarto et al., ECCV 2024, Sec. 3.3: the backbone frozen, the mapping module trains"),
+             ("lambdas", "Sec. 3.3 / supplementary: λ1 = λ3 = 0.01, λ2 = 1 (neural.bridge.BridgeConfig)"),
+             ("batch_size", "unconfirmed: 256 images is our choice"),
+             ("lr", "unconfirmed: 1e-4 is our choice"),
+             ("epochs", "unconfirmed: 10 epochs over the training images is our choice"),
+             ("schedule", "unconfirmed: cosine with 500 warm-up steps is our choice"),
+             ("weight_decay", "unconfirmed: 1e-2"),
+             ("precision", "ours: mixed precision on CUDA")))
+"""BRIDGE (Sarto et al., ECCV 2024, Sec. 3.3 and supplementary): the backbone frozen, ψ and the L3 MLP
+trained with λ1 = λ3 = 0.01, λ2 = 1.  **Unconfirmed** (our choices; the authors' repository held no
+training code in the copy we could read): batch 256 images, AdamW lr 1e-4 with cosine decay after 500
+warm-up steps, weight decay 1e-2, 10 epochs over the training images."""
+
+SPECS_SMALL = Recipe(
+    "specs-small", "SPECS", batch_size=32, lr=1e-5, weight_decay=1e-2, steps=30, max_images=384,
+    frozen="nothing (every parameter trains)",
+    sources=(("*", "neural.specs.SPECSConfig.for_tiny: " + _SMALL),))
+"""SPECS for the in-run tiny CLIP: :meth:`neural.specs.SPECSConfig.for_tiny` (30 steps, batch 32, the
+paper's AdamW lr 1e-5 and wd 1e-2, 384 images)."""
+
+SPECS_TEACHING = Recipe(
+    "specs-teaching", "SPECS", batch_size=32, lr=1e-5, weight_decay=1e-2, steps=40, max_images=384,
+    frozen="nothing (every parameter trains)",
+    sources=(("*", "neural.specs.SPECSConfig defaults, which the main job gives the teaching CLIP: " + _SMALL),))
+"""SPECS for the shipped teaching CLIP: :class:`neural.specs.SPECSConfig`'s defaults (40 steps, otherwise
+as ``specs-small``) — what the main job has always given it."""
+
+SPECS_PAPER = Recipe(
+    "specs-paper", "SPECS", batch_size=100, grad_accumulation=32, lr=1e-5, weight_decay=1e-2, steps=0, epochs=6,
+    schedule="cosine", warmup_steps=40, precision="amp", frozen="nothing (every parameter trains)",
+    sources=(("lr", "Chen et al. 2025 (SPECS) authors' train/run_spec.sh: --learning_rate 1e-5"),
+             ("weight_decay", "train/run_spec.sh: --weight_decay 1e-2"),
+             ("epochs", "train/run_spec.sh: --num_train_epochs 6"),
+             ("batch_size", "train/run_spec.sh: --per_device_train_batch_size 100"),
+             ("grad_accumulation", "train/run_spec.sh: --gradient_accumulation_steps 4 on torchrun "
+                                   "--nproc_per_node=8 (8 × 4 = 32 batches of 100 per optimiser step; the "
+                                   "script's SLURM header asks for 4 GPUs, which would make it 16)"),
+             ("schedule", "train/train_spec.py: cosine_lr with --warmup_steps 40"),
+             ("precision", "train/train_spec.py: torch.cuda.amp.autocast + GradScaler"),
+             ("optimizer", "train/train_spec.py: torch.optim.AdamW")))
+"""SPECS (Chen et al., EMNLP 2025), confirmed from the authors' training code (mbzuai-nlp/SPECS,
+``train/run_spec.sh`` and ``train/train_spec.py``): AdamW lr 1e-5, weight decay 1e-2, 6 epochs, 100 images
+per device batch with 4 accumulation steps on 8 processes (32 × 100 = 3,200 images per optimiser step),
+cosine schedule after 40 warm-up steps, mixed precision.  The script's SLURM header asks for 4 GPUs while
+torchrun starts 8 processes; we follow torchrun (8)."""
+
+#: Every recipe by name.
+RECIPES: Mapping[str, Recipe] = {r.name: r for r in (PACS_SMALL, PACS_PAPER, LCLIP_SMALL, LCLIP_PAPER,
+                                                    BRIDGE_SMALL, BRIDGE_PAPER, SPECS_SMALL, SPECS_TEACHING,
+                                                    SPECS_PAPER)}
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe called ``name`` (``KeyError`` listing the names otherwise)."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise KeyError(f"unknown recipe {name!r} (choose from {', '.join(RECIPES)})") from None
+
+
+def is_small_backbone(backbone) -> bool:
+    """Whether ``backbone`` (a :class:`~neural.backbone.Backbone`, or a ``--clip-model`` name; ``None``:
+    the default tiny CLIP) is one of the small offline CLIPs: the in-run tiny CLIP or the teaching CLIP.
+    A backbone object is recognised by its architecture name (``arch``)."""
+    kind = _small_kind(backbone)
+    return kind is not None
+
+
+def _small_kind(backbone) -> str | None:
+    """``"tiny"``, ``"teaching"`` or ``None`` (a real backbone)."""
+    if backbone is None or isinstance(backbone, str):
+        if is_tiny_model(backbone):
+            return "tiny"
+        return "teaching" if is_teaching_model(backbone, default=True) else None
+    arch = str(getattr(backbone, "arch", ""))
+    # lazy: the architecture names live with the models (torch); a Backbone object means torch is loaded
+    from neural.teaching_clip import TEACHING_ARCH
+    from neural.tiny_clip import TINY_ARCH
+
+    if arch == TINY_ARCH:
+        return "tiny"
+    return "teaching" if arch == TEACHING_ARCH else None
+
+
+def recipe_for(scorer: str, backbone, family: str = "auto") -> Recipe:
+    """The recipe to train ``scorer`` on ``backbone`` with.
+
+    Parameters
+    ----------
+    scorer : str
+        One of :data:`TRAINED_SCORERS` (a reference-based name such as ``RefPAC-S`` maps to its scorer).
+    backbone : Backbone, str or None
+        The backbone, or its ``--clip-model`` name (``None``: the default, the teaching CLIP).
+    family : ``"auto"`` | ``"small"`` | ``"paper"``
+        ``"auto"``: the small recipe for the small offline CLIPs (:func:`is_small_backbone`), the
+        paper's for every other backbone; ``"small"`` / ``"paper"``: that family whatever the backbone.
+
+    Returns
+    -------
+    Recipe
+        ``specs-teaching`` rather than ``specs-small`` for the teaching CLIP (the main job's SPECS steps
+        for it have always been 40).
+    """
+    base = scorer[3:] if scorer.startswith("Ref") else scorer
+    if base not in _PREFIX:
+        raise ValueError(f"no training recipe for scorer {scorer!r} (trained scorers: {', '.join(TRAINED_SCORERS)})")
+    if family not in RECIPE_FAMILIES:
+        raise ValueError(f"recipe family {family!r}: choose from {', '.join(RECIPE_FAMILIES)}")
+    kind = _small_kind(backbone)
+    small = kind is not None if family == "auto" else family == "small"
+    if not small:
+        return RECIPES[f"{_PREFIX[base]}-paper"]
+    if base == "SPECS" and kind == "teaching":
+        return SPECS_TEACHING
+    return RECIPES[f"{_PREFIX[base]}-small"]
+
+
+# ---------------------------------------------------------------------------- the CPU guard
+def estimate_cpu_seconds(recipe: Recipe, seconds_per_sample: float, n_train: int | None = None) -> float:
+    """Estimated CPU time of ``recipe``: ``total steps × effective batch × seconds per sample``.
+
+    ``seconds_per_sample`` is one forward + backward pass of one image–text pair through the whole
+    model (:func:`measure_seconds_per_sample`).  Every step is counted as such a pass per sample: the
+    recipes that freeze towers (PAC-S, BRIDGE) spend less per step, SPECS (four texts per image) more."""
+    return recipe.total_steps(n_train) * recipe.effective_batch * float(seconds_per_sample)
+
+
+def cpu_training_message(recipe: Recipe, seconds: float, n_train: int | None = None) -> str:
+    """``"PAC-S paper recipe on CPU: ~N h (M steps × batch B)"``."""
+    hours = seconds / 3600.0
+    amount = f"~{hours:.1f} h" if hours < 10 else f"~{hours:.0f} h"
+    return (f"{recipe.scorer} {recipe.name.split('-', 1)[1]} recipe on CPU: {amount} "
+            f"({recipe.total_steps(n_train)} steps × batch {recipe.effective_batch})")
+
+
+def measure_seconds_per_sample(model, image_size: int, context_length: int, *, batch: int = 4,
+                               repeats: int = 2) -> float:
+    """Seconds per image–text pair of one forward + backward pass of ``model`` (an open_clip-style
+    CLIP: ``encode_image``, ``encode_text``) on the CPU: the best of ``repeats`` timed steps on random
+    inputs of ``batch`` pairs after one warm-up step, divided by ``batch``."""
+    import torch  # lazy: only when a real backbone would train on the CPU
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 3, image_size, image_size, generator=gen)
+    tokens = torch.randint(1, 1000, (batch, context_length), generator=gen)
+    model = model.float().cpu().train()
+    best = float("inf")
+    for k in range(repeats + 1):
+        t0 = time.perf_counter()
+        v = model.encode_image(x)
+        t = model.encode_text(tokens)
+        (v.float().pow(2).mean() + t.float().pow(2).mean()).backward()
+        model.zero_grad(set_to_none=True)
+        if k:
+            best = min(best, time.perf_counter() - t0)
+    return best / batch
+
+
+def cpu_training_refusal(scorers, clip_model: str | None, family: str, go_ahead: bool,
+                         seconds_per_sample: Callable[[], float], n_train: int | None,
+                         announce: Callable[[str], None] = print) -> str | None:
+    """The main job's up-front guard: with a paper recipe on the CPU, print the estimate of each trained
+    scorer (``announce``) and return the refusal message unless ``go_ahead``; ``None`` when nothing needs
+    refusing (no trained scorer, or only small recipes).  ``seconds_per_sample`` is called once, only
+    when some paper recipe would run."""
+    recipes = []
+    for s in scorers:
+        base = s[3:] if s.startswith("Ref") else s
+        r = recipe_for(base, clip_model, family) if base in TRAINED_SCORERS else None
+        if r is not None and r.name.endswith("-paper") and r not in recipes:
+            recipes.append(r)
+    if not recipes:
+        return None
+    per = seconds_per_sample()
+    lines = [cpu_training_message(r, estimate_cpu_seconds(r, per, n_train), n_train) for r in recipes]
+    for line in lines:
+        announce(line + ("" if go_ahead else "; pass --train-on-cpu to go ahead"))
+    if go_ahead:
+        return None
+    return "; ".join(lines) + "; pass --train-on-cpu to go ahead (or --device cuda, or --recipe small)"
