@@ -577,16 +577,14 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     outputs = {k: SystemOutput(name=k, family=v["family"], test=ScoreMatrices.from_affinity(hit[f"S::{k}"]),
                                config=v["config"]) for k, v in meta["outputs"].items()}
     resolved: dict[str, Mapping[str, PairScorer]] = {}
-    groups = scorer_groups(names)
-    specs = {b.name: b for b in options.backbones}
 
     def resolve(label: str) -> Mapping[str, PairScorer]:
         group = split_scorer(label)[1]
         if group not in resolved:
             log.info("neural scorers: a human-judgment score is not cached; building the scorers of backbone %s",
                      group)
-            spec = specs.get(group) or BackboneSpec(DEFAULT_BACKBONE, options.clip_model, options.clip_pretrained)
-            live = run_backbone(corpus, pools, groups[group], spec, options, cache)[1]
+            # only this backbone's scorers: one backbone loaded
+            live = run_neural(corpus, pools, [n for n in names if split_scorer(n)[1] == group], options, cache)[1]
             changed = sorted(k for k, f in live.items()
                              if k in meta["pair"] and jsonable(f.identity) != meta["pair"][k])
             if changed:  # retrained with other weights (their caches were deleted; other threads or device)
