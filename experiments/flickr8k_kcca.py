@@ -102,7 +102,9 @@ def add_method_options(g) -> None:
                         "work as they are; quote the list in the shell), 'all' for the paper's grid, or "
                         "'none' (default: see below)")
     g.add_argument("--metrics", default=None, metavar="LIST",
-                   help="comma-separated neural scorers, or 'none' (default: see below)")
+                   help="comma-separated neural scorers, or 'none' (default: see below); SCORER@NAME runs "
+                        "a scorer on the backbone --backbone NAME, e.g. CLIP-S@openai,PAC-S@pacs; a scorer "
+                        "without @NAME uses --clip-model / --clip-pretrained")
     g.add_argument("--quick", action="store_true",
                    help="a smaller default for class demos: 600 teaching images, fewer systems, "
                         "shorter neural training")
@@ -133,6 +135,15 @@ def add_method_options(g) -> None:
                         "teaching CLIP, another weights file of it (its .json record beside it). "
                         "Default: none (the shipped teaching CLIP; with an open_clip --clip-model alone, "
                         "the openai tag)")
+    g.add_argument("--backbone", action="append", default=None, metavar="NAME=ARCH[:WEIGHTS]",
+                   help="name a further backbone for SCORER@NAME in --metrics (repeat the option for more): "
+                        "ARCH as --clip-model (an open_clip architecture, auto, tiny, teaching), WEIGHTS as "
+                        "--clip-pretrained (a tag or a file; the text after the first ':' is taken whole, "
+                        "so a path may contain ':'; default: the openai tag), e.g. "
+                        "pacs=ViT-B-32-quickgelu:/path/clip_ViT-B-32.pth. A PAC-S release file makes "
+                        "PAC-S@NAME score with it as it is. Each backbone is loaded once, its scorers run, "
+                        "and it is released before the next; report rows read SCORER@NAME and a table "
+                        "lists every backbone with its weights' SHA-256. Default: none")
     g.add_argument("--clip-steps", type=positive_int, default=None, metavar="N",
                    help="training steps of the tiny CLIP, with --clip-model tiny only (default 56, 40 "
                         "with --quick; ~15 s on 2 cores)")

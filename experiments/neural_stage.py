@@ -1,13 +1,22 @@
+# Size (~610 lines): the neural stage as one unit: per-backbone runs, their answered judgments and the stage cache.
 """The main job's neural stage: the CLIP family (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS and the
-reference-based variants) on the shipped teaching CLIP, the tiny CLIP trained here or an open_clip backbone — test-pool score
+reference-based variants) on the tiny CLIP trained here or open_clip backbones — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
 lets a warm re-run skip the whole stage without importing torch.
+
+Several backbones (``--backbone NAME=…`` and ``SCORER@NAME``, :mod:`experiments.backbone_specs`) run one at
+a time: each is loaded once, its scorers score the test pool, the specificity units and the human
+judgments, and it is released (``del``, garbage collection, the CUDA cache emptied) before the next.
 
 Every :mod:`neural` module is imported inside the functions that use it, never at module top: a warm
 re-run reads the stage from its cache and must not import torch.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import gc
+import hashlib
 import json
 import logging
 import os
@@ -22,14 +31,46 @@ from corpora.base import Corpus, RankingPool, fingerprint
 from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer, ScoreMatrices
+from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, scorer_groups, scorer_label, split_scorer
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
-from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_teaching_clip, uses_tiny_clip
+from experiments.human_stage import cached_row_scores, restrict_rows
+from experiments.options import MIN_PACS_TUPLES, RunOptions
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
 
 log = logging.getLogger(JOB_LOGGER)
+
+#: Weights formats (:data:`neural.checkpoints.FORMATS`) that are a scorer's own fine-tuned release: that
+#: scorer uses such a backbone as it is (no fine-tuning here).  A SPECS checkpoint read as format
+#: ``"specs"`` makes ``SPECS@NAME`` score with it directly.
+RELEASED_FORMATS = {"pacs": "PAC-S", "specs": "SPECS"}
+
+
+def released_scorer(bb) -> str | None:
+    """The scorer whose release ``bb``'s weights file is (:data:`RELEASED_FORMATS`), else ``None``."""
+    return RELEASED_FORMATS.get(getattr(bb, "weights_format", ""))
+
+
+def backbone_row(spec: BackboneSpec, bb, scorers: Sequence[str]) -> dict:
+    """The backbones table's row of one backbone: name, architecture, weights source and format, the first
+    12 hex digits of the weights' SHA-256 (:attr:`~neural.backbone.Backbone.weights_id`), parameters, and
+    the scorers (row labels) it serves."""
+    n_params = sum(int(p.numel()) for p in bb.model.parameters()) if hasattr(bb, "model") else None
+    return {"name": spec.name, "architecture": bb.arch or spec.model or "tiny", "weights_source": bb.source,
+            "weights_format": getattr(bb, "weights_format", ""), "sha256_12": str(bb.weights_id)[:12],
+            "parameters": n_params, "scorers": [scorer_label(s, spec.name) for s in scorers]}
+
+
+def release_backbone_memory(device: object = None) -> None:
+    """After ``del`` of a backbone's last references: collect garbage and, on CUDA, return the cached
+    blocks to the driver (``torch.cuda.empty_cache``) so the next backbone has the memory."""
+    gc.collect()
+    if str(device or "").startswith("cuda"):
+        import torch  # lazy: only after a CUDA backbone ran, so torch is loaded already
+
+        torch.cuda.empty_cache()
 
 
 def neural_train_ids(corpus: Corpus, options: RunOptions) -> list[str] | None:
@@ -41,24 +82,25 @@ def neural_train_ids(corpus: Corpus, options: RunOptions) -> list[str] | None:
     return [i for i in corpus.split("train") if corpus.has_image(i)]
 
 
-def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache):
+def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache, spec: BackboneSpec | None = None):
     """The shipped teaching CLIP (the offline default, zero-shot), the tiny CLIP trained here
     (``--clip-model tiny``) or an open_clip backbone (name + tag / file), via
-    :func:`neural.factory.backbone_for`; loading failures become :class:`PipelineError` (the options
-    themselves were checked by :class:`~experiments.options.RunOptions`)."""
+    :func:`neural.factory.backbone_for`: ``spec`` (a ``--backbone``), else ``--clip-model`` /
+    ``--clip-pretrained``; loading failures become :class:`PipelineError` naming the backbone (the
+    options themselves were checked by :class:`~experiments.options.RunOptions`)."""
     from neural.checkpoints import WeightsError
     from neural.factory import backbone_for
 
-    tiny = uses_tiny_clip(options)
+    spec = spec or BackboneSpec(DEFAULT_BACKBONE, options.clip_model, options.clip_pretrained)
+    tiny = spec.is_tiny
     steps = options.clip_steps if options.clip_steps is not None else (40 if options.quick else None)
     try:
-        model = "teaching" if uses_teaching_clip(options) else options.clip_model
-        return backbone_for(corpus, model, options.clip_pretrained,
+        return backbone_for(corpus, spec.model, spec.pretrained,
                             seed=options.seed, cache=cache, device=options.device,
                             show_progress=not options.no_progress,
                             **({"steps": steps} if tiny else {}))
     except (WeightsError, FileNotFoundError, RuntimeError, ValueError) as exc:
-        raise PipelineError(str(exc)) from exc
+        raise PipelineError(str(exc) if spec.is_default else f"--backbone {spec.name}: {exc}") from exc
 
 
 def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
@@ -101,16 +143,61 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
 
 def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
                 cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+    """:func:`run_neural` one backbone at a time (:func:`run_backbone`), results under the scorers' row labels;
+    the provenance of the default backbone's group stays at the top (``backbone``, ``pacs_backbone`` …),
+    a named one's goes to ``named_backbones[NAME]``, and ``backbones`` holds the backbones table."""
     names = list(names)
     if not names:
         return {}, {}, {}, {}
+    specs = {b.name: b for b in options.backbones}
+    outputs: dict[str, SystemOutput] = {}
+    pair: dict[str, PairScorer] = {}
+    specificity: dict = {}
+    prov: dict = {}
+    table: dict = {}
+    timings: dict[str, float] = {}
+    for name, scorers in scorer_groups(names).items():
+        spec = specs.get(name) or BackboneSpec(DEFAULT_BACKBONE, options.clip_model, options.clip_pretrained)
+        o, p, sr, group_prov = run_backbone(corpus, pools, scorers, spec, options, cache)
+        outputs.update(o)
+        pair.update(p)
+        specificity.update(sr)
+        table[name] = group_prov.pop("backbone_row")
+        suffix = "" if spec.is_default else f"@{name}"
+        timings.update({k + suffix: v for k, v in group_prov.pop("neural_timings_s").items()})
+        if spec.is_default:
+            prov.update(group_prov)
+        else:
+            prov.setdefault("named_backbones", {})[name] = group_prov
+    prov["backbones"] = table
+    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    return outputs, pair, specificity, prov
+
+
+def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], spec: BackboneSpec,
+                 options: RunOptions, cache: DiskCache, *, live: bool = False
+                 ) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+    """The scorers ``names`` (without ``@NAME``) on one backbone, loaded once; results under their row
+    labels (:func:`~experiments.backbone_specs.scorer_label`).
+
+    The pair scorers come back answered (:class:`AnsweredPairScorer`: the human judgments are scored
+    here, :func:`answer_judgments`) and the backbone is released before this returns; with ``live`` they
+    are the live scorers and the backbone stays with them (a later stage asked for a score that was not
+    answered).  The provenance holds ``backbone_row`` (:func:`backbone_row`) and the raw
+    ``neural_timings_s``.
+    """
     from corpora.base import GeneratedCorpus
 
+    names = list(names)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    bb = load_neural_backbone(corpus, options, cache)
+    # the default backbone keeps the call of earlier versions (tests replace this function)
+    bb = (load_neural_backbone(corpus, options, cache) if spec.is_default
+          else load_neural_backbone(corpus, options, cache, spec))
     timings["backbone"] = time.perf_counter() - t
-    prov = {"backbone": bb.provenance()}
+    log.info("neural backbone %s: %s (weights %s); scorers %s", spec.name, bb.name, bb.weights_id, ", ".join(names))
+    prov = {"backbone": bb.provenance(), "backbone_row": backbone_row(spec, bb, names)}
+    device = prov["backbone"].get("device")
     train_ids = neural_train_ids(corpus, options)   # None: the whole train split
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
@@ -122,34 +209,117 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
         _add_lclip(bb, corpus, options, cache, train_ids, scorers, ref_scorers, prov, timings)
     bridge = _fit_bridge(bb, corpus, options, cache, train_ids, timings) if "BRIDGE" in names else None
     if "SPECS" in names:
-        _add_specs(bb, corpus, options, cache, train_ids, scorers, prov, timings)
-    prov["training_recipes"] = _recipes_used(names, options)
+        _add_specs(bb, spec, corpus, options, cache, train_ids, scorers, prov, timings)
+    prov["training_recipes"] = _recipes_used(names, options, bb)
 
     outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
     pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
     specificity: dict = {}
     if isinstance(corpus, GeneratedCorpus):   # the corpus can produce detail units
         specificity = _specificity(corpus, names, scorers, options, cache, timings)
-    prov["neural_timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+    label = {n: scorer_label(n, spec.name) for n in {*outputs, *pair, *specificity}}
+    outputs = {label[k]: dataclasses.replace(v, name=label[k]) for k, v in outputs.items()}
+    pair = {label[k]: v for k, v in pair.items()}
+    specificity = {label[k]: v for k, v in specificity.items()}
+    prov["neural_timings_s"] = timings
+    if live:
+        return outputs, pair, specificity, prov
+    t = time.perf_counter()
+    pair = answer_judgments(corpus, pair, cache, lambda: run_backbone(corpus, pools, names, spec, options, cache,
+                                                                      live=True)[1])
+    timings["human judgments"] = time.perf_counter() - t
+    del bb, scorers, ref_scorers, bridge   # the last references to the backbone and its fine-tunes
+    release_backbone_memory(device)
     return outputs, pair, specificity, prov
 
 
-def _recipe(scorer: str, options: RunOptions):
-    """The training recipe of ``scorer`` (:func:`neural.recipes.recipe_for`: ``--recipe``, else the small
-    recipes for the tiny / teaching CLIP and each paper's for any other backbone), logged."""
+def _recipe(scorer: str, options: RunOptions, bb):
+    """The training recipe of ``scorer`` on backbone ``bb`` (:func:`neural.recipes.recipe_for`:
+    ``--recipe``, else the small recipes for the tiny / teaching CLIP and each paper's for any other
+    backbone), logged."""
     from neural.recipes import recipe_for  # torch-free; with the other neural imports, on use
 
-    recipe = recipe_for(scorer, options.clip_model, options.recipe)
+    recipe = recipe_for(scorer, bb, options.recipe)
     log.info("%s: training recipe %s", scorer, recipe.name)
     return recipe
 
 
-def _recipes_used(names: Sequence[str], options: RunOptions) -> dict[str, str]:
-    """``{scorer: recipe name}`` of the trained scorers among ``names`` (for the provenance)."""
+def _recipes_used(names: Sequence[str], options: RunOptions, bb) -> dict[str, str]:
+    """``{scorer: recipe name}`` of the trained scorers among ``names`` on backbone ``bb`` (for the
+    provenance)."""
     from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
 
     bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
-    return {b: recipe_for(b, options.clip_model, options.recipe).name for b in bases if b in TRAINED_SCORERS}
+    return {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
+def judged_rows(corpus: Corpus) -> list[tuple[str, object]]:
+    """``[(protocol, rows)]``: the judgment rows the human-correlation stage gives an image-based scorer
+    (:func:`experiments.human_stage.human_correlation_table`: Flickr8k-Expert and -CF rows whose image is
+    on disk, at least 3)."""
+    from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows
+
+    found = []
+    if getattr(corpus, "expert", None):
+        found.append(("expert", flickr8k_expert_rows(corpus)))
+    if getattr(corpus, "crowd", None):
+        try:
+            found.append(("cf", flickr8k_cf_rows(corpus)))
+        except ValueError:   # the human-correlation stage reports it
+            pass
+    restricted = [(tag, restrict_rows(rows, [corpus.has_image(i) for i in rows.image_ids])) for tag, rows in found]
+    return [(tag, rows) for tag, rows in restricted if len(rows) >= 3]
+
+
+def call_digest(image_ids: Sequence[str], candidates: Sequence[str], references: Sequence[Sequence[str]]) -> str:
+    """SHA-256 of one pair-scorer call's arguments (the key of its answer)."""
+    text = json.dumps([list(image_ids), list(candidates), [list(r) for r in references]], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class AnsweredPairScorer:
+    """A neural pair scorer whose backbone was released: it answers the calls it was asked while the
+    backbone was loaded (:func:`answer_judgments`) with the very arrays computed then; another call
+    rebuilds the live scorer once (``rebuild``, logged) and asks it."""
+
+    def __init__(self, name: str, identity, answers: dict[str, np.ndarray],
+                 rebuild: Callable[[], Mapping[str, PairScorer]]):
+        self.name, self.identity, self.answers, self._rebuild = name, identity, answers, rebuild
+
+    def __call__(self, image_ids, candidates, references):
+        hit = self.answers.get(call_digest(image_ids, candidates, references))
+        if hit is not None:
+            return hit
+        log.info("neural scorer %s: a human-judgment score was not answered before its backbone was "
+                 "released; loading the backbone again", self.name)
+        return self._rebuild()[self.name](image_ids, candidates, references)
+
+
+def answer_judgments(corpus: Corpus, pair: Mapping[str, PairScorer], cache: DiskCache,
+                     rebuild: Callable[[], Mapping[str, PairScorer]]) -> dict[str, PairScorer]:
+    """Score the corpus' human judgments (:func:`judged_rows`) with each live pair scorer through the
+    human-correlation stage's cache (:func:`experiments.human_stage.cached_row_scores`, so that stage finds
+    them there), and return :class:`AnsweredPairScorer` stand-ins that need no backbone."""
+    rows = judged_rows(corpus)
+    memo: dict[str, Mapping[str, PairScorer]] = {}
+
+    def rebuild_once() -> Mapping[str, PairScorer]:
+        if "live" not in memo:
+            memo["live"] = rebuild()
+        return memo["live"]
+
+    out: dict[str, PairScorer] = {}
+    for name, fn in pair.items():
+        answers: dict[str, np.ndarray] = {}
+
+        def recording(image_ids, candidates, references, fn=fn, answers=answers):
+            s = fn(image_ids, candidates, references)
+            answers[call_digest(image_ids, candidates, references)] = s
+            return s
+
+        recording.identity = fn.identity
+        for tag, r in rows:
+            cached_row_scores(cache, corpus, name, recording, tag, r, image_based=True)
+        out[name] = AnsweredPairScorer(name, fn.identity, answers, rebuild_once)
+    return out
 
 
 # The scorer families.  Each adds its reference-free scorer to ``scorers`` and its reference-based variant
@@ -166,7 +336,8 @@ def _add_clipscore(bb, scorers: dict, ref_scorers: dict) -> None:
 def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers: dict, ref_scorers: dict,
               prov: dict, timings: dict) -> None:
     """PAC-S and RefPAC-S on the backbone fine-tuned on positive tuples (``--pacs-positives``, or the
-    teaching set's generated ones; else the backbone as given, with a warning)."""
+    teaching set's generated ones; else the backbone as given, with a warning).  A backbone read from a
+    PAC-S release file (format ``"pacs"``, :data:`RELEASED_FORMATS`) is already PAC-S: used as it is."""
     from corpora.base import GeneratedCorpus, MissingImagesError
     # lazy: a warm re-run must not import torch
     from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
@@ -174,18 +345,21 @@ def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers
     t = time.perf_counter()
     show = not options.no_progress
     pacs_bb = bb
-    if options.pacs_positives:
+    if released_scorer(bb) == "PAC-S":
+        log.info("PAC-S: %s is a PAC-S release file; scoring with it as it is (no fine-tuning here%s)",
+                 bb.name, ", --pacs-positives not used" if options.pacs_positives else "")
+    elif options.pacs_positives:
         try:
             tuples = load_tuples(options.pacs_positives)
         except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
             raise PipelineError(f"--pacs-positives: {exc}") from exc
         train, val = _split_tuples(tuples, seed=options.seed)
-        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options), cache=cache, show_progress=show)
+        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
     elif isinstance(corpus, GeneratedCorpus):
         n_img = 300 if options.quick else 700
         train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
         val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
-        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options), cache=cache, show_progress=show)
+        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
     else:
         log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
                     "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
@@ -202,7 +376,7 @@ def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_
     from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus  # lazy: no torch on a warm run
 
     t = time.perf_counter()
-    cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options), seed=options.seed)
+    cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options, bb), seed=options.seed)
     student = train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache,
                                     show_progress=not options.no_progress, image_ids=train_ids)
     prov["lclip_student"] = student.provenance()
@@ -217,7 +391,7 @@ def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train
     from neural.bridge import BRIDGE, BridgeConfig  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options), seed=options.seed)
+    cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options, bb), seed=options.seed)
     bridge = BRIDGE(bb, cfg).fit(corpus, "train", cache=cache,
                                                           show_progress=not options.no_progress,
                                                           image_ids=train_ids)
@@ -225,15 +399,21 @@ def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train
     return bridge
 
 
-def _add_specs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
-               scorers: dict, prov: dict, timings: dict) -> None:
-    """SPECS: the backbone fine-tuned for specificity on the training split (no reference-based variant)."""
+def _add_specs(bb, spec: BackboneSpec, corpus: Corpus, options: RunOptions, cache: DiskCache,
+               train_ids: list[str] | None, scorers: dict, prov: dict, timings: dict) -> None:
+    """SPECS: the backbone fine-tuned for specificity on the training split (no reference-based variant);
+    a backbone read from a SPECS release file (format ``"specs"``, :data:`RELEASED_FORMATS`) is used as it
+    is."""
     from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    cfg = SPECSConfig.from_recipe(_recipe("SPECS", options), seed=options.seed)
-    specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
-                           image_ids=train_ids)
+    if released_scorer(bb) == "SPECS":
+        log.info("SPECS: %s is a SPECS release file; scoring with it as it is (no fine-tuning here)", bb.name)
+        specs_bb = bb
+    else:
+        cfg = SPECSConfig.from_recipe(_recipe("SPECS", options, bb), seed=options.seed)
+        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
+                               image_ids=train_ids)
     prov["specs_backbone"] = specs_bb.provenance()
     scorers["SPECS"] = SPECSScore(specs_bb)
     timings["SPECS"] = time.perf_counter() - t
@@ -330,22 +510,17 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     ``--clip-pretrained`` — a weights file by path, size and modification time; the teaching CLIP's by its
     recorded SHA-256 —, ``--clip-steps``,
     ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
-    ``--skip-missing-images``' training images), the versions of the libraries that compute
+    ``--skip-missing-images``' training images, every ``--backbone`` a scorer uses: name, architecture,
+    weights — a file as ``--clip-pretrained``'s), the versions of the libraries that compute
     them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
     ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
     """
     if options.pacs_positives:
         return None
-    weights_file = None
-    if options.clip_pretrained:
-        p = Path(options.clip_pretrained).expanduser()
-        if p.is_file():
-            st = p.stat()
-            weights_file = {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    if uses_teaching_clip(options):  # the record's SHA-256 names the weights (a re-pretraining changes it)
-        from neural.names import teaching_weights_sha256  # torch-free
-
-        weights_file = {"teaching_sha256": teaching_weights_sha256(options.clip_pretrained), **(weights_file or {})}
+    weights_file = weights_file_identity(options.clip_pretrained, options.clip_model)
+    backbones = [{"name": b.name, "model": b.model, "pretrained": b.pretrained,
+                  "weights_file": weights_file_identity(b.pretrained, b.model)}
+                 for b in options.backbones if b.name in scorer_groups(names)]
     train_ids = neural_train_ids(corpus, options)
     splits = getattr(corpus, "splits", {})
     pool = pools["test"]
@@ -361,7 +536,8 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
                  "caption_ids": fingerprint(pool.caption_ids)},
         "names": list(names), "seed": int(options.seed), "quick": bool(options.quick),
         "clip_model": options.clip_model, "clip_pretrained": options.clip_pretrained, "weights_file": weights_file,
-        "clip_steps": options.clip_steps, "device": options.device, "recipe": options.recipe,
+        "backbones": backbones, "clip_steps": options.clip_steps, "device": options.device,
+        "recipe": options.recipe,
         # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
         # visible-devices setting stand in (the provenance then names the device actually used)
         "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]
@@ -369,10 +545,27 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     }
 
 
+def weights_file_identity(pretrained: str | None, model: str | None = None) -> dict | None:
+    """A weights file's path, size and modification time (``None``: a tag, or no weights); for the
+    teaching CLIP (``model`` ``None`` or ``teaching``) also the SHA-256 its record states, so a
+    re-pretrained shipped file is a new key."""
+    from neural.names import is_teaching_model, teaching_weights_sha256  # torch-free
+
+    out = None
+    p = Path(pretrained).expanduser() if pretrained else None
+    if p is not None and p.is_file():
+        st = p.stat()
+        out = {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if is_teaching_model(model, default=True):
+        out = {"teaching_sha256": teaching_weights_sha256(pretrained), **(out or {})}
+    return out
+
+
 class DeferredPairScorer:
     """A neural pair scorer restored from the neural-stage cache: its ``identity`` (the key of its cached
-    human-judgment scores) is known, the backbone is only built — by running the neural stage on its
-    per-scorer caches — if a score is actually asked for."""
+    human-judgment scores) is known, its backbone is only built — by running that backbone's scorers on
+    their per-scorer caches — if a score is actually asked for (``resolve``: the live pair scorers of
+    its backbone)."""
 
     def __init__(self, name: str, identity, resolve: Callable[[], Mapping[str, PairScorer]]):
         self.name, self._resolve = name, resolve
@@ -390,8 +583,8 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     A warm re-run then reads one entry — the test-pool score matrices, the pair scorers' identities, the
     specificity rates and the provenance — and neither imports torch nor builds a backbone.  The pair
     scorers come back deferred (:class:`DeferredPairScorer`): the human-correlation stage finds their
-    scores in its own cache; a scorer asked for a new score runs :func:`run_neural` once (from the
-    per-scorer caches) and answers.  Returns what :func:`run_neural` returns.
+    scores in its own cache; a scorer asked for a new score runs its backbone's scorers once
+    (:func:`run_backbone`, from the per-scorer caches) and answers.  Returns what :func:`run_neural` returns.
     """
     names = list(names)
     key = neural_stage_key(corpus, pools, names, options) if names else None
@@ -414,10 +607,13 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
                                config=v["config"]) for k, v in meta["outputs"].items()}
     resolved: dict[str, Mapping[str, PairScorer]] = {}
 
-    def resolve() -> Mapping[str, PairScorer]:
-        if "pair" not in resolved:
-            log.info("neural scorers: a human-judgment score is not cached; building the scorers")
-            live = run_neural(corpus, pools, names, options, cache)[1]
+    def resolve(label: str) -> Mapping[str, PairScorer]:
+        group = split_scorer(label)[1]
+        if group not in resolved:
+            log.info("neural scorers: a human-judgment score is not cached; building the scorers of backbone %s",
+                     group)
+            # only this backbone's scorers: one backbone loaded
+            live = run_neural(corpus, pools, [n for n in names if split_scorer(n)[1] == group], options, cache)[1]
             changed = sorted(k for k, f in live.items()
                              if k in meta["pair"] and jsonable(f.identity) != meta["pair"][k])
             if changed:  # retrained with other weights (their caches were deleted; other threads or device)
@@ -425,10 +621,10 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
                             "used; their new human-judgment scores do not belong to the report's retrieval "
                             "numbers: delete %s (or run with --no-cache) for a consistent report",
                             ", ".join(changed), cache.path("neural_stage", key))
-            resolved["pair"] = live
-        return resolved["pair"]
+            resolved[group] = live
+        return resolved[group]
 
-    pair = {k: DeferredPairScorer(k, ident, resolve) for k, ident in meta["pair"].items()}
+    pair = {k: DeferredPairScorer(k, ident, functools.partial(resolve, k)) for k, ident in meta["pair"].items()}
     specificity = meta["specificity"]
     for k, v in specificity.items():
         log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])

@@ -14,6 +14,15 @@ from pathlib import Path
 
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
 from corpora.teaching import EVALUATION_SEEDS
+from experiments.backbone_specs import (
+    BackboneSpec,
+    DEFAULT_BACKBONE,
+    parse_backbones,
+    qualify_scorers,
+    scorer_groups,
+    split_scorer,
+    unused_backbones,
+)
 from kernels.image.codebook import codebook_folder_images
 from experiments.errors import PipelineError
 
@@ -109,7 +118,8 @@ def parse_list(value: str | None, default: Sequence[str], allowed: Sequence[str]
     return items
 
 
-def requested_methods(systems: str | None, metrics: str | None, *, quick: bool) -> tuple[list[str], list[str]]:
+def requested_methods(systems: str | None, metrics: str | None, *, quick: bool,
+                      backbones: Sequence[BackboneSpec] = ()) -> tuple[list[str], list[str]]:
     """The classical systems (canonical names) and neural scorers asked for.
 
     Parameters
@@ -119,15 +129,20 @@ def requested_methods(systems: str | None, metrics: str | None, *, quick: bool) 
         :data:`QUICK_SYSTEMS`, and :data:`DEFAULT_NEURAL`).
     quick : bool
         ``--quick`` (its smaller default system list).
+    backbones : sequence of BackboneSpec, optional
+        The ``--backbone`` backbones a scorer may name (``CLIP-S@openai``,
+        :func:`experiments.backbone_specs.qualify_scorers`).
 
     Returns
     -------
     systems, neural : list of str
+        The neural scorers as row labels (``CLIP-S``, ``CLIP-S@openai``).
 
     Raises
     ------
     OptionError
-        An empty list or an unknown name (the message lists the choices).
+        An empty list or an unknown name (the message lists the choices); every problem of ``--metrics``
+        and ``--backbone`` at once, one per line.
     """
     from kcca.systems import canonical_name, split_system_list  # the system registry's name rules
 
@@ -135,8 +150,17 @@ def requested_methods(systems: str | None, metrics: str | None, *, quick: bool) 
         return list(dict.fromkeys(split_system_list(value)))
 
     default = [canonical_name(s) for s in (QUICK_SYSTEMS if quick else DEFAULT_SYSTEMS)]
-    return (parse_list(systems, default, None, "--systems", split=system_names, all_names=available_systems()),
-            parse_list(metrics, DEFAULT_NEURAL, ALL_NEURAL, "--metrics"))
+    chosen = parse_list(systems, default, None, "--systems", split=system_names, all_names=available_systems())
+    items = parse_list(metrics, DEFAULT_NEURAL, None, "--metrics", all_names=ALL_NEURAL)
+    neural, problems = qualify_scorers(items, ALL_NEURAL, backbones)
+    if problems:
+        raise OptionError(problem_lines(problems))
+    return chosen, neural
+
+
+def problem_lines(problems: Sequence[str]) -> str:
+    """Several problems as one message that the command line prints as one ``error:`` line each."""
+    return "\nerror: ".join(problems)
 
 
 def reference_choice(value: str | None, systems: Sequence[str], neural: Sequence[str]) -> str | None:
@@ -236,7 +260,10 @@ class RunOptions:
         1,000 descriptors each); ``None``: on the training split.
     clip_model, clip_pretrained : str or None
         The open_clip architecture (``None``: the shipped teaching CLIP; ``tiny``: the tiny CLIP trained
-        in the run) and pretrained tag or weights file (with the teaching CLIP: another file of it).
+        in the run) and pretrained tag or weights file (with the teaching CLIP: another file of it) of the
+        default backbone (the scorers without ``@NAME``).
+    backbones : tuple of BackboneSpec
+        The named backbones (``--backbone NAME=ARCH[:WEIGHTS]``) that scorers pick with ``SCORER@NAME``.
     clip_steps : int or None
         Training steps of the tiny CLIP (``None``: its default; only with ``--clip-model tiny``).
     pacs_positives : str or None
@@ -273,6 +300,7 @@ class RunOptions:
     codebook_images: Path | None = None
     clip_model: str | None = None
     clip_pretrained: str | None = None
+    backbones: tuple[BackboneSpec, ...] = ()
     clip_steps: int | None = None
     pacs_positives: str | None = None
     reference: str | None = None
@@ -305,15 +333,27 @@ class RunOptions:
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
         if self.recipe not in ("auto", "small", "paper"):
             raise OptionError(f"--recipe {self.recipe!r}: choose from auto, small, paper")
-        if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & set(self.neural):
+        if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & {split_scorer(n)[0] for n in self.neural}:
             raise OptionError("--pacs-positives fine-tunes PAC-S / RefPAC-S, which --metrics does not request")
-        if self.neural and uses_tiny_clip(self) and self.clip_pretrained:
+        if self.uses_default_backbone and uses_tiny_clip(self) and self.clip_pretrained:
             raise OptionError(f"--clip-pretrained needs an open_clip architecture in --clip-model (the "
                               f"architecture of the weights, e.g. ViT-B-32, or auto); --clip-model "
                               f"{self.clip_model} is the tiny CLIP, which is always trained here")
         if self.clip_steps is not None and not uses_tiny_clip(self):
             raise OptionError("--clip-steps sets the training steps of the tiny CLIP trained in the run; "
                               "it needs --clip-model tiny (the default teaching CLIP is pretrained)")
+
+    @property
+    def uses_default_backbone(self) -> bool:
+        """Whether a neural scorer runs on the ``--clip-model`` / ``--clip-pretrained`` backbone."""
+        return DEFAULT_BACKBONE in scorer_groups(self.neural)
+
+    def backbone_specs(self) -> dict[str, BackboneSpec]:
+        """``{name: spec}`` of the backbones the neural scorers use, in the order of ``--metrics``
+        (the default backbone is :data:`~experiments.backbone_specs.DEFAULT_BACKBONE`)."""
+        named = {b.name: b for b in self.backbones}
+        named[DEFAULT_BACKBONE] = BackboneSpec(DEFAULT_BACKBONE, self.clip_model, self.clip_pretrained)
+        return {name: named[name] for name in scorer_groups(self.neural)}
 
     @property
     def n_teaching_images(self) -> int:
@@ -345,12 +385,25 @@ class RunOptions:
             The first option that cannot work, before anything is loaded, trained or written.
         """
         data = None if ns.data is None else Path(ns.data).expanduser()
-        systems, neural = requested_methods(ns.systems, ns.metrics, quick=ns.quick)
+        given = getattr(ns, "backbone", None) or []
+        backbones, problems = parse_backbones(given)
+        # a scorer naming a backbone whose --backbone value is malformed: that value's problem is enough
+        loose = [BackboneSpec(n, None) for n in dict.fromkeys(v.partition("=")[0].strip() for v in given)
+                 if n and n not in {b.name for b in backbones} and n.lower() != DEFAULT_BACKBONE]
+        try:
+            systems, neural = requested_methods(ns.systems, ns.metrics, quick=ns.quick,
+                                                backbones=[*backbones, *loose])
+        except OptionError as exc:
+            raise OptionError(problem_lines([*problems, str(exc)])) from exc
+        problems = problems or unused_backbones(backbones, neural)
+        if problems:
+            raise OptionError(problem_lines(problems))
         options = cls(
             data=data, teaching_size=ns.teaching_size, skip_missing_images=ns.skip_missing_images,
             systems=tuple(systems), neural=tuple(neural), quick=ns.quick, full_selection=ns.full_selection,
             codebook_images=None if ns.codebook_images is None else Path(ns.codebook_images).expanduser().resolve(),
-            clip_model=ns.clip_model, clip_pretrained=ns.clip_pretrained, clip_steps=ns.clip_steps,
+            clip_model=ns.clip_model, clip_pretrained=ns.clip_pretrained, backbones=tuple(backbones),
+            clip_steps=ns.clip_steps,
             pacs_positives=ns.pacs_positives, reference=reference_choice(ns.reference, systems, neural),
             permutations=ns.permutations, seed=ns.seed, device=ns.device,
             out=Path(ns.out) if ns.out else default_out_dir(corpus_label(data)),
@@ -473,27 +526,49 @@ def check_neural_options(options: RunOptions) -> None:
             check_positives_file(options.pacs_positives, min_tuples=MIN_PACS_TUPLES)
         except (ValueError, FileNotFoundError) as exc:
             raise OptionError(f"--pacs-positives: {exc}") from exc
-    if uses_tiny_clip(options):
+    problems = []
+    for spec in options.backbone_specs().values():
+        try:
+            check_backbone(spec)
+        except OptionError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise OptionError(problem_lines(problems))
+
+
+def check_backbone(spec: BackboneSpec) -> None:
+    """Refuse a backbone (``--clip-model`` / ``--clip-pretrained``, or one ``--backbone``) whose
+    architecture is unknown or whose weights cannot be loaded (:func:`check_pretrained`); the tiny CLIP
+    and the teaching CLIP's default weights need no check.
+
+    Raises
+    ------
+    OptionError
+        Naming the option.
+    """
+    if spec.is_tiny:
         return
-    if uses_teaching_clip(options):
+    from neural.names import is_teaching_model  # torch-free
+
+    if is_teaching_model(spec.model, default=True):
         from neural.teaching_clip import TeachingCLIPError, check_teaching_weights  # imports torch
 
-        try:
-            check_teaching_weights(options.clip_pretrained)
+        try:   # the file (default: the shipped one) against its record's SHA-256
+            check_teaching_weights(spec.pretrained)
         except TeachingCLIPError as exc:
-            raise OptionError(f"--clip-model teaching: {exc}") from exc
+            raise OptionError(f"{spec.option}: {exc}") from exc
         return
-    if options.clip_model != "auto":
+    if spec.model != "auto":
         from neural.backbone import check_architecture  # open_clip: only for an open_clip backbone
 
         try:
-            check_architecture(options.clip_model.replace("/", "-"))
+            check_architecture(spec.model.replace("/", "-"))
         except ValueError as exc:
-            raise OptionError(f"--clip-model: {exc}") from exc
-    check_pretrained(options.clip_model, options.clip_pretrained)
+            raise OptionError(f"{'--clip-model' if spec.is_default else spec.option}: {exc}") from exc
+    check_pretrained(spec.model, spec.pretrained, option=spec.option)
 
 
-def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
+def check_pretrained(clip_model: str, clip_pretrained: str | None, *, option: str = "--clip-pretrained") -> None:
     """Refuse a ``--clip-pretrained`` weights file or tag that cannot be loaded (nothing is downloaded).
 
     Parameters
@@ -502,6 +577,8 @@ def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
         The open_clip architecture, or ``auto`` (inferred from a weights file).
     clip_pretrained : str or None
         A weights file or a pretrained tag (``None``: the ``openai`` tag).
+    option : str, optional
+        How messages name the option (``--backbone NAME`` for a named backbone).
 
     Raises
     ------
@@ -527,12 +604,12 @@ def check_pretrained(clip_model: str, clip_pretrained: str | None) -> None:
         try:   # the check and message python -m neural.score and read_state_dict use as well
             check_weights_file(p)
         except NotWeightsFileError as exc:
-            raise OptionError(f"--clip-pretrained {exc}") from exc
+            raise OptionError(f"{option} {exc}") from exc
         if is_torchscript_archive(p) and not torchscript_trusted():
-            raise OptionError(f"--clip-pretrained {torchscript_refused(p)}")
+            raise OptionError(f"{option} {torchscript_refused(p)}")
         return
     if looks_like_weights_file(pretrained):
-        raise OptionError(f"--clip-pretrained {p}: weights file not found")
+        raise OptionError(f"{option} {p}: weights file not found")
     if clip_model == "auto":
         raise OptionError(f"--clip-model auto infers the architecture from a weights file, but "
                           f"--clip-pretrained {pretrained!r} is not a file; give the file, or name the "
@@ -621,3 +698,4 @@ def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce
                                    n_train, announce)
     if message:
         raise OptionError(message)
+        raise OptionError(str(exc) if option == "--clip-pretrained" else f"{option}: {exc}") from exc

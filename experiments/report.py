@@ -297,6 +297,27 @@ def compositionality_rows(results: Mapping) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
+def backbone_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the neural backbones table (``results["backbones"]``): one row per backbone with
+    its name, architecture, weights source, the first 12 hex digits of the weights' SHA-256, its
+    parameters and the scorers (row labels) that ran on it."""
+    bbs = results.get("backbones", {})
+    header = ["backbone", "architecture", "weights source", "sha256[:12]", "parameters", "scorers"]
+    rows = [[name, str(b.get("architecture", "")), str(b.get("weights_source", "")), str(b.get("sha256_12", "")),
+             f"{b['parameters']:,}" if isinstance(b.get("parameters"), int) else "–",
+             ", ".join(b.get("scorers", []))] for name, b in bbs.items()]
+    return header, rows
+
+
+#: The note of the neural backbones section.
+BACKBONES_NOTE = (
+    "Each neural scorer's backbone: a row label SCORER@NAME ran on backbone NAME (--backbone NAME=…), a "
+    "label without @ on the default backbone (--clip-model / --clip-pretrained). sha256[:12] identifies the "
+    "weights: of the weights file, or of the state dict for weights trained here. Scorers that fine-tune "
+    "(PAC-S, SPECS) or distil (L-CLIPScore) start from this backbone, except on a release file of their "
+    "own (a PAC-S release for PAC-S), which they use as it is.")
+
+
 #: The note of the compositionality section.
 COMPOSITIONALITY_NOTE = (
     "Each contrast twin of the test pool is a scene with the same objects as another test scene but two "
@@ -408,6 +429,8 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
     if results.get("compositionality"):
         secs.append(("Compositionality: true caption vs its contrast twin's", COMPOSITIONALITY_NOTE,
                      compositionality_rows(results)))
+    if results.get("backbones"):
+        secs.append(("Neural backbones", BACKBONES_NOTE, backbone_rows(results)))
     return secs
 
 

@@ -88,7 +88,9 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
     stage_timings : mapping
         ``{stage: seconds}``.
     neural_provenance : mapping
-        The neural stage's provenance (backbones, timings).
+        The neural stage's provenance (backbones, timings); its ``backbones`` table (one row per backbone:
+        name, architecture, weights source, SHA-256 prefix, parameters, scorers) becomes the top-level
+        ``backbones`` block.
     kcca_models : mapping
         The (n, κ) model of each KCCA caption metric.
 
@@ -100,7 +102,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
     """
     timings: dict = {k: round(v, 2) for k, v in stage_timings.items()}
     timings["systems"] = {name: o.timings for name, o in outputs.items() if o.timings}
-    extra = {**neural_provenance, "device_requested": options.device, "permutations": options.permutations,
+    backbones = neural_provenance.get("backbones") or {}
+    extra = {**{k: v for k, v in neural_provenance.items() if k != "backbones"}, "device_requested": options.device, "permutations": options.permutations,
              "significance_reference_rule": "chosen (--reference)" if options.reference else "best R@10 per task",
              "systems_requested": list(options.systems), "neural_requested": list(options.neural),
              "systems_run": list(plan.systems), "neural_run": list(plan.neural),
@@ -114,6 +117,7 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         "human_correlation": human,
         "specificity": specificity,
         **({"compositionality": dict(compositionality)} if compositionality else {}),
+        **({"backbones": dict(backbones)} if backbones else {}),
         "timings_s": timings,
         "provenance": provenance(seed=options.seed, data=options.data, use_cache=not options.no_cache,
                                  corpus=corpus, extra=extra),

@@ -144,6 +144,9 @@ class Backbone:
         open_clip architecture name (``"ViT-B-32"``, ``"itr-tiny-clip"`` …).
     source : str
         Where the weights came from (tag, file path and detected format, or ``"trained here"``).
+    weights_format : str
+        The weights file's format (:data:`neural.checkpoints.FORMATS`, e.g. ``"pacs"`` for a PAC-S
+        release file); ``""`` for weights made here or no file.
     show_progress : bool
         tqdm bars for encodes of more than ``progress_min`` items.
     """
@@ -158,6 +161,7 @@ class Backbone:
     context_length: int
     arch: str = ""
     source: str = ""
+    weights_format: str = ""
     show_progress: bool = True
     progress_min: int = 512
     #: counters (for the overhead benchmark and cache tests)
@@ -512,7 +516,7 @@ def load_backbone(model: str = "ViT-B-32", pretrained: str | Path | None = "open
     ctx = int(getattr(net, "context_length", getattr(tokenizer, "context_length", 77)))
     return Backbone(model=net, preprocess=preprocess, tokenizer=tokenizer, name=name, weights_id=weights_id,
                     device=dev, precision=precision, context_length=ctx, arch=arch, source=source,
-                    show_progress=show_progress)
+                    weights_format=fmt or "", show_progress=show_progress)
 
 
 def _identity(net, arch: str, pretrained, tag_cfg: dict, file_path: Path | None, fmt: str | None,
