@@ -1,3 +1,4 @@
+# Size (~700 lines): every option of the main job checked in one place (lists, RunOptions, folders, backbones, the CPU-recipe guard).
 """The main job's options, checked once: :class:`RunOptions` (frozen) is built from the command line by
 :meth:`RunOptions.from_args`, which parses the method lists and ``--reference``, checks every value
 (:meth:`RunOptions.__post_init__`: the values among themselves; then data folder, neural options and the
