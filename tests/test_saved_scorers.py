@@ -194,14 +194,15 @@ def test_score_command_with_a_saved_scorer(metric, saved, cli_inputs, trained, t
     out, summary = tmp_path / "scores.json", tmp_path / "summary.json"
     argv = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--scorer", str(saved[metric]),
             "--device", "cpu", "--out", str(out), "--summary", str(summary), "--no-cache", "--quiet"]
-    if metric in ("PAC-S", "L-CLIPScore"):
-        argv += ["--references", str(d / "refs.json")]
+    if metric in ("PAC-S", "L-CLIPScore"):   # a saved RefPAC-S defaults to refpac-s; L-CLIPScore is asked
+        argv += ["--references", str(d / "refs.json")] + (["--metric", "refl-clipscore"] if metric != "PAC-S" else [])
     if metric in ("PAC-S", "BRIDGE"):
         argv += ["--clip-model", "itr-tiny-clip", "--clip-pretrained", str(parent)]
     assert main(argv) == 0
     res, summ = json.loads(out.read_text()), json.loads(summary.read_text())
     key = {"PAC-S": "RefPAC-S", "L-CLIPScore": "RefL-CLIPScore", "BRIDGE": "BRIDGE", "SPECS": "SPECS"}[metric]
-    assert summ["metric"] == key and summ["n"] == 3 and "per_instance" not in summ
+    metric_name = {"PAC-S": "refpac-s", "L-CLIPScore": "refl-clipscore", "BRIDGE": "bridge", "SPECS": "specs"}[metric]
+    assert summ["metric"] == metric_name and summ["score"] == key and summ["n"] == 3 and "per_instance" not in summ
     assert summ["scorer"]["metric"] == metric and summ["scorer"]["weights_sha256"]
     assert summ["truncated"]["candidates"] == 0
     images = [read_image(imgs / f"im{k}.png") for k in range(3)]
