@@ -1,4 +1,4 @@
-# Size (~630 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
+# Size (~650 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
 The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its

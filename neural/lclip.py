@@ -1,4 +1,4 @@
-# Size (~630 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
+# Size (~640 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
 """L-CLIPScore (Li et al.): a lightweight CLIP student distilled from a teacher :class:`Backbone`, and its score.
 
 Architecture (:class:`MultiplexedCLIP`) — *weight multiplexing* + *matrix decomposition*:

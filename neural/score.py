@@ -91,9 +91,9 @@ def find_image(folder: Path, image_id: str) -> Path | None:
     return None
 
 
-class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Shows ``(default: …)`` only for options whose default is a value (``None`` defaults are explained
-    in the help text itself)."""
+    in the help text itself); the description and the metric list keep their line breaks."""
 
     def _get_help_string(self, action):
         if action.default is None:

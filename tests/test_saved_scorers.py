@@ -212,3 +212,64 @@ def test_score_command_with_a_saved_scorer(metric, saved, cli_inputs, trained, t
     got = [res["per_instance"][f"im{k}"][key] for k in range(3)]
     assert np.array_equal(np.float32(got), want)
     assert summ["mean"] == pytest.approx(float(np.mean(want)))
+
+
+def test_score_command_scorer_mistakes_are_one_error_line(saved, cli_inputs, tmp_path, capsys):
+    from neural.score import main, run
+
+    d, imgs, parent = cli_inputs
+    base = ["--candidates", str(d / "cands.json"), "--images", str(imgs), "--device", "cpu", "--no-cache", "--quiet"]
+    cases = [
+        (["--scorer", str(saved["SPECS"]), "--metric", "pac-s"],
+         r"^error: --metric pac-s does not fit --scorer .*a saved SPECS scorer \(use specs\)"),
+        (["--scorer", str(saved["SPECS"]), "--prompt", "A photo of"], r"^error: --prompt does not apply to --scorer"),
+        (["--scorer", str(saved["BRIDGE"])], r"^error: --scorer .*scorer.json: this BRIDGE scorer needs the backbone"),
+        (["--scorer", str(tmp_path / "nothing")], r"^error: --scorer .*nothing: saved scorer not found"),
+        (["--scorer", str(saved["SPECS"]), "--out", str(saved["SPECS"] / "scorer.json")],
+         r"^error: --out .*scorer.json is the --scorer file"),
+        (["--scorer", str(saved["SPECS"]), "--out", str(tmp_path / "a.json"), "--summary", str(tmp_path / "a.json")],
+         r"^error: --summary .* is the --out file"),
+        (["--metric", "bridge", "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(parent)],
+         r"^error: --metric bridge is a trained metric: pass a saved scorer"),
+    ]
+    for extra, pattern in cases:
+        with pytest.raises(SystemExit, match=pattern):
+            main(base + extra)
+    assert run(base + cases[0][0]) == 2 and capsys.readouterr().err.startswith("error: --metric pac-s")
+    # BRIDGE is reference-free: references are not used, and the output says so
+    out = tmp_path / "b.json"
+    assert main(base + ["--scorer", str(saved["BRIDGE"]), "--references", str(d / "refs.json"), "--clip-model",
+                        "itr-tiny-clip", "--clip-pretrained", str(parent), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["averages"]) == {"BRIDGE"} and any("reference-free" in n for n in res["notes"])
+
+
+def test_help_lists_every_metric(capsys):
+    from neural.score import METRICS, build_parser
+
+    text = build_parser().format_help()
+    for m in METRICS:
+        assert f"  {m} " in text, m
+    assert "no reference-based variant" in text and "--scorer" in text
+
+
+def test_train_scorer_command_saves_a_loadable_scorer(small_teaching_set, random_tiny_backbone, tmp_path,
+                                                      monkeypatch, capsys):
+    """``python -m neural.train_scorer`` on the small teaching set and the random tiny CLIP (both patched in:
+    the real command trains the tiny CLIP on the full teaching set), then scored from the saved folder."""
+    import neural.bridge as bridge_mod
+    import neural.train_scorer as ts_mod
+
+    monkeypatch.setattr("corpora.teaching.make_teaching_set", lambda seed=0: small_teaching_set)
+    monkeypatch.setattr("neural.factory.backbone_for", lambda *a, **k: random_tiny_backbone)
+    small = bridge_mod.BridgeConfig(steps=2, batch_size=6, max_images=12)   # the default recipe: 60 steps
+    monkeypatch.setattr(bridge_mod, "BridgeConfig", lambda seed=0: small)
+    out = tmp_path / "bridge"
+    assert ts_mod.main(["--metric", "bridge", "--out", str(out), "--no-cache", "--quiet"]) == 0
+    assert "saved BRIDGE" in capsys.readouterr().out
+    loaded = load_scorer(out, random_tiny_backbone)
+    assert loaded.config.steps == 2 and read_scorer_config(out)["recipe"]["steps"] == 2
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("x")
+    with pytest.raises(SystemExit, match=r"^error: --out .*busy is a folder with other files \(notes.txt\)"):
+        ts_mod.main(["--metric", "specs", "--out", str(tmp_path / "busy")])
