@@ -274,7 +274,10 @@ def read_scorer_config(path: str | Path) -> dict:
 
 
 def _read_weights(cfg_path: Path, config: dict) -> dict[str, torch.Tensor]:
-    wpath = cfg_path.parent / str(config["weights"].get("file", WEIGHTS_NAME))
+    name = str(config["weights"].get("file", WEIGHTS_NAME))
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise ScorerFormatError(f"{cfg_path}: weights file {name!r} must be a file name in the scorer's folder")
+    wpath = cfg_path.parent / name
     if not wpath.is_file():
         raise ScorerFormatError(f"{wpath}: weights file of {cfg_path} not found")
     try:
@@ -363,7 +366,9 @@ def load_scorer(path: str | Path, backbone: Backbone | None = None, *, device: s
     build = {"PAC-S": _load_pacs, "L-CLIPScore": _load_lclip, "BRIDGE": _load_bridge, "SPECS": _load_specs}[metric]
     try:
         scorer = build(cfg_path, config, tensors, backbone, device)
-    except (RuntimeError, KeyError, TypeError) as exc:   # shapes / names that do not fit the architecture
+    except ScorerFormatError:
+        raise
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:   # entries that do not fit the architecture
         raise ScorerFormatError(f"{cfg_path}: the weights do not fit the recorded architecture ({exc})") from exc
     scorer_bb = scorer.clip if metric == "BRIDGE" else scorer.backbone
     if state_dict_sha256(scorer_bb.model.state_dict()) != config["backbone"].get("state_dict_sha256"):

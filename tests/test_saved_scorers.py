@@ -132,6 +132,13 @@ def test_damaged_files_and_wrong_parents_are_refused_naming_the_file(metric, sav
 
     parent = random_tiny_backbone
     bad = _copy(saved[metric], tmp_path)
+    good = (bad / CONFIG_NAME).read_text()
+    cfg = json.loads(good)
+    cfg["weights"]["file"] = "../" + WEIGHTS_NAME   # only a file of the scorer's own folder is read
+    (bad / CONFIG_NAME).write_text(json.dumps(cfg))
+    with pytest.raises(ScorerFormatError, match=rf"{CONFIG_NAME}: weights file '\.\./{WEIGHTS_NAME}' must be a file name"):
+        load_scorer(bad, parent)
+    (bad / CONFIG_NAME).write_text(good)
     w = bad / WEIGHTS_NAME
     data = bytearray(w.read_bytes())
     data[-3] ^= 0xFF   # one tensor value changed: safetensors reads it, the recorded SHA-256 refuses it
