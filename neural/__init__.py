@@ -19,7 +19,9 @@ scorer; no module imports another's private helpers):
   (PAC-S / RefPAC-S, Sarto et al. 2023; user positives read by :mod:`neural.positives`), :mod:`neural.lclip` (L-CLIPScore), :mod:`neural.bridge`
   (BRIDGE, with :mod:`neural.bridge_templates`), :mod:`neural.specs` (SPECS, with
   :mod:`neural.specificity` and :mod:`neural.text_units`);
-* :mod:`neural.score` — ``python -m neural.score`` command line.
+* :mod:`neural.saved` — trained scorers saved (safetensors + ``scorer.json``) and loaded back;
+* :mod:`neural.train_scorer` — ``python -m neural.train_scorer``: train one on the teaching set and save it;
+* :mod:`neural.score` — ``python -m neural.score`` command line (any metric; ``--scorer`` for saved ones).
 
 Submodules are imported on demand (``from neural.backbone import load_backbone``) so that importing
 ``neural`` stays cheap.

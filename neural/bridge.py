@@ -1,4 +1,4 @@
-# Size (~680 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
+# Size (~700 lines): BRIDGE (Sarto et al. 2024): the mapping module, its three losses, its training and its score.
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
 The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its
@@ -450,6 +450,8 @@ class BRIDGE:
         if source == "captions_file":
             self.corpus_templates(corpus, ids, captions_file, source)  # says which ids the file lacks
         self.template_source = source
+        self.fit_data = {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split,
+                         "n_images": len(ids), "image_ids": ids, "n_captions": len(caps)}
         # the fit's template captions serve affinity() / corpus_pseudo_embeddings() by default
         self.captions_file = dict(captions_file) if captions_file is not None else None
         key = {"what": "bridge", "l3_positives": "same-prompt", "recipe": "supp-eqs-5-6, 2 chunks, relu C, det kept", "backbone": self.clip.cache_identity(),
@@ -465,6 +467,24 @@ class BRIDGE:
         arrays = cache.get_or_compute("bridge", key, run)
         load_state_arrays(self.trainable_modules(), {k: v for k, v in arrays.items() if k != "losses"})
         self.log = arrays["losses"].tolist() if "losses" in arrays else []
+        self._psi_id = state_dict_sha256(self.trainable_modules().state_dict())[:16]
+        self.trainable_modules().eval()
+        return self
+
+    def restore(self, state: Mapping[str, torch.Tensor], *, template_source: str | None,
+                captions_file: Mapping[str, str] | None, bank_texts: Sequence[str], bank_tags: Sequence,
+                log: Sequence | None = None, fit_data: dict | None = None) -> "BRIDGE":
+        """Put back what :meth:`fit` produced (:func:`neural.saved.load_scorer`): ψ and the L3 head's
+        ``state`` (every entry of :meth:`trainable_modules`), the template source and captions file, the
+        caption bank (texts and POS tags: the fallback templates) and the loss log."""
+        self.trainable_modules().load_state_dict(dict(state), strict=True)
+        self.template_source = template_source
+        self.captions_file = dict(captions_file) if captions_file is not None else None
+        self.bank_texts = list(bank_texts)
+        self.bank_tags = [None if t is None else tuple(t) for t in bank_tags]
+        self._bank_emb = None
+        self.log = list(log or [])
+        self.fit_data = fit_data
         self._psi_id = state_dict_sha256(self.trainable_modules().state_dict())[:16]
         self.trainable_modules().eval()
         return self

@@ -1,4 +1,4 @@
-# Size (~670 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
+# Size (~700 lines): the multiplexed student, its two-stage distillation and its score: one paper's method.
 """L-CLIPScore (Li et al.): a lightweight CLIP student distilled from a teacher :class:`Backbone`, and its score.
 
 Architecture (:class:`MultiplexedCLIP`) — *weight multiplexing* + *matrix decomposition*:
@@ -447,7 +447,8 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
     Returns
     -------
     Backbone
-        The student, wrapped with the teacher's preprocessing and tokenizer.
+        The student, wrapped with the teacher's preprocessing and tokenizer; ``.parent`` is the teacher,
+        ``.training`` the config and a description of the data (``cache_key`` and the counts).
     """
     cfg = config or LCLIPConfig()
     if isinstance(cfg, Recipe):
@@ -473,10 +474,15 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
         arrays = run_det()
     load_state_arrays(student, arrays)
     student.eval()
-    return backbone_from_model(student, teacher.preprocess, teacher.tokenizer,
-                               name=f"L-CLIP student of {teacher.name}", arch="lclip-multiplexed",
-                               source=f"distilled here from {teacher.name} ({teacher.weights_id})",
-                               device=teacher.device, show_progress=teacher.show_progress)
+    out = backbone_from_model(student, teacher.preprocess, teacher.tokenizer,
+                              name=f"L-CLIP student of {teacher.name}", arch="lclip-multiplexed",
+                              source=f"distilled here from {teacher.name} ({teacher.weights_id})",
+                              device=teacher.device, show_progress=teacher.show_progress)
+    out.parent = teacher  # type: ignore[attr-defined]  (recorded by neural.saved.save_scorer)
+    out.training = {"config": asdict(cfg),  # type: ignore[attr-defined]
+                    "data": {"description": cache_key, "n_images": len(images), "n_texts": len(texts),
+                             "n_pairs": len(pairs)}}
+    return out
 
 
 @dataclass

@@ -352,7 +352,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         The fine-tuned backbone (``name`` gets a ``+PAC-S`` suffix, new ``weights_id``);
         ``.training`` holds the history (``"history"``: at iteration 0 and every ``eval_every``
         iterations, the mean training loss since the last evaluation and the validation loss), the best
-        iteration and whether the cache was hit.
+        iteration, whether the cache was hit, the config and the tuples' identities (``"data"``);
+        ``.parent`` is ``backbone`` (:func:`neural.saved.save_scorer` saves the difference).
     """
     cfg = config or PACSFinetuneConfig()
     if isinstance(cfg, Recipe):
@@ -387,12 +388,14 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
         info["best_iteration"] = int(arrays["best_iteration"])
         info["final_train_loss"] = float(arrays["final_train_loss"])
     info["config"] = asdict(cfg)
+    info["data"] = {"train": train.identity, "val": val.identity, "n_train": len(train), "n_val": len(val)}
     out = backbone_from_model(model, backbone.preprocess, backbone.tokenizer,
                               name=f"{backbone.name}+PAC-S", arch=backbone.arch,
                               source=f"{backbone.source}; PAC-S positive-augmented fine-tuning",
                               device=backbone.device, precision=backbone.precision,
                               show_progress=backbone.show_progress)
     out.training = info  # type: ignore[attr-defined]
+    out.parent = backbone  # type: ignore[attr-defined]  (what neural.saved records and saves the delta from)
     return out
 
 

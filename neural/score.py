@@ -1,4 +1,5 @@
-"""``python -m neural.score`` — a clipscore-like command line for CLIP-S, RefCLIP-S, PAC-S and RefPAC-S.
+"""``python -m neural.score`` — a clipscore-like command line for every CLIP-family metric: CLIP-S, PAC-S,
+L-CLIPScore, BRIDGE and SPECS, and the reference-based RefCLIP-S, RefPAC-S and RefL-CLIPScore.
 
 Examples
 --------
@@ -12,13 +13,20 @@ With references, from a local weights file (any format of :mod:`neural.checkpoin
     python -m neural.score --candidates cands.json --references refs.json --images imgs/ \\
         --metric refpac-s --clip-model ViT-B-32 --clip-pretrained checkpoints/clip_ViT-B-32.pth
 
-Offline, without any weights: ``--clip-model tiny`` trains (once, then cached) the small CLIP on the
-built-in teaching set; for ``pac-s`` it is then fine-tuned with positive-augmented contrastive learning.
+With a saved scorer (``python -m neural.train_scorer``, :func:`neural.saved.save_scorer`); the metric is
+the scorer's, PAC-S and BRIDGE also need the backbone they were trained from (checked by hash)::
 
-``cands.json``: ``{image_id: caption}``; ``refs.json``: ``{image_id: [reference, ...]}``; the image of
-``image_id`` is ``DIR/image_id`` or ``DIR/image_id.<jpg|jpeg|png|…>``.  Empty (or whitespace-only)
-candidates and references are refused; captions longer than the context (prompt included) are truncated,
-and how many were is reported (stderr note, ``"truncated"`` in the ``--out`` JSON).
+    python -m neural.score --candidates cands.json --images imgs/ --scorer scorers/pacs-tiny --clip-model tiny
+
+Offline, without any weights: ``--clip-model tiny`` trains (once, then cached) the small CLIP on the
+built-in teaching set; PAC-S, L-CLIPScore, BRIDGE and SPECS without ``--scorer`` are then trained on the
+teaching set first (cached) with their default recipes.
+
+``cands.json``: ``{image_id: caption}``; ``refs.json``: ``{image_id: [reference, ...]}`` (jmhessel/clipscore's
+formats); the image of ``image_id`` is ``DIR/image_id`` or ``DIR/image_id.<jpg|jpeg|png|…>`` (the id is the
+file stem).  Empty (or whitespace-only) candidates and references are refused; captions longer than the
+context (prompt included) are truncated, and how many were is reported (stderr note, ``"truncated"`` in
+the ``--out`` and ``--summary`` JSON).
 """
 from __future__ import annotations
 
@@ -30,7 +38,29 @@ from pathlib import Path
 
 import numpy as np
 
-METRICS = ("clip-s", "refclip-s", "pac-s", "refpac-s")
+#: ``--metric`` name -> (score family, reference-based).  BRIDGE (Sarto et al. 2024) and SPECS (Chen et al.)
+#: are reference-free metrics: their papers define no reference-based variant.
+METRIC_TABLE = {"clip-s": ("CLIP-S", False), "refclip-s": ("CLIP-S", True), "pac-s": ("PAC-S", False),
+                "refpac-s": ("PAC-S", True), "l-clipscore": ("L-CLIPScore", False),
+                "refl-clipscore": ("L-CLIPScore", True), "bridge": ("BRIDGE", False), "specs": ("SPECS", False)}
+METRICS = tuple(METRIC_TABLE)
+METRICS_HELP = """metrics (--metric):
+  clip-s          CLIP-S = 2.5 max(cos(c, v), 0)  (Hessel et al. 2021, Eq. 1)
+  refclip-s       RefCLIP-S = H(CLIP-S, max_r cos(c, r))  (Eq. 2; reference term unscaled, unclipped)
+  pac-s           PAC-S = 2.0 max(cos(c, v), 0) on a PAC-S fine-tuned CLIP  (Sarto et al. 2023, Eq. 1)
+  refpac-s        RefPAC-S = H(PAC-S, max_r cos(c, r))  (Eq. 4)
+  l-clipscore     L-CLIPScore = 2.5 max(cos(c, v), 0) on a distilled student  (Li et al., Eq. 3)
+  refl-clipscore  RefL-CLIPScore = H(L-CLIPScore, max(max_r cos(c, r), 0))  (Eq. 4)
+  bridge          BRIDGE = (CLIP-S + 2.5 max(cos(t*, c), 0)) / 2  (Sarto et al. 2024, Eq. 4);
+                  reference-free only: the paper defines no reference-based variant
+  specs           SPECS = (cos(c, v) + 1) / 2 on a SPECS fine-tuned long-context CLIP  (Chen et al., Eq. 5);
+                  reference-free only: the paper defines no reference-based variant
+H is the harmonic mean 2ab / (a + b).  A reference-based metric also reports its reference-free score.
+PAC-S, L-CLIPScore, BRIDGE and SPECS are trained: --scorer DIR loads a saved one (python -m
+neural.train_scorer); without it they are trained here on the teaching set (--clip-model tiny / teaching
+only)."""
+#: The prompt of CLIP-S and PAC-S (:data:`neural.base.PROMPT`; not imported: it would import torch).
+PROMPT = "A photo depicts"
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
@@ -61,9 +91,9 @@ def find_image(folder: Path, image_id: str) -> Path | None:
     return None
 
 
-class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Shows ``(default: …)`` only for options whose default is a value (``None`` defaults are explained
-    in the help text itself)."""
+    in the help text itself); the description and the metric list keep their line breaks."""
 
     def _get_help_string(self, action):
         if action.default is None:
@@ -73,12 +103,22 @@ class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m neural.score", description=__doc__.split("\n\n")[0],
-                                 formatter_class=_DefaultsFormatter)
+                                 formatter_class=_DefaultsFormatter, epilog=METRICS_HELP)
     ap.add_argument("--candidates", required=True, type=Path, help="JSON {image_id: candidate caption}")
     ap.add_argument("--images", required=True, type=Path, help="folder with the images (file name = image id)")
     ap.add_argument("--references", type=Path, default=None,
-                    help="JSON {image_id: [reference captions]} (needed for refclip-s / refpac-s)")
-    ap.add_argument("--metric", choices=METRICS, default="clip-s", help="score to compute")
+                    help="JSON {image_id: [reference captions]} (needed for refclip-s / refpac-s / "
+                         "refl-clipscore)")
+    ap.add_argument("--metric", choices=METRICS, default=None,
+                    help="score to compute (see the list below). Default: clip-s, or with --scorer the saved "
+                         "scorer's (refpac-s for a saved RefPAC-S; with --references the Ref variant is also "
+                         "reported)")
+    ap.add_argument("--scorer", type=Path, default=None,
+                    help="a saved scorer folder (python -m neural.train_scorer; scorer.json + "
+                         "weights.safetensors): PAC-S, L-CLIPScore, BRIDGE or SPECS, the metric from its "
+                         "scorer.json. PAC-S and BRIDGE also need the backbone they were trained from "
+                         "(--clip-model / --clip-pretrained; verified by hash); L-CLIPScore and SPECS load "
+                         "alone (a backbone given is verified as their parent)")
     ap.add_argument("--clip-model", default=None,
                     help="open_clip architecture (e.g. ViT-B-32, ViT-L-14), 'auto' (infer from an OpenAI-"
                          "layout file), 'teaching' (the shipped teaching CLIP, pretrained on generated "
@@ -94,13 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="auto: CUDA when available, else CPU")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"),
                     help="fp16 only on CUDA, not with --clip-model tiny")
-    ap.add_argument("--prompt", default="A photo depicts", help="text prefix of candidates and references")
+    ap.add_argument("--prompt", default=None,
+                    help="text prefix of candidates and references of CLIP-S / PAC-S (default: 'A photo "
+                         "depicts'; '' for none). Not with --scorer (the saved scorer's prompt is part of it)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
     ap.add_argument("--out", type=Path, default=None,
-                    help="write per-instance scores as JSON here (checked before any model is loaded: an "
-                         "input file, a folder or a path under a file is refused)")
+                    help="write per-instance scores and the summary as JSON here (checked before any model "
+                         "is loaded: an input file, a folder or a path under a file is refused)")
+    ap.add_argument("--summary", type=Path, default=None,
+                    help="write the summary alone as JSON here (metric, score, mean, n, averages, scorer "
+                         "identity, truncated count; checked as --out)")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
 
@@ -206,28 +251,39 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _check_out_option(args, image_paths) -> None:
-    """Refuse an unusable ``--out`` up front, before any image is read or model loaded, as one ``error:``
-    line (exit 2): an input file (candidates, references, an image), a folder, a path under a file, or a
-    place that cannot be written — instead of a traceback after the scoring, with the scores lost."""
-    if args.out is None:
-        return
-    out = args.out.expanduser()
+    """Refuse an unusable ``--out`` or ``--summary`` up front, before any image is read or model loaded, as
+    one ``error:`` line (exit 2): an input file (candidates, references, an image, the saved scorer's
+    files), the other output, a folder, a path under a file, or a place that cannot be written — instead
+    of a traceback after the scoring, with the scores lost."""
     inputs = [("--candidates", args.candidates), ("--references", args.references)]
     inputs += [("--images", q) for q in image_paths]
-    for option, given in inputs:
+    if args.scorer is not None:
+        folder = args.scorer if args.scorer.is_dir() else args.scorer.parent
+        inputs += [("--scorer", q) for q in sorted(folder.iterdir()) if q.is_file()] if folder.is_dir() else []
+    if args.out is not None and args.summary is not None and _same_file(args.out, args.summary):
+        raise SystemExit(f"error: --summary {args.summary} is the --out file; give two different files")
+    for option, path in (("--out", args.out), ("--summary", args.summary)):
+        if path is not None:
+            _check_output(option, path, inputs)
+
+
+def _check_output(option: str, path: Path, inputs: list) -> None:
+    """:func:`_check_out_option` for one output file."""
+    out = path.expanduser()
+    for what, given in inputs:
         if given is not None and _same_file(out, given):
-            raise SystemExit(f"error: --out {args.out} is the {option} file {given}: it would be overwritten; "
+            raise SystemExit(f"error: {option} {path} is the {what} file {given}: it would be overwritten; "
                              "write the scores to another file")
     if out.is_dir():
-        raise SystemExit(f"error: --out {args.out} is a folder; give a file name (e.g. {args.out / 'scores.json'})")
+        raise SystemExit(f"error: {option} {path} is a folder; give a file name (e.g. {path / 'scores.json'})")
     ancestor = out.parent
     while not ancestor.exists():   # the folders that writing will create
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise SystemExit(f"error: --out {args.out}: {ancestor} is a file, not a folder")
+        raise SystemExit(f"error: {option} {path}: {ancestor} is a file, not a folder")
     target = out if out.exists() else ancestor
     if not os.access(target, os.W_OK | (0 if target is out else os.X_OK)):
-        raise SystemExit(f"error: --out {args.out}: {target} is not writable")
+        raise SystemExit(f"error: {option} {path}: {target} is not writable")
 
 
 def _check_weights_option(args) -> None:
@@ -264,9 +320,62 @@ def _truncation(bb, prompt, cands: list, refs: list | None) -> dict | None:
             "context_length": ctx}
 
 
+def _resolve_metric(args) -> dict | None:
+    """Set ``args.metric`` (default ``clip-s``; with ``--scorer`` the saved scorer's, refused when another
+    family is asked for) and return the saved scorer's ``scorer.json`` (``None`` without ``--scorer``)."""
+    if args.scorer is None:
+        args.metric = args.metric or "clip-s"
+        return None
+    from neural.saved import ScorerFormatError, read_scorer_config   # lazy: imports torch
+
+    if args.prompt is not None:
+        raise SystemExit("error: --prompt does not apply to --scorer: the saved scorer's prompt is part of it")
+    try:
+        config = read_scorer_config(args.scorer)
+    except ScorerFormatError as exc:
+        raise SystemExit(f"error: --scorer {exc}") from None
+    family = config["metric"]
+    ref = bool(config["scorer"].get("reference_based"))
+    default = next(m for m, (f, r) in METRIC_TABLE.items() if f == family and r == ref)
+    metric = args.metric or default
+    if METRIC_TABLE[metric][0] != family:
+        raise SystemExit(f"error: --metric {metric} does not fit --scorer {args.scorer}, a saved {family} scorer "
+                         f"(use {' or '.join(m for m, (f, _) in METRIC_TABLE.items() if f == family)})")
+    args.metric = metric
+    return config
+
+
+def _saved_scorer(args, cache):
+    """The scorer saved in ``--scorer``, on its parent backbone when the backbone options name one (verified
+    by hash; needed for PAC-S and BRIDGE)."""
+    from neural.checkpoints import WeightsError
+    from neural.saved import load_scorer   # lazy: imports torch (--help and option errors stay instant)
+
+    parent = None
+    if args.clip_model is not None or args.clip_pretrained is not None:
+        parent = _backbone(args, cache)[0]
+    try:
+        return load_scorer(args.scorer, parent, device=args.device)
+    except WeightsError as exc:
+        raise SystemExit(f"error: --scorer {exc}") from None
+
+
 def _scorer(args, bb, teaching, cache, notes: list):
-    """The CLIP-S or PAC-S scorer of ``--metric`` (PAC-S: fine-tunes the tiny / teaching CLIP first)."""
-    if args.metric.startswith(("pac", "refpac")):
+    """The scorer of ``--metric`` on the backbone options' backbone: CLIP-S; PAC-S (fine-tuning the tiny /
+    teaching CLIP first); L-CLIPScore, BRIDGE and SPECS trained on the teaching set (tiny / teaching CLIP
+    only: elsewhere a saved scorer is needed)."""
+    family = METRIC_TABLE[args.metric][0]
+    prompt = PROMPT if args.prompt is None else (args.prompt or None)
+    if family in ("L-CLIPScore", "BRIDGE", "SPECS"):
+        if teaching is None:
+            raise SystemExit(f"error: --metric {args.metric} is a trained metric: pass a saved scorer (--scorer DIR, "
+                             "made by python -m neural.train_scorer) or --clip-model tiny / teaching to train "
+                             "one here on the teaching set")
+        from neural.train_scorer import train_scorer   # lazy: imports torch
+
+        print(f"training {family} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
+        return train_scorer(family, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
+    if family == "PAC-S":
         from neural.pacs import PACScore, finetune_pacs, teaching_tuples
 
         if teaching is not None:
@@ -277,15 +386,43 @@ def _scorer(args, bb, teaching, cache, notes: list):
         elif args.clip_pretrained is None or not Path(args.clip_pretrained).is_file():
             notes.append("PAC-S formula (w = 2.0) on a backbone that was not PAC-S fine-tuned: pass the "
                          "PAC-S checkpoint with --clip-pretrained for the published metric")
-        return PACScore(bb, prompt=args.prompt or None)
+        return PACScore(bb, prompt=prompt)
     from neural.clipscore import CLIPScore
 
-    return CLIPScore(bb, prompt=args.prompt or None)
+    return CLIPScore(bb, prompt=prompt)
+
+
+def _scores(args, scorer, images, cands: list, refs: list | None, notes: list) -> dict:
+    """Per-instance scores ``{score name: (n,) array}``: the reference-free score and, with references, the
+    reference-based one (RefCLIP-S, RefPAC-S: Eq. 2 / Eq. 4 via ``compute``; RefL-CLIPScore: Li et al.,
+    Eq. 4).  BRIDGE and SPECS have none: references are then ignored, with a note."""
+    family = METRIC_TABLE[args.metric][0]
+    if hasattr(scorer, "compute"):   # CLIP-S / PAC-S: one pass gives both
+        out = scorer.compute(images, cands, refs)
+        keys = [scorer.base_name] + (["Ref" + scorer.base_name] if refs is not None else [])
+        return {k: out[k] for k in keys}
+    out = {family: scorer.score(images, cands)}
+    if refs is not None and family == "L-CLIPScore":
+        out["Ref" + family] = scorer.score(images, cands, refs)
+    elif refs is not None:
+        notes.append(f"{family} is reference-free (its paper defines no reference-based variant): "
+                     "--references were not used")
+    return out
+
+
+def _identity(scorer, bb) -> dict:
+    """The scorer's identity for the summary: the saved scorer's (:func:`neural.saved.scorer_identity`) or
+    the scorer and backbone names with the weights id."""
+    saved = getattr(bb, "saved", None)
+    if saved is not None:
+        return saved
+    return {"metric": getattr(scorer, "name", type(scorer).__name__), "path": None, "backbone": bb.name,
+            "weights_id": bb.weights_id}
 
 
 def _report(args, result: dict, bb) -> None:
-    """Print the averages, the backbone and the notes; write ``--out`` (checked up front; a failure that
-    remains, e.g. a full disk, is one ``error:`` line after the averages were printed)."""
+    """Print the averages, the backbone and the notes; write ``--out`` and ``--summary`` (checked up front; a
+    failure that remains, e.g. a full disk, is one ``error:`` line after the averages were printed)."""
     for k, v in result["averages"].items():
         print(f"{k}: {v:.4f}")
     print(f"({result['n']} images; backbone {bb.name}, weights {bb.weights_id}, {bb.precision} on {bb.device})")
@@ -297,22 +434,24 @@ def _report(args, result: dict, bb) -> None:
     elif t["candidates"] or t["references"]:
         print(f"note: {t['candidates']} candidate(s) and {t['references']} reference(s) are longer than the "
               f"{t['context_length']}-token context (prompt included) and were truncated", file=sys.stderr)
-    if args.out:
+    summary = {k: v for k, v in result.items() if k != "per_instance"}
+    for option, path, data in (("--out", args.out, result), ("--summary", args.summary, summary)):
+        if path is None:
+            continue
         try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=2), encoding="utf-8")
         except OSError as exc:
-            raise SystemExit(f"error: --out {args.out}: cannot write ({exc.strerror or exc})") from None
-        print(f"per-instance scores: {args.out}")
+            raise SystemExit(f"error: {option} {path}: cannot write ({exc.strerror or exc})") from None
+        print(f"{'per-instance scores' if option == '--out' else 'summary'}: {path}")
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def _images(args, ids: list) -> list:
+    """Every image read (a missing or damaged one named) before a backbone is loaded or trained; ``--out``,
+    ``--summary``, the cache folder and ``--clip-pretrained`` checked too."""
     from corpora.base import CorpusError
-    from corpora.cache import DiskCache
     from corpora.images import read_image
 
-    cands, refs, ids = _read_inputs(args)
     paths = {i: find_image(args.images, i) for i in ids}
     missing = [i for i, p in paths.items() if p is None]
     if missing:
@@ -321,23 +460,37 @@ def main(argv=None) -> int:
     _check_out_option(args, paths.values())
     _check_cache_option(args)
     _check_weights_option(args)
-    try:  # every image is read (and a damaged one named) before a backbone is loaded or trained
-        images = [read_image(paths[i]) for i in ids]
+    try:
+        return [read_image(paths[i]) for i in ids]
     except CorpusError as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from corpora.cache import DiskCache
+
+    config = _resolve_metric(args)
+    cands, refs, ids = _read_inputs(args)
+    images = _images(args, ids)
     cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
-    bb, teaching = _backbone(args, cache)
-    notes = []
-    scorer = _scorer(args, bb, teaching, cache, notes)
-    bb = scorer.backbone   # PAC-S on the tiny / teaching CLIP: the fine-tuned one
+    notes: list = []
+    if config is not None:
+        scorer = _saved_scorer(args, cache)
+    else:
+        bb, teaching = _backbone(args, cache)
+        scorer = _scorer(args, bb, teaching, cache, notes)
+    bb = getattr(scorer, "clip", None) or scorer.backbone   # BRIDGE's frozen CLIP; else the scorer's own
     cand_texts, ref_lists = [cands[i] for i in ids], ([refs[i] for i in ids] if refs else None)
-    out = scorer.compute(images, cand_texts, ref_lists)
-    base = scorer.base_name
-    keys = [base] + (["Ref" + base] if refs is not None else [])
-    result = {"metric": args.metric, "n": len(ids), "averages": {k: float(np.mean(out[k])) for k in keys},
+    out = _scores(args, scorer, images, cand_texts, ref_lists, notes)
+    family, ref_based = METRIC_TABLE[args.metric]
+    key = ("Ref" if ref_based else "") + family
+    prompt = getattr(scorer, "prompt", PROMPT) if family != "BRIDGE" else PROMPT
+    result = {"metric": args.metric, "score": key, "mean": float(np.mean(out[key])), "n": len(ids),
+              "averages": {k: float(np.mean(v)) for k, v in out.items()}, "scorer": _identity(scorer, bb),
               "backbone": bb.provenance(), "notes": notes,
-              "truncated": _truncation(bb, scorer.prompt, cand_texts, ref_lists),
-              "per_instance": {i: {k: float(out[k][n]) for k in keys} for n, i in enumerate(ids)}}
+              "truncated": _truncation(bb, prompt, cand_texts, ref_lists if len(out) > 1 else None),
+              "per_instance": {i: {k: float(v[n]) for k, v in out.items()} for n, i in enumerate(ids)}}
     _report(args, result, bb)
     return 0
 

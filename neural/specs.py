@@ -304,7 +304,8 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
                 image_ids: Sequence[str] | None = None):
     """Stretch the text context and fine-tune ``backbone`` with the SPECS objective on ``corpus``' split.
 
-    Returns the fine-tuned long-context :class:`Backbone` (``.specs_training`` holds the loss curve).
+    Returns the fine-tuned long-context :class:`Backbone` (``.specs_training`` holds the loss curve, the
+    config and the training data; ``.parent`` is ``backbone``).
     The weights are cached (namespace ``"specs"``) under the backbone identity, corpus fingerprint,
     split, training image ids and config.  ``image_ids``: the training images to use instead of the
     whole split (e.g. only those on disk, ``--skip-missing-images``).
@@ -339,7 +340,10 @@ def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | No
                               device=backbone.device, precision=backbone.precision,
                               show_progress=backbone.show_progress)
     out.stretch = long_bb.stretch  # type: ignore[attr-defined]
-    out.specs_training = {"losses": losses.tolist(), "config": asdict(cfg)}  # type: ignore[attr-defined]
+    out.specs_training = {"losses": losses.tolist(), "config": asdict(cfg),  # type: ignore[attr-defined]
+                          "data": {"corpus": corpus.name, "fingerprint": corpus.fingerprint, "split": split,
+                                   "n_images": len(ids), "image_ids": ids}}
+    out.parent = backbone  # type: ignore[attr-defined]  (recorded by neural.saved.save_scorer)
     if log is not None:
         log.extend({"step": k, "loss": float(r[0]), "L_con": float(r[1]), "L_pos": float(r[2]),
                     "L_neg": float(r[3]), "eps_pos": float(r[4]), "eps_neg": float(r[5])}

@@ -1,0 +1,159 @@
+"""``python -m neural.train_scorer`` — train a PAC-S, L-CLIPScore, BRIDGE or SPECS scorer on the built-in
+teaching set and save it (:func:`neural.saved.save_scorer`) for ``python -m neural.score --scorer``.
+
+Examples
+--------
+The tiny CLIP trained here (offline default) as the parent, PAC-S fine-tuned on the teaching set's
+generated positives::
+
+    python -m neural.train_scorer --metric pac-s --out scorers/pacs-tiny
+
+An open_clip backbone as the parent (its weights are recorded by hash; PAC-S and BRIDGE need the same
+backbone options again when scoring)::
+
+    python -m neural.train_scorer --metric bridge --clip-model ViT-B-32 --clip-pretrained openai --out scorers/bridge
+
+Each scorer is trained with the recipe the main job would use on that backbone
+(:func:`neural.recipes.recipe_for`: the small-model recipes on the teaching / tiny CLIP, each paper's on
+any other backbone) and the main job's training data (the teaching set's training split; PAC-S: its generated positives,
+up to 700 training and 150 validation images); the trained weights are cached as in the main job.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from corpora.base import GeneratedCorpus
+from neural.recipes import recipe_for
+
+#: Command-line metric names -> the scorer trained (the reference-based variants are the same weights).
+TRAINABLE = {"pac-s": "PAC-S", "l-clipscore": "L-CLIPScore", "bridge": "BRIDGE", "specs": "SPECS"}
+
+__all__ = ["TRAINABLE", "train_scorer", "build_parser", "main", "run"]
+
+
+def train_scorer(metric: str, backbone, corpus, *, seed: int = 0, cache=None, show_progress: bool = True):
+    """Train ``metric``'s scorer on ``corpus``' training split from ``backbone`` (its parent).
+
+    Parameters
+    ----------
+    metric : str
+        A key or value of :data:`TRAINABLE` (``"pac-s"`` / ``"PAC-S"`` …).
+    backbone : Backbone
+        The parent CLIP (fine-tuned copies for PAC-S / SPECS, the teacher of L-CLIPScore, BRIDGE's frozen
+        CLIP).
+    corpus : Corpus
+        PAC-S needs a generated corpus (the teaching set: its positives come from the generator); the
+        others any corpus with images and a ``train`` split (BRIDGE and SPECS: ``dev`` is not used).
+    seed : int
+        The recipe's seed.
+    cache : DiskCache, optional
+        Where trained weights are cached (the trainers' namespaces).
+
+    Returns
+    -------
+    PACScore, LCLIPScore, BRIDGE or SPECSScore
+    """
+    # the trainers are imported lazily: each imports torch and open_clip (seconds), which --help must not
+    name = TRAINABLE.get(metric, metric)
+    if name == "PAC-S":
+        from neural.pacs import PACScore, finetune_pacs, teaching_tuples
+
+        if not isinstance(corpus, GeneratedCorpus):
+            raise ValueError(f"PAC-S positives need a generated corpus; {corpus.name!r} has no generator")
+        train = teaching_tuples(corpus, "train", seed=seed, max_images=700)
+        val = teaching_tuples(corpus, "dev", seed=seed, max_images=150)
+        return PACScore(finetune_pacs(backbone, train, val, recipe_for("PAC-S", backbone), cache=cache,
+                                      show_progress=show_progress))
+    if name == "L-CLIPScore":
+        from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
+
+        cfg = LCLIPConfig.from_recipe(recipe_for("L-CLIPScore", backbone), seed=seed)
+        return LCLIPScore(train_lclip_on_corpus(backbone, corpus, "train", cfg, cache=cache,
+                                                show_progress=show_progress))
+    if name == "BRIDGE":
+        from neural.bridge import BRIDGE, BridgeConfig
+
+        cfg = BridgeConfig.from_recipe(recipe_for("BRIDGE", backbone), seed=seed)
+        return BRIDGE(backbone, cfg).fit(corpus, "train", cache=cache, show_progress=show_progress)
+    if name == "SPECS":
+        from neural.specs import SPECSConfig, SPECSScore, train_specs
+
+        cfg = SPECSConfig.from_recipe(recipe_for("SPECS", backbone), seed=seed)
+        return SPECSScore(train_specs(backbone, corpus, "train", cfg, cache=cache, show_progress=show_progress))
+    raise ValueError(f"metric {metric!r}: trainable scorers are {sorted(TRAINABLE)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m neural.train_scorer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--metric", required=True, choices=sorted(TRAINABLE),
+                    help="the scorer to train (RefPAC-S / RefL-CLIPScore use the same weights as PAC-S / "
+                         "L-CLIPScore: pass --references when scoring)")
+    ap.add_argument("--out", required=True, type=Path,
+                    help="folder to write (scorer.json + weights.safetensors); refused if it holds other "
+                         "files; a saved scorer already there is replaced")
+    ap.add_argument("--clip-model", default=None,
+                    help="the parent backbone: 'teaching' (default: the shipped teaching CLIP), 'tiny' (the "
+                         "small CLIP trained here on the teaching set) or an open_clip architecture")
+    ap.add_argument("--clip-pretrained", default=None,
+                    help="pretrained tag or weights file of an open_clip --clip-model (default: openai)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--seed", type=int, default=0, help="seed of the teaching set, the tiny CLIP and the recipe")
+    ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
+    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    return ap
+
+
+def _check_out(out: Path) -> None:
+    """Refuse a ``--out`` that is a file or a folder with other files, before any training."""
+    from neural.saved import CONFIG_NAME, WEIGHTS_NAME   # lazy: imports torch (option errors stay instant)
+
+    out = out.expanduser()
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"error: --out {out} is a file; give a folder")
+    if out.is_dir():
+        others = sorted(p.name for p in out.iterdir() if p.name not in (CONFIG_NAME, WEIGHTS_NAME))
+        if others:
+            raise SystemExit(f"error: --out {out} is a folder with other files ({', '.join(others[:3])}); "
+                             "give a new or empty folder")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    _check_out(args.out)
+    # lazy: torch, open_clip and the teaching-set generator take seconds (--help must stay instant)
+    from corpora.cache import DiskCache
+    from corpora.teaching import make_teaching_set
+    from neural.checkpoints import WeightsError
+    from neural.factory import backbone_for
+    from neural.saved import save_scorer
+
+    cache = DiskCache(args.cache_dir, enabled=not args.no_cache)
+    teaching = make_teaching_set(seed=args.seed)
+    try:
+        bb = backbone_for(teaching, args.clip_model, args.clip_pretrained, seed=args.seed, cache=cache,
+                          device=args.device, show_progress=not args.quiet)
+    except (WeightsError, ValueError, RuntimeError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    print(f"training {TRAINABLE[args.metric]} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
+    scorer = train_scorer(args.metric, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
+    folder = save_scorer(scorer, args.out)
+    print(f"saved {TRAINABLE[args.metric]} to {folder} (parent {bb.name}, weights {bb.weights_id})")
+    return 0
+
+
+def run(argv=None) -> int:
+    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(run())
