@@ -62,7 +62,9 @@ def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, System
 def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, RankingPool], *, skipped: int,
                  plan: RetrievalPlan, outputs: Mapping[str, SystemOutput], systems_json: Mapping,
                  reference: Mapping, human: Mapping, specificity: Mapping, compositionality: Mapping,
-                 stage_timings: Mapping[str, float], neural_provenance: Mapping, kcca_models: Mapping) -> dict:
+                 stage_timings: Mapping[str, float], neural_provenance: Mapping, kcca_models: Mapping,
+                 paper_effects: Mapping | None = None, scoring_timings: Mapping | None = None,
+                 benchmarks: Mapping | None = None) -> dict:
     """``results.json``: corpus, systems, significance reference, human correlation, specificity,
     compositionality (generated corpora only), timings and provenance.
 
@@ -91,6 +93,13 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         The neural stage's provenance (backbones, timings).
     kcca_models : mapping
         The (n, κ) model of each KCCA caption metric.
+    paper_effects : mapping, optional
+        :func:`experiments.paper_effects.paper_effects` (empty or ``None``: no block).
+    scoring_timings : mapping, optional
+        ``{scorer: {step: timing}}`` measured outside a system's own steps (L-CLIPScore and its teacher's
+        pair-scoring throughput), filed with the systems' timings under ``timings_s["systems"]``.
+    benchmarks : mapping, optional
+        :func:`experiments.benchmark_stage.benchmark_stage` (empty or ``None``: no block).
 
     Returns
     -------
@@ -100,6 +109,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
     """
     timings: dict = {k: round(v, 2) for k, v in stage_timings.items()}
     timings["systems"] = {name: o.timings for name, o in outputs.items() if o.timings}
+    for name, steps in (scoring_timings or {}).items():
+        timings["systems"][name] = {**timings["systems"].get(name, {}), **steps}
     extra = {**neural_provenance, "device_requested": options.device, "permutations": options.permutations,
              "significance_reference_rule": "chosen (--reference)" if options.reference else "best R@10 per task",
              "systems_requested": list(options.systems), "neural_requested": list(options.neural),
@@ -113,6 +124,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         "significance_reference": reference,
         "human_correlation": human,
         "specificity": specificity,
+        **({"paper_effects": dict(paper_effects)} if paper_effects else {}),
+        **({"benchmarks": dict(benchmarks)} if benchmarks else {}),
         **({"compositionality": dict(compositionality)} if compositionality else {}),
         "timings_s": timings,
         "provenance": provenance(seed=options.seed, data=options.data, use_cache=not options.no_cache,
