@@ -320,7 +320,7 @@ def student_vs_teacher(student, teacher, corpus: Corpus, pool: RankingPool, repe
             sc.score(ims, caps)
             best = min(best, time.perf_counter() - t0)
         timing[role] = {"seconds": round(best, 4), "captions": len(caps),
-                        "captions_per_s": round(len(caps) / best, 1) if best > 0 else None}
+                        "captions_per_s": round(len(caps) / best, 3) if best > 0 else None}
     return {"student_params": int(count_parameters(student.backbone.model)),
             "teacher_params": int(count_parameters(teacher.backbone.model)), "timing": timing}
 

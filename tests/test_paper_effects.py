@@ -296,3 +296,31 @@ def test_benchmark_options_are_checked_before_the_run(tmp_path):
         parse_options(["--composite", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     with pytest.raises(PipelineError, match="--benchmark-images"):
         parse_options(["--benchmark-images", str(tmp_path), "--out", str(tmp_path / "o")])
+
+
+# ---------------------------------------------------------------------------------------------- inputs
+def test_specificity_rate_returns_the_per_step_outcomes_behind_the_rates():
+    from neural.specificity import specificity_rate
+
+    img = [np.zeros((4, 4, 3), np.uint8), np.ones((4, 4, 3), np.uint8)]
+    units = [["a dog", "on grass", "with a ball"], ["a cat", "on a sofa"]]
+    sr = specificity_rate(lambda ims, ts: np.array([len(t) for t in ts], float), img, units, ["red", "blue"])
+    # a longer text always scores higher: every correct unit raises the score, every wrong one too
+    assert sr["hits_pos"].tolist() == [True] * 3 and sr["hits_neg"].tolist() == [False] * 5
+    assert sr["SR_pos"] == sr["hits_pos"].mean() and sr["n_neg_steps"] == sr["hits_neg"].size
+
+
+def test_student_vs_teacher_counts_parameters_and_times_the_test_pool(random_tiny_backbone, small_teaching_set):
+    from corpora.protocol import hodosh_pool
+    from experiments.neural_stage import student_vs_teacher
+    from neural.clipscore import CLIPScore
+    from neural.lclip import LCLIPScore, count_parameters
+
+    pool = hodosh_pool(small_teaching_set, "test")
+    m = student_vs_teacher(LCLIPScore(random_tiny_backbone), CLIPScore(random_tiny_backbone), small_teaching_set,
+                           pool, repeats=1)
+    assert m["student_params"] == m["teacher_params"] == count_parameters(random_tiny_backbone.model) > 0
+    for role in ("student", "teacher"):
+        t = m["timing"][role]
+        assert t["captions"] == len(pool.captions) and t["seconds"] > 0
+        assert t["captions_per_s"] == pytest.approx(t["captions"] / t["seconds"], rel=0.01, abs=0.002)
