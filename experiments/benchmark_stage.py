@@ -65,41 +65,49 @@ class FolderImageScorer:
     scorer cannot score images from outside the corpus.
     """
 
+    #: Rows scored per call of the live scorer: only their images are in memory at once (FOIL has
+    #: thousands of full-size COCO images).
+    chunk = 256
+
     def __init__(self, scorer: PairScorer, folder: Path | None, name: str):
         self.inner, self.folder, self.name = scorer, folder, name
         self.identity = None          # benchmark scores are not cached
-        self._images: dict[str, np.ndarray] = {}
 
     def _live(self):
         s = self.inner
         return s.live() if hasattr(s, "live") else s
 
-    def _load(self, image_ids: Sequence[str]) -> list[np.ndarray]:
+    def _paths(self, image_ids: Sequence[str]) -> dict[str, Path]:
+        """Every image's file; :class:`LookupError` (how many are missing, the first) before any is read."""
         if self.folder is None:
             raise LookupError("needs the benchmark's images: pass --benchmark-images DIR")
-        missing = []
-        for i in dict.fromkeys(image_ids):
-            if i not in self._images:
-                path = find_benchmark_image(self.folder, i)
-                if path is None:
-                    missing.append(i)
-                    continue
-                self._images[i] = read_image(path)
+        paths = {i: find_benchmark_image(self.folder, i) for i in dict.fromkeys(image_ids)}
+        missing = [i for i, p in paths.items() if p is None]
         if missing:
             raise LookupError(f"{len(missing)} of the benchmark's images are not in --benchmark-images "
                               f"{self.folder} (first: {missing[0]})")
-        return [self._images[i] for i in image_ids]
+        return paths
 
     def __call__(self, image_ids: Sequence[str], candidates: Sequence[str],
                  references: Sequence[Sequence[str]]) -> np.ndarray:
         live = self._live()
         if hasattr(live, "bridge"):
-            return live.bridge.score(self._load(image_ids), list(candidates))
-        if hasattr(live, "scorer") and hasattr(live, "use_references"):
-            refs = [list(r) for r in references] if live.use_references else None
-            return live.scorer.score(self._load(image_ids), list(candidates), refs)
-        raise LookupError("scores only the run's own corpus images (its image kernel is built on the run's "
-                          "image features), not a benchmark's")
+            def score(ims, cands, refs):
+                return live.bridge.score(ims, cands)
+        elif hasattr(live, "scorer") and hasattr(live, "use_references"):
+            def score(ims, cands, refs):
+                return live.scorer.score(ims, cands, refs if live.use_references else None)
+        else:
+            raise LookupError("scores only the run's own corpus images (its image kernel is built on the run's "
+                              "image features), not a benchmark's")
+        paths = self._paths(image_ids)
+        out = []
+        for lo in range(0, len(candidates), self.chunk):   # per-pair scores: chunking does not change them
+            ids = image_ids[lo:lo + self.chunk]
+            images = {i: read_image(paths[i]) for i in dict.fromkeys(ids)}
+            out.append(np.asarray(score([images[i] for i in ids], list(candidates[lo:lo + self.chunk]),
+                                        [list(r) for r in references[lo:lo + self.chunk]]), dtype=np.float64))
+        return np.concatenate(out) if out else np.zeros(0)
 
 
 def _given(options: RunOptions) -> bool:
