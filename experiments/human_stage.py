@@ -47,11 +47,14 @@ def cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: Pa
 
 def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
                             image_based: set[str] | frozenset = frozenset(),
-                            cache: DiskCache | None = None) -> dict:
+                            cache: DiskCache | None = None, keep: dict | None = None) -> dict:
     """Flickr8k-Expert and Flickr8k-CF correlations (×100) for every pair scorer.
 
     ``scorers`` maps a name to ``score_fn(image_ids, candidates, references) -> scores``.  Scorers named in
     ``image_based`` only see the rows whose image is on disk; ``n_expert`` / ``n_cf`` report the rows used.
+    With ``keep`` (a dict) the per-row scores are kept for paired tests: ``keep[tag] = {"rows": rows,
+    "scores": {name: array}}`` (``tag`` ``"expert"`` / ``"cf"``; one score per protocol row, NaN on the rows
+    a scorer did not see).
     """
     if not corpus.expert and not corpus.crowd:
         return {}
@@ -63,9 +66,11 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
             protocols.append(("cf", flickr8k_cf_rows(corpus)))
         except ValueError as exc:   # e.g. an image whose every caption is judged for it: no references left
             raise PipelineError(f"human correlation, Flickr8k-CF protocol: {exc}") from exc
-    restricted = {tag: restrict_rows(rows, [corpus.has_image(i) for i in rows.image_ids])
-                  for tag, rows in protocols}
+    on_disk = {tag: np.array([corpus.has_image(i) for i in rows.image_ids], dtype=bool) for tag, rows in protocols}
+    restricted = {tag: restrict_rows(rows, on_disk[tag]) for tag, rows in protocols}
     out: dict[str, dict] = {}
+    if keep is not None:
+        keep.update({tag: {"rows": rows, "scores": {}} for tag, rows in protocols})
     for name, fn in scorers.items():
         row: dict = {}
         for tag, rows in protocols:
@@ -73,8 +78,12 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
             if len(use) < 3:
                 row[f"n_{tag}"] = len(use)
                 continue
-            hc = human_correlation(use, cached_row_scores(cache, corpus, name, fn, tag, use,
-                                                           image_based=name in image_based))
+            scores = cached_row_scores(cache, corpus, name, fn, tag, use, image_based=name in image_based)
+            if keep is not None:
+                full = np.full(len(rows), np.nan)
+                full[on_disk[tag] if use is not rows else slice(None)] = scores
+                keep[tag]["scores"][name] = full
+            hc = human_correlation(use, scores)
             # 4 decimals: the report rounds once, to 1 (2-decimal values rounded again would go both ways)
             row[f"{tag}_tau_b"] = round(100 * hc["tau_b"], 4)
             row[f"{tag}_tau_c"] = round(100 * hc["tau_c"], 4)
@@ -123,7 +132,8 @@ def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, PairScorer]
             for k in names}
 
 
-def human_stage(corpus: Corpus, image_scorers: Mapping[str, PairScorer], cache: DiskCache | None) -> dict:
+def human_stage(corpus: Corpus, image_scorers: Mapping[str, PairScorer], cache: DiskCache | None,
+                keep: dict | None = None) -> dict:
     """The human-correlation table of the n-gram caption metrics and the image-based pair scorers.
 
     Parameters
@@ -135,6 +145,8 @@ def human_stage(corpus: Corpus, image_scorers: Mapping[str, PairScorer], cache: 
         the KCCA affinity): they are correlated on the rows whose image is on disk.
     cache : DiskCache or None
         Where the scores are cached (under each scorer's ``identity``).
+    keep : dict, optional
+        Filled with the per-row scores (see :func:`human_correlation_table`).
 
     Returns
     -------
@@ -142,4 +154,4 @@ def human_stage(corpus: Corpus, image_scorers: Mapping[str, PairScorer], cache: 
         What :func:`human_correlation_table` returns.
     """
     scorers = {**ngram_scorers(), **image_scorers}
-    return human_correlation_table(corpus, scorers, image_based=set(image_scorers), cache=cache)
+    return human_correlation_table(corpus, scorers, image_based=set(image_scorers), cache=cache, keep=keep)

@@ -217,6 +217,10 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     specificity: dict = {}
     if isinstance(corpus, GeneratedCorpus):   # the corpus can produce detail units
         specificity = _specificity(corpus, names, scorers, options, cache, timings)
+    if not live and "L-CLIPScore" in scorers and "L-CLIPScore" in names:   # parameters and throughput vs the teacher
+        from neural.clipscore import CLIPScore   # lazy: a warm re-run must not import torch
+
+        prov["lclip_vs_teacher"] = student_vs_teacher(scorers["L-CLIPScore"], CLIPScore(bb), corpus, pools["test"])
     label = {n: scorer_label(n, spec.name) for n in {*outputs, *pair, *specificity}}
     outputs = {label[k]: dataclasses.replace(v, name=label[k]) for k, v in outputs.items()}
     pair = {label[k]: v for k, v in pair.items()}
@@ -470,7 +474,7 @@ def _specificity(corpus: Corpus, names: list[str], scorers: Mapping[str, object]
     # which builds the detail units and loads the images once for all of them
     keys = {k: {"what": "specificity", "scorer": v.cache_identity(), "corpus": corpus.name,
                 "fingerprint": corpus.fingerprint, "split": "test", "max_images": 100, "seed": options.seed,
-                "theta": SPECIFICITY_THETA}
+                "theta": SPECIFICITY_THETA, "per_step": True}
             if hasattr(v, "cache_identity") else None
             for k, v in scorers.items() if k in names}
     sr = {k: hit for k, key in keys.items()
@@ -479,15 +483,49 @@ def _specificity(corpus: Corpus, names: list[str], scorers: Mapping[str, object]
     if missing:
         fresh = specificity_on_corpus(missing, corpus, "test", max_images=100, seed=options.seed)
         for k in missing:
-            sr[k] = {m: np.asarray(float(fresh[k][m])) for m in ("SR_pos", "SR_neg")}
+            sr[k] = {m: np.asarray(fresh[k][m]) for m in ("SR_pos", "SR_neg", "hits_pos", "hits_neg")}
             if keys[k] is not None:
                 cache.store("specificity", keys[k], sr[k])
-    specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4)}
+    # the per-step outcomes (paired tests, experiments.paper_effects) leave with the rates; the pipeline
+    # takes them out before results.json
+    specificity = {k: {"SR_pos": round(float(v["SR_pos"]), 4), "SR_neg": round(float(v["SR_neg"]), 4),
+                       "hits_pos": [bool(x) for x in v["hits_pos"]], "hits_neg": [bool(x) for x in v["hits_neg"]]}
                    for k, v in sr.items()}
     timings["specificity"] = time.perf_counter() - t
     for k, v in specificity.items():
         log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
     return specificity
+
+
+def student_vs_teacher(student, teacher, corpus: Corpus, pool: RankingPool, repeats: int = 2) -> dict:
+    """Parameter counts and measured scoring throughput of L-CLIPScore's student and its teacher (CLIP-S
+    on the same backbone): each scores every test-pool caption against its own image (image and text
+    encoding and the score; the images are loaded before the clock starts), timed with
+    :func:`time.perf_counter`, best of ``repeats``.
+
+    Returns
+    -------
+    dict
+        ``{"student_params", "teacher_params", "timing": {"student": {...}, "teacher": {...}}}``, each
+        timing ``{"seconds", "captions", "captions_per_s"}`` (wall-clock: the pipeline files it under
+        ``timings_s``).
+    """
+    from neural.lclip import count_parameters   # lazy: a warm re-run must not import torch
+
+    images = [corpus.load_image(i) for i in pool.image_ids]
+    ims = [images[int(r)] for r in pool.gold_image]       # each caption with the image it was written for
+    caps = [c.text for c in pool.captions]
+    timing = {}
+    for role, sc in (("student", student), ("teacher", teacher)):
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            sc.score(ims, caps)
+            best = min(best, time.perf_counter() - t0)
+        timing[role] = {"seconds": round(best, 4), "captions": len(caps),
+                        "captions_per_s": round(len(caps) / best, 3) if best > 0 else None}
+    return {"student_params": int(count_parameters(student.backbone.model)),
+            "teacher_params": int(count_parameters(teacher.backbone.model)), "timing": timing}
 
 
 #: Layout version of the ``neural_stage`` cache entries (bump when what is stored changes).
@@ -572,7 +610,11 @@ class DeferredPairScorer:
         self.identity = identity   # None (as the live scorer's): its scores are never cached
 
     def __call__(self, image_ids, candidates, references):
-        return self._resolve()[self.name](image_ids, candidates, references)
+        return self.live()(image_ids, candidates, references)
+
+    def live(self) -> PairScorer:
+        """The live pair scorer (built on first use; e.g. to score a benchmark's images)."""
+        return self._resolve()[self.name]
 
 
 def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,

@@ -289,6 +289,9 @@ class RunOptions:
         backbones: the papers'), ``small`` or ``paper`` (:mod:`neural.recipes`).
     train_on_cpu : bool
         Go ahead with a paper recipe on the CPU (else refused up front, :func:`check_cpu_training`).
+    composite, pascal50s, foil, foil_coco_captions, benchmark_images : Path or None
+        The standard benchmarks (``--composite`` folder, ``--pascal50s`` folder, ``--foil`` file with
+        ``--foil-coco-captions``) and the folder of their images (``--benchmark-images``).
     """
 
     data: Path | None = None
@@ -314,6 +317,12 @@ class RunOptions:
     no_progress: bool = False
     recipe: str = "auto"
     train_on_cpu: bool = False
+    # standard benchmarks (check_benchmark_paths): files / folders as given, None when not given
+    composite: Path | None = None
+    pascal50s: Path | None = None
+    foil: Path | None = None
+    foil_coco_captions: Path | None = None
+    benchmark_images: Path | None = None
 
     def __post_init__(self) -> None:
         """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
@@ -410,7 +419,7 @@ class RunOptions:
             out=Path(ns.out) if ns.out else default_out_dir(corpus_label(data)),
             cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
             no_progress=ns.no_progress, recipe=getattr(ns, "recipe", "auto"),
-            train_on_cpu=getattr(ns, "train_on_cpu", False))
+            train_on_cpu=getattr(ns, "train_on_cpu", False), **benchmark_paths(ns))
         check_data_folder(options.data)
         check_codebook_folder(options.codebook_images)
         if options.neural:
@@ -418,6 +427,37 @@ class RunOptions:
             check_cpu_training(options)
         make_folders(options)
         return options
+
+
+# ---------------------------------------------------------------------------- standard benchmarks
+#: option -> (RunOptions field, "dir" or "file") of the standard-benchmark options.
+BENCHMARK_OPTIONS = {"--composite": ("composite", "dir"), "--pascal50s": ("pascal50s", "dir"),
+                     "--foil": ("foil", "file"), "--foil-coco-captions": ("foil_coco_captions", "file"),
+                     "--benchmark-images": ("benchmark_images", "dir")}
+
+
+def benchmark_paths(ns) -> dict[str, Path | None]:
+    """The standard-benchmark paths of a parsed command line, checked: each given one exists as the
+    folder or file it must be (what is inside is read later, and a malformed file costs only its own
+    benchmark); ``--foil-coco-captions`` needs ``--foil``, ``--benchmark-images`` a benchmark.
+
+    Raises
+    ------
+    OptionError
+        Naming the option.
+    """
+    out: dict[str, Path | None] = {}
+    for opt, (field, kind) in BENCHMARK_OPTIONS.items():
+        value = getattr(ns, field, None)
+        path = None if value is None else Path(value).expanduser()
+        if path is not None and not (path.is_dir() if kind == "dir" else path.is_file()):
+            raise OptionError(f"{opt} {value}: no such {'folder' if kind == 'dir' else 'file'}")
+        out[field] = path
+    if out["foil_coco_captions"] is not None and out["foil"] is None:
+        raise OptionError("--foil-coco-captions gives the references of --foil, which is not given")
+    if out["benchmark_images"] is not None and not any(out[k] for k in ("composite", "pascal50s", "foil")):
+        raise OptionError("--benchmark-images holds the images of --composite / --pascal50s / --foil; none is given")
+    return out
 
 
 def check_codebook_folder(folder: Path | None) -> None:

@@ -19,12 +19,14 @@ from experiments.classical_stage import kcca_pair_scorers, run_classical
 from experiments.corpus_stage import build_pools, load_corpus, retrieval_plan
 from experiments.errors import PipelineError
 from experiments.evaluation_stage import compositionality_table, evaluation_stage
-from experiments.human_stage import human_stage
+from experiments.benchmark_stage import benchmark_stage
+from experiments.human_stage import human_stage, ngram_scorers
 
 # The neural stage imports the neural modules (torch) inside its functions, when they run: a warm re-run
 # reads the whole stage from its cache and never imports torch.
 from experiments.neural_stage import neural_stage
 from experiments.options import RunOptions
+from experiments.paper_effects import paper_effects, take_specificity_hits, take_student_timing
 from experiments.report_stage import results_json, write_run_report
 from experiments.runlog import Timer, log, log_error_to_file, setup_logging, teardown_logging
 
@@ -97,18 +99,24 @@ def run_stages(options: RunOptions, cache: DiskCache) -> dict[str, Path]:
             run_classical(corpus, pools, plan.systems, options, cache) if plan.systems else ({}, {}, None))
     with timer.stage("neural scorers (CLIP family)"):
         neural, pair_scorers, specificity, neural_prov = neural_stage(corpus, pools, plan.neural, options, cache)
+    sr_hits = take_specificity_hits(specificity)                  # per-step outcomes: tests, not results
+    student, student_timing = take_student_timing(neural_prov)   # L-CLIPScore vs its teacher
     outputs = {**classical, **neural}
     with timer.stage("evaluation and significance"):
         systems_json, evals, reference = evaluation_stage(outputs, pools["test"], options, cache)
         compositionality = compositionality_table(corpus, outputs, pools["test"])
     with timer.stage("human correlation"):
         kcca_scorers = kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
-        human = human_stage(corpus, {**pair_scorers, **kcca_scorers}, cache)
+        per_row: dict = {}
+        human = human_stage(corpus, {**pair_scorers, **kcca_scorers}, cache, keep=per_row)
+        effects = paper_effects(per_row, sr_hits, student, seed=options.seed)
+        benchmarks = benchmark_stage(options, human, ngram_scorers(), {**pair_scorers, **kcca_scorers})
     with timer.stage("report"):
         results = results_json(
             options, corpus, pools, skipped=skipped, plan=plan, outputs=outputs, systems_json=systems_json,
             reference=reference, human=human, specificity=specificity, compositionality=compositionality,
-            stage_timings=timer.timings,
+            stage_timings=timer.timings, paper_effects=effects, scoring_timings=student_timing,
+            benchmarks=benchmarks,
             neural_provenance=neural_prov,
             kcca_models={k: jsonable(getattr(f, "model", {})) for k, f in kcca_scorers.items()})
         paths = write_run_report(results, options, corpus, pools["test"], outputs, evals)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from corpora.jsondata import jsonable
+from experiments.report_sections import benchmark_note, benchmark_rows, paper_effect_rows, paper_effects_note
 
 TASKS = ("annotation", "search")
 _TASK_TITLES = {"annotation": "image annotation (an image ranks the captions)",
@@ -426,6 +427,11 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
                      "that adds a fact, e.g. “with stripes”, “left of a small blue square”). SR_pos: share of "
                      "steps where adding a correct unit raises the score; SR_neg: share where appending a "
                      "wrong unit lowers it (higher is better for both).", specificity_rows(results)))
+    if results.get("paper_effects"):
+        secs.append(("Paper effects", paper_effects_note(results), paper_effect_rows(results)))
+    if results.get("benchmarks"):
+        secs.append(("Standard benchmarks (PAC-S Tables 1–3 layout)", benchmark_note(results),
+                     benchmark_rows(results)))
     if results.get("compositionality"):
         secs.append(("Compositionality: true caption vs its contrast twin's", COMPOSITIONALITY_NOTE,
                      compositionality_rows(results)))

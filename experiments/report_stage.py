@@ -62,7 +62,9 @@ def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, System
 def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, RankingPool], *, skipped: int,
                  plan: RetrievalPlan, outputs: Mapping[str, SystemOutput], systems_json: Mapping,
                  reference: Mapping, human: Mapping, specificity: Mapping, compositionality: Mapping,
-                 stage_timings: Mapping[str, float], neural_provenance: Mapping, kcca_models: Mapping) -> dict:
+                 stage_timings: Mapping[str, float], neural_provenance: Mapping, kcca_models: Mapping,
+                 paper_effects: Mapping | None = None, scoring_timings: Mapping | None = None,
+                 benchmarks: Mapping | None = None) -> dict:
     """``results.json``: corpus, systems, significance reference, human correlation, specificity,
     compositionality (generated corpora only), timings and provenance.
 
@@ -93,6 +95,13 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         ``backbones`` block.
     kcca_models : mapping
         The (n, κ) model of each KCCA caption metric.
+    paper_effects : mapping, optional
+        :func:`experiments.paper_effects.paper_effects` (empty or ``None``: no block).
+    scoring_timings : mapping, optional
+        ``{scorer: {step: timing}}`` measured outside a system's own steps (L-CLIPScore and its teacher's
+        pair-scoring throughput), filed with the systems' timings under ``timings_s["systems"]``.
+    benchmarks : mapping, optional
+        :func:`experiments.benchmark_stage.benchmark_stage` (empty or ``None``: no block).
 
     Returns
     -------
@@ -102,6 +111,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
     """
     timings: dict = {k: round(v, 2) for k, v in stage_timings.items()}
     timings["systems"] = {name: o.timings for name, o in outputs.items() if o.timings}
+    for name, steps in (scoring_timings or {}).items():
+        timings["systems"][name] = {**timings["systems"].get(name, {}), **steps}
     backbones = neural_provenance.get("backbones") or {}
     extra = {**{k: v for k, v in neural_provenance.items() if k != "backbones"}, "device_requested": options.device, "permutations": options.permutations,
              "significance_reference_rule": "chosen (--reference)" if options.reference else "best R@10 per task",
@@ -116,6 +127,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         "significance_reference": reference,
         "human_correlation": human,
         "specificity": specificity,
+        **({"paper_effects": dict(paper_effects)} if paper_effects else {}),
+        **({"benchmarks": dict(benchmarks)} if benchmarks else {}),
         **({"compositionality": dict(compositionality)} if compositionality else {}),
         **({"backbones": dict(backbones)} if backbones else {}),
         "timings_s": timings,

@@ -91,7 +91,7 @@ def specificity_rate(
     images: Sequence[np.ndarray],
     unit_sequences: Sequence[Sequence[str]],
     negative_units: Sequence[str | Sequence[str]],
-) -> dict[str, float]:
+) -> dict:
     """SR_pos and SR_neg (SPECS Eqs. 1–2) of any scorer.
 
     Parameters
@@ -109,7 +109,9 @@ def specificity_rate(
     Returns
     -------
     dict
-        ``{"SR_pos", "SR_neg", "SR_pos_macro", "SR_neg_macro", "n_pos_steps", "n_neg_steps"}``.
+        ``{"SR_pos", "SR_neg", "SR_pos_macro", "SR_neg_macro", "n_pos_steps", "n_neg_steps"}`` and the
+        per-step outcomes ``"hits_pos"`` / ``"hits_neg"`` (bool arrays in step order, the same steps for
+        every scorer given the same units: paired outcomes for McNemar's test).
     """
     if len(images) != len(unit_sequences):
         raise ValueError(f"images ({len(images)}) and unit_sequences ({len(unit_sequences)}) differ in length")
@@ -122,11 +124,13 @@ def specificity_rate(
     n = len(images)
     succ = {"pos": np.zeros(n), "neg": np.zeros(n)}
     tot = {"pos": np.zeros(n), "neg": np.zeros(n)}
+    hits: dict[str, list[bool]] = {"pos": [], "neg": []}
     for i, a, b, kind in steps:
         ok = scores[b] > scores[a] if kind == "pos" else scores[b] < scores[a]
         succ[kind][i] += ok
         tot[kind][i] += 1
-    out: dict[str, float] = {}
+        hits[kind].append(bool(ok))
+    out: dict = {f"hits_{k}": np.asarray(v, dtype=bool) for k, v in hits.items()}
     for kind in ("pos", "neg"):
         t = tot[kind].sum()
         out[f"SR_{kind}"] = float(succ[kind].sum() / t) if t else float("nan")
