@@ -1,4 +1,4 @@
-# Size (~610 lines): the neural stage as one unit: per-backbone runs, their answered judgments and the stage cache.
+# Size (~680 lines): the neural stage as one unit: per-backbone runs, their answered judgments and the stage cache.
 """The main job's neural stage: the CLIP family (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS and the
 reference-based variants) on the tiny CLIP trained here or open_clip backbones — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
