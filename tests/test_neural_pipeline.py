@@ -71,12 +71,12 @@ def fast_neural(random_tiny_backbone, monkeypatch):
     """The pipeline with the random tiny backbone and a few training steps per scorer (PAC-S's small
     recipe as it is); returns the names of the recipes the stage chose, in order."""
     torch.manual_seed(0)
-    monkeypatch.setattr(stage, "load_neural_backbone", lambda corpus, args, cache: random_tiny_backbone)
+    monkeypatch.setattr(stage, "load_neural_backbone", lambda corpus, args, cache, *a, **k: random_tiny_backbone)
     made = []
     chosen = stage._recipe
 
-    def short(scorer, options):
-        recipe = chosen(scorer, options)
+    def short(scorer, options, bb):
+        recipe = chosen(scorer, options, bb)
         made.append(recipe.name)
         if recipe.name == "pacs-small":
             return recipe
@@ -168,13 +168,18 @@ def test_the_default_backbone_is_the_teaching_clip_never_trained(model, monkeypa
     seen = {}
     monkeypatch.setattr(factory, "backbone_for", lambda *a, **k: seen.update(args=a, kw=k) or "bb")
     stage.load_neural_backbone(None, _args(clip_model=model, quick=True), None)
-    assert seen["args"][1] == "teaching" and "steps" not in seen["kw"]
+    from neural.names import is_teaching_model
+
+    assert is_teaching_model(seen["args"][1], default=True) and "steps" not in seen["kw"]
     with pytest.raises(PipelineError, match="--clip-steps"):          # nothing to train
         _args(clip_model=model, clip_steps=5)
     assert not uses_tiny_clip(_args(clip_model=model))
 
 
-def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neural):
+def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neural, random_tiny_backbone,
+                                                  monkeypatch):
+    """The recipe follows the loaded backbone's architecture: small for the toolkit's own small CLIPs, the
+    paper's for any other."""
     from corpora.cache import NO_CACHE
 
     corpus = small_teaching_set
@@ -184,6 +189,7 @@ def test_specs_uses_the_tiny_recipe_for_tiny_clip(small_teaching_set, fast_neura
     assert fast_neural == ["specs-small"]
     fast_neural.clear()
     args = _args(clip_model="ViT-B-32", skip_missing_images=False)
+    monkeypatch.setattr(random_tiny_backbone, "arch", "ViT-B-32")   # as a real backbone reports itself
     stage.run_neural(corpus, pools, ["SPECS"], args, NO_CACHE)
     assert fast_neural == ["specs-paper"]          # a real backbone: the paper's recipe
 

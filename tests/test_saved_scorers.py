@@ -269,8 +269,8 @@ def test_train_scorer_command_saves_a_loadable_scorer(small_teaching_set, random
 
     monkeypatch.setattr("corpora.teaching.make_teaching_set", lambda seed=0: small_teaching_set)
     monkeypatch.setattr("neural.factory.backbone_for", lambda *a, **k: random_tiny_backbone)
-    small = bridge_mod.BridgeConfig(steps=2, batch_size=6, max_images=12)   # the default recipe: 60 steps
-    monkeypatch.setattr(bridge_mod, "BridgeConfig", lambda seed=0: small)
+    small = bridge_mod.BridgeConfig(steps=2, batch_size=6, max_images=12)   # the small recipe: 60 steps
+    monkeypatch.setattr(bridge_mod.BridgeConfig, "from_recipe", classmethod(lambda cls, recipe, **kw: small))
     out = tmp_path / "bridge"
     assert ts_mod.main(["--metric", "bridge", "--out", str(out), "--no-cache", "--quiet"]) == 0
     assert "saved BRIDGE" in capsys.readouterr().out
