@@ -434,10 +434,10 @@ def test_options_are_checked_once_into_frozen_run_options(tmp_path, monkeypatch)
         opts.seed = 1
     # the values are checked among themselves on every construction (also dataclasses.replace)
     with pytest.raises(PipelineError, match="--clip-pretrained needs an open_clip architecture"):
-        dataclasses.replace(opts, clip_pretrained="openai")
+        dataclasses.replace(opts, clip_model="tiny", clip_pretrained="openai")
     with pytest.raises(PipelineError, match="--seed must be in"):
         RunOptions(seed=-1)
-    assert dataclasses.replace(opts, neural=(), clip_pretrained="openai").clip_pretrained == "openai"
+    assert dataclasses.replace(opts, neural=(), clip_model="tiny", clip_pretrained="openai").clip_pretrained == "openai"
 
 
 def test_cache_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
