@@ -242,3 +242,29 @@ def test_answered_pair_scorer_serves_its_calls_and_rebuilds_otherwise():
     sc = stage.AnsweredPairScorer("CLIP-S@x", {"id": 1}, answers, lambda: {"CLIP-S@x": live})
     assert sc(["i"], ["a cat"], [["x"]])[0] == 7.0 and calls == []
     assert list(sc(["i", "j"], ["a", "b"], [["x"], ["y"]])) == [0.0, 1.0] and calls == [["a", "b"]]
+
+
+def test_specs_release_file_in_longclip_layout_scores_as_it_is(tmp_path, checkpoints, counted_loads):
+    """SPECS@NAME on a SPECS release file (``spec.pt``: Long-CLIP layout, 248 positions, the stretched table
+    with its kept first 20 rows) scores with the released weights as they are — no fine-tuning, the 248-token
+    context intact — beside CLIP-S on another backbone."""
+    from test_longclip_layout import tiny_release
+
+    release = tmp_path / "release"
+    release.mkdir()
+    spec = release / "spec.pt"
+    torch.save(tiny_release(seed=3), spec)       # as the release: torch.save(model.module.state_dict())
+    argv = ["--teaching-size", "60", "--systems", "none", "--permutations", "20", "--no-progress", "--seed", "0",
+            "--backbone", f"clip=itr-tiny-clip:{checkpoints['clip']}",
+            "--backbone", f"specs=itr-tiny-clip:{spec}",
+            "--metrics", "CLIP-S@clip,SPECS@specs",
+            "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "o")]
+    assert main(argv) == 0
+    r = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))
+    assert counted_loads == ["clip", "specs"]
+    bbs = r["backbones"]
+    assert bbs["specs"]["weights_format"] == "specs" and bbs["specs"]["scorers"] == ["SPECS@specs"]
+    named = r["provenance"]["named_backbones"]["specs"]
+    assert named["specs_backbone"]["weights_id"] == named["backbone"]["weights_id"]   # used as released
+    assert named["backbone"]["context_length"] == 248
+    assert "SPECS@specs" in r["specificity"] and "SPECS@specs" in r["systems"]
