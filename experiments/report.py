@@ -21,6 +21,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -362,11 +363,22 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+#: A cell that reads as a number (with significance markers, %, a CI or a dash): right-aligned; any
+#: other cell is text and is left-aligned (class ``t``) so that long phrases read normally.
+_NUMERIC_CELL = re.compile(r"(?:< )?[-+−]?[\d.,]*\d[\d.,]*\s*[%*↑]*|[–-]|\[[^\]]*\]|\**|")
+
+
+def _html_cell(c) -> str:
+    text = str(c)
+    cls = "" if _NUMERIC_CELL.fullmatch(text.strip()) else " class='t'"
+    return f"<td{cls}>{html.escape(text)}</td>"
+
+
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     cls = " class='sys'" if len(header) > 1 and header[1] == "family" else ""
     h = f"<table{cls}><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr></thead><tbody>"
     for r in rows:
-        h += "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
+        h += "<tr>" + "".join(_html_cell(c) for c in r) + "</tr>"
     return h + "</tbody></table>"
 
 
@@ -579,7 +591,7 @@ h1{font-size:1.6em;border-bottom:2px solid #3b6ea8;padding-bottom:.3em}
 h2{font-size:1.25em;margin-top:1.8em;color:#2b4f7a}
 table{border-collapse:collapse;font-size:.86em;margin:.6em 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #d4dbe4;padding:.28em .55em;text-align:right}
-th{background:#eef3f9}td:first-child,th:first-child,table.sys td:nth-child(2),table.sys th:nth-child(2){text-align:left}
+th{background:#eef3f9}td:first-child,th:first-child,table.sys td:nth-child(2),table.sys th:nth-child(2),td.t{text-align:left}
 tbody tr:nth-child(even){background:#f8fafc}
 .note{color:#555;font-size:.88em}
 figure{margin:1em 0}img{max-width:100%}figcaption{color:#555;font-size:.85em}

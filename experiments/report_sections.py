@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["paper_effect_rows", "paper_effects_note", "benchmark_rows", "benchmark_note"]
+__all__ = ["format_p", "paper_effect_rows", "paper_effects_note", "benchmark_rows", "benchmark_note"]
 
 
 def _fmt(v, nd: int = 1) -> str:
@@ -18,6 +18,13 @@ def _fmt(v, nd: int = 1) -> str:
     return f"{v:.{nd}f}"
 
 
+def format_p(p) -> str:
+    """A p-value for a table: ``< 0.001`` below it, else three decimals; ``–`` when there is none."""
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def paper_effect_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the "Paper effects" table (``results["paper_effects"]["rows"]``)."""
     header = ["paper", "compared pair", "measure", "first", "second", "Δ", "95 % CI", "p", "", "finding"]
@@ -26,7 +33,7 @@ def paper_effect_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
         ci = r.get("ci")
         rows.append([r["paper"], r["effect"], r["measure"], _fmt(r.get("value_a")), _fmt(r.get("value_b")),
                      _fmt(r.get("delta")), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "–",
-                     "–" if r.get("p") is None else f"{r['p']:.3g}", r.get("marker", ""), r["finding"]])
+                     format_p(r.get("p")), r.get("marker", ""), r["finding"]])
     return header, rows
 
 
