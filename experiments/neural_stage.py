@@ -296,6 +296,11 @@ class AnsweredPairScorer:
                  "released; loading the backbone again", self.name)
         return self._rebuild()[self.name](image_ids, candidates, references)
 
+    def live(self) -> PairScorer:
+        """The live pair scorer, its backbone loaded again (e.g. to score a benchmark's own images)."""
+        log.info("neural scorer %s: loading its backbone again for images outside the corpus", self.name)
+        return self._rebuild()[self.name]
+
 
 def answer_judgments(corpus: Corpus, pair: Mapping[str, PairScorer], cache: DiskCache,
                      rebuild: Callable[[], Mapping[str, PairScorer]]) -> dict[str, PairScorer]:

@@ -592,12 +592,11 @@ def check_backbone(spec: BackboneSpec) -> None:
     from neural.names import is_teaching_model  # torch-free
 
     if is_teaching_model(spec.model, default=True):
-        from neural.teaching_clip import TeachingCLIPError, check_teaching_weights  # imports torch
+        from neural.names import teaching_weights_problem  # torch-free: a warm re-run never imports torch
 
-        try:   # the file (default: the shipped one) against its record's SHA-256
-            check_teaching_weights(spec.pretrained)
-        except TeachingCLIPError as exc:
-            raise OptionError(f"{spec.option}: {exc}") from exc
+        problem = teaching_weights_problem(spec.pretrained)   # the file against its record's SHA-256
+        if problem is not None:
+            raise OptionError(f"{spec.option}: {problem}")
         return
     if spec.model != "auto":
         from neural.backbone import check_architecture  # open_clip: only for an open_clip backbone

@@ -1,3 +1,4 @@
+# Size (~610 lines): one renderer for the report (markdown, self-contained HTML and the PNG plots of every section).
 """Render the main job's results as ``report.md``, a self-contained ``report.html`` and PNG plots.
 
 Everything here is presentation: it takes the ``results`` dictionary that is also written to

@@ -2,6 +2,7 @@
 keys its neural-stage cache before deciding whether torch is needed at all)."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -12,6 +13,38 @@ TINY_MODEL_NAMES = ("tiny", "tiny-clip", "tiny-trained")
 TEACHING_MODEL_NAMES = ("teaching", "teaching-clip")
 #: The shipped teaching-CLIP weights (package data) and the record beside them (SHA-256, held-out figures).
 TEACHING_WEIGHTS_FILE = Path(__file__).resolve().parent / "weights" / "teaching_clip.safetensors"
+
+
+#: The command that rebuilds the shipped teaching-CLIP weights (named by every error about them).
+TEACHING_REBUILD_COMMAND = ("python -m experiments.pretrain_teaching_clip --out runs/teaching_clip "
+                            "--export neural/weights/teaching_clip.safetensors")
+
+
+def teaching_weights_problem(path: str | Path | None = None) -> str | None:
+    """What is wrong with a teaching-CLIP weights file (default: the shipped one), checked without torch
+    (the main job's option check must not import it): ``None`` when the file and its record exist and the
+    file's SHA-256 is the recorded one; else one message naming the file and
+    :data:`TEACHING_REBUILD_COMMAND`."""
+    p = Path(path) if path is not None else TEACHING_WEIGHTS_FILE
+    rec = p.with_suffix(".json")
+    why = None
+    if not p.is_file():
+        why = "file not found"
+    elif not rec.is_file():
+        why = f"its record {rec.name} (the SHA-256 to check) is missing"
+    else:
+        expected = teaching_weights_sha256(p)
+        if expected is None:
+            why = f"its record {rec.name} is unreadable (no 'sha256' entry, or not JSON)"
+        else:
+            digest = hashlib.sha256()
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    digest.update(block)
+            actual = digest.hexdigest()
+            if actual != expected:
+                why = f"damaged: SHA-256 {actual[:16]}… differs from the recorded {expected[:16]}…"
+    return None if why is None else f"teaching CLIP weights {p}: {why}; rebuild them with: {TEACHING_REBUILD_COMMAND}"
 
 
 def teaching_weights_sha256(path: str | Path | None = None) -> str | None:
@@ -50,5 +83,6 @@ def is_small_offline_model(name: str | None, *, default: bool = True) -> bool:
     return is_tiny_model(name) or is_teaching_model(name)
 
 
-__all__ = ["TINY_MODEL_NAMES", "TEACHING_MODEL_NAMES", "TEACHING_WEIGHTS_FILE", "teaching_weights_sha256", "is_tiny_model", "is_teaching_model",
+__all__ = ["TINY_MODEL_NAMES", "TEACHING_MODEL_NAMES", "TEACHING_WEIGHTS_FILE", "teaching_weights_sha256",
+           "TEACHING_REBUILD_COMMAND", "teaching_weights_problem", "is_tiny_model", "is_teaching_model",
            "is_small_offline_model"]

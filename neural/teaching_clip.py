@@ -58,7 +58,7 @@ from neural.architectures import CUSTOM_MODEL_CONFIGS, create_architecture
 from neural.backbone import Backbone, backbone_from_model
 from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256
 from neural.losses import info_nce
-from neural.names import TEACHING_WEIGHTS_FILE
+from neural.names import TEACHING_REBUILD_COMMAND, TEACHING_WEIGHTS_FILE, teaching_weights_problem
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch
 from neural.training import adamw, deterministic, progress, tick
 
@@ -71,8 +71,7 @@ __all__ = [
 
 TEACHING_ARCH = "itr-teaching-clip"
 WEIGHTS_FILE = TEACHING_WEIGHTS_FILE
-REBUILD_COMMAND = ("python -m experiments.pretrain_teaching_clip --out runs/teaching_clip "
-                   "--export neural/weights/teaching_clip.safetensors")
+REBUILD_COMMAND = TEACHING_REBUILD_COMMAND
 MAX_WEIGHTS_BYTES = 10_000_000
 #: Sizes of the held-out pools whose figures the record keeps: the full one (as the default test pool)
 #: and a small one that the test suite recomputes quickly.
@@ -402,18 +401,9 @@ def _missing(path: Path, why: str) -> TeachingCLIPError:
 def _verified_metadata(p: Path) -> dict[str, str]:
     """The file's safetensors metadata after checking it against its record's SHA-256 (one
     :class:`TeachingCLIPError` naming the file and :data:`REBUILD_COMMAND` otherwise)."""
-    rec_path = weights_record_path(p)
-    if not p.is_file():
-        raise _missing(p, "file not found")
-    if not rec_path.is_file():
-        raise _missing(p, f"its record {rec_path.name} (the SHA-256 to check) is missing")
-    try:
-        expected = json.loads(rec_path.read_text(encoding="utf-8"))["sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise _missing(p, f"its record {rec_path.name} is unreadable ({exc})") from exc
-    actual = file_sha256(p)
-    if actual != expected:
-        raise _missing(p, f"damaged: SHA-256 {actual[:16]}… differs from the recorded {expected[:16]}…")
+    problem = teaching_weights_problem(p)
+    if problem is not None:
+        raise TeachingCLIPError(problem)
     with safe_open(str(p), framework="pt") as f:
         return dict(f.metadata() or {})
 

@@ -179,7 +179,7 @@ def test_folder_image_scorer_reads_benchmark_images_or_says_why_not(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- main job
-SMALL = ["--teaching-size", "90", "--systems", "BoW1", "--metrics", "CLIP-S", "--clip-steps", "5",
+SMALL = ["--teaching-size", "90", "--systems", "BoW1", "--metrics", "CLIP-S",
          "--permutations", "200", "--no-progress", "--seed", "0"]
 _AMT_HEAD = ["HITId", "WorkerId", "Input.image_url", "Input.text1", "Input.text2", "Input.text3",
              "Answer.Q1Answer", "Answer.Q2Answer", "Answer.Q3Answer", "Approve"]
