@@ -59,7 +59,7 @@ from evaluation.correlation import (
     text_metric,
 )
 from evaluation.meteor import METEOR15_NAME, meteor15, meteor15_available, meteor_available, meteor_nltk
-from experiments.options import OptionError, parse_list
+from experiments.options import OptionError, add_benchmark_file_options, parse_list
 
 #: bump when a metric implementation changes (invalidates cached scores)
 _CACHE_VERSION = 2
@@ -350,16 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "in every row of the image ('image', default: CLIPScore's crowdflower_flickr8k.json, "
                         "the protocol of the published numbers) or in its own row only ('row')")
     b = p.add_argument_group("standard benchmarks (PAC-S Tables 1-3 layout; docs/evaluation.md §7)")
-    b.add_argument("--composite", metavar="DIR", default=None,
-                   help="Composite (Aditya et al. 2015): the folder of 8k_correctness.csv / 30k_correctness.csv "
-                        "/ coco_correctness.csv (τ-c)")
-    b.add_argument("--pascal50s", metavar="DIR", default=None,
-                   help="Pascal-50S: the folder of pair_pascal.mat and consensus_pascal.mat (accuracy per "
-                        "HC / HI / HM / MM, 5 references × 5 draws)")
-    b.add_argument("--foil", metavar="FILE", default=None,
-                   help="FOIL-COCO test JSON (foilv1.0_test_2017.json; accuracy with 1 and 4 references)")
-    b.add_argument("--foil-coco-captions", metavar="FILE", default=None,
-                   help="COCO captions_val2014.json, the references of the FOIL images")
+    add_benchmark_file_options(b)
     b.add_argument("--seed", type=int, default=0,
                    help="seed of the benchmarks' random draws (Pascal-50S references, vote ties; default 0)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")

@@ -28,6 +28,7 @@ from experiments.options import (
     DEFAULT_SYSTEMS,
     QUICK_SYSTEMS,
     RunOptions,
+    add_benchmark_file_options,
     available_systems,
 )
 from experiments.pipeline import run
@@ -85,18 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_benchmark_options(g) -> None:
     """The standard-benchmark options: Composite, Pascal-50S, FOIL and their images."""
-    g.add_argument("--composite", metavar="DIR", default=None,
-                   help="Composite: the folder of 8k_correctness.csv / 30k_correctness.csv / coco_correctness.csv "
-                        "with their reference caption files (τ-c; default: not run)")
-    g.add_argument("--pascal50s", metavar="DIR", default=None,
-                   help="Pascal-50S: the folder of pair_pascal.mat and consensus_pascal.mat (accuracy per HC / "
-                        "HI / HM / MM, 5 references x 5 draws; default: not run)")
-    g.add_argument("--foil", metavar="FILE", default=None,
-                   help="FOIL-COCO test JSON (foilv1.0_test_2017.json; accuracy with 1 and 4 references; "
-                        "default: not run)")
-    g.add_argument("--foil-coco-captions", metavar="FILE", default=None,
-                   help="COCO captions_val2014.json, the references of the FOIL images (default: the FOIL "
-                        "file's own original captions)")
+    add_benchmark_file_options(g)
     g.add_argument("--benchmark-images", metavar="DIR", default=None,
                    help="the benchmarks' images, for the scorers that look at images: DIR/<id> or "
                         "DIR/<subfolder>/<id> (e.g. flickr8k/, flickr30k/, coco/ = val2014, pascal/ = VOC2010 "

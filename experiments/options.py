@@ -1,4 +1,4 @@
-# Size (~700 lines): every option of the main job checked in one place (lists, RunOptions, folders, backbones, the CPU-recipe guard).
+# Size (~760 lines): every option of the main job checked in one place (lists, RunOptions, folders, backbones, the CPU-recipe guard, the benchmark options).
 """The main job's options, checked once: :class:`RunOptions` (frozen) is built from the command line by
 :meth:`RunOptions.from_args`, which parses the method lists and ``--reference``, checks every value
 (:meth:`RunOptions.__post_init__`: the values among themselves; then data folder, neural options and the
@@ -739,3 +739,23 @@ def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce
     if message:
         raise OptionError(message)
         raise OptionError(str(exc) if option == "--clip-pretrained" else f"{option}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------- the standard-benchmark options
+def add_benchmark_file_options(g) -> None:
+    """``--composite`` / ``--pascal50s`` / ``--foil`` / ``--foil-coco-captions``: the standard benchmarks'
+    files in their release formats (:mod:`evaluation.benchmarks`), the same options for the main job and
+    ``experiments.caption_metrics_vs_humans``."""
+    g.add_argument("--composite", metavar="DIR", default=None,
+                   help="Composite (Aditya et al. 2015): the folder of 8k_correctness.csv / 30k_correctness.csv "
+                        "/ coco_correctness.csv with their reference caption files (τ-c; default: not run)")
+    g.add_argument("--pascal50s", metavar="DIR", default=None,
+                   help="Pascal-50S: the folder of pair_pascal.mat and consensus_pascal.mat (accuracy per HC / "
+                        "HI / HM / MM, 5 references × 5 draws; default: not run)")
+    g.add_argument("--foil", metavar="FILE", default=None,
+                   help="FOIL-COCO test JSON (foilv1.0_test_2017.json; accuracy with 1 and 4 references; "
+                        "default: not run)")
+    g.add_argument("--foil-coco-captions", metavar="FILE", default=None,
+                   help="COCO captions_val2014.json, the references of the FOIL images (default: the FOIL "
+                        "file's own original captions)")
+
