@@ -64,7 +64,7 @@ from neural.training import adamw, deterministic, progress, tick
 
 __all__ = [
     "TEACHING_ARCH", "WEIGHTS_FILE", "REBUILD_COMMAND", "MAX_WEIGHTS_BYTES", "PretrainConfig", "TeachingCLIPError",
-    "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip", "check_teaching_weights",
+    "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip",
     "weights_record_path",
     "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES", "cpu_name", "card_table",
 ]
@@ -406,18 +406,6 @@ def _verified_metadata(p: Path) -> dict[str, str]:
         raise TeachingCLIPError(problem)
     with safe_open(str(p), framework="pt") as f:
         return dict(f.metadata() or {})
-
-
-def check_teaching_weights(path: str | Path | None = None) -> dict[str, str]:
-    """Check a teaching-CLIP weights file (default: the shipped :data:`WEIGHTS_FILE`) against its record's
-    SHA-256 without building the model; returns the file's metadata.
-
-    Raises
-    ------
-    TeachingCLIPError
-        As :func:`load_teaching_clip`.
-    """
-    return _verified_metadata(Path(path) if path is not None else WEIGHTS_FILE)
 
 
 def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",
