@@ -94,6 +94,45 @@ def test_image_bootstrap_is_wider_than_a_row_bootstrap_when_rows_of_an_image_agr
     assert per_image.ci[1] - per_image.ci[0] > 1.3 * (per_row.ci[1] - per_row.ci[0])
 
 
+def _reference_blocks(x, h, groups):
+    """The per-image pair sums by definition: every ``n × n`` sign, summed per pair of images (O(n²))."""
+    names, g = np.unique(np.asarray([str(v) for v in groups]), return_inverse=True)
+    onehot = np.zeros((x.size, names.size))
+    onehot[np.arange(x.size), g] = 1.0
+    sx, sh = np.sign(x[:, None] - x[None, :]), np.sign(h[:, None] - h[None, :])
+    return onehot.T @ (sx * sh) @ onehot, onehot.T @ np.abs(sx) @ onehot
+
+
+@pytest.mark.parametrize("n_images, levels, seed", [
+    (40, 4, 0),         # few human levels: divide and conquer over them
+    (150, 12, 1),       # more levels: divide and conquer at the top, pairs summed directly below
+    (30, None, 2),      # continuous human scores: pairs summed directly
+    (200, 3, 3),        # many images, few levels
+])
+def test_blocks_equal_the_pairwise_sums_and_scipy(monkeypatch, n_images, levels, seed):
+    """The concordance / untied sums are exactly those of all row pairs (ties in both variables), also with
+    tiny work chunks; the full sample's τ-b / τ-c are scipy's."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat([f"im{i}.jpg" for i in range(n_images)], rng.integers(1, 9, n_images))
+    rng.shuffle(groups)
+    h = rng.integers(0, levels, groups.size) / max(1, levels - 1) if levels else rng.normal(size=groups.size)
+    scorers = [np.round(h + rng.normal(0, 0.5, h.size), 1), rng.integers(0, 3, h.size).astype(float),
+               rng.normal(size=h.size)]
+    reference = [_reference_blocks(x, h, groups) for x in scorers]
+    human_untied = _reference_blocks(h, h, groups)[1]
+    for chunk in (4_000_000, 20_000):       # one chunk; many row / column chunks
+        monkeypatch.setattr("evaluation.correlation_tests._CHUNK_CELLS", chunk)
+        for variant in ("b", "c"):
+            gk = GroupedKendall(h, groups, variant)
+            assert np.array_equal(gk.human_blocks.untied, human_untied)
+            for x, (conc, untied) in zip(scorers, reference):
+                b = gk.blocks(x)
+                assert np.array_equal(b.concordance, conc) and np.array_equal(b.untied, untied)
+                assert b.concordance.dtype == np.float64
+                tau = gk.taus(b, np.ones((1, gk.n_groups)))[0]
+                assert tau == pytest.approx(stats.kendalltau(x, h, variant=variant).statistic, abs=1e-12)
+
+
 def test_bootstrap_pvalue_counts_flips_on_the_other_side():
     assert bootstrap_pvalue(0.0, np.ones(9)) == 1.0
     assert bootstrap_pvalue(0.1, np.full(9, 0.2)) == pytest.approx(2 / 10)
