@@ -21,11 +21,13 @@ row is reported whether or not the effect appears here; its ``finding`` says whi
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from evaluation.correlation_tests import GroupedKendall
+from corpora.cache import DiskCache
+from evaluation.correlation_tests import BootstrapResult, GroupedKendall
 from evaluation.significance import mcnemar_test, significance_marker
 from experiments.human_stage import NGRAM_METRICS
 
@@ -45,6 +47,8 @@ CORRELATION_EFFECTS = (
     ("L-CLIPScore (Li et al.)", "L-CLIPScore", "CLIP-S", "no worse"),
 )
 _ALPHA = 0.05
+#: Part of the cache key of a bootstrap result: raise it when the test's computation changes.
+_CACHE_VERSION = 1
 
 
 def take_specificity_hits(specificity: dict) -> dict[str, dict[str, np.ndarray]]:
@@ -87,7 +91,53 @@ def _finding(a: str, b: str, expect: str, delta: float, p: float, measure: str) 
     return f"Does not appear: {a} is not ahead of {b} on {measure} (Δ ≤ 0, not significant)."
 
 
-def _correlation_rows(per_row: Mapping, n_resamples: int, seed: int) -> list[dict]:
+class _ProtocolBootstrap:
+    """The paired image bootstraps on one protocol's rows scored by both scorers of a pair: the
+    :class:`~evaluation.correlation_tests.GroupedKendall` and each scorer's blocks are built on first
+    need, so the comparisons found in the cache cost nothing but their keys."""
+
+    def __init__(self, human: np.ndarray, groups: Sequence[str], variant: str):
+        self.human, self.groups, self.variant = np.ascontiguousarray(human, dtype=np.float64), groups, variant
+        self.groups_digest = hashlib.sha256("\x1f".join(groups).encode("utf-8")).hexdigest()
+        self.gk: GroupedKendall | None = None
+        self.blocks: dict = {}
+
+    def compute(self, a: str, b: str, scores: Mapping[str, np.ndarray], n_resamples: int,
+                seed: int) -> BootstrapResult:
+        if self.gk is None:
+            self.gk = GroupedKendall(self.human, self.groups, self.variant)
+        for s in (a, b):
+            if s not in self.blocks:
+                self.blocks[s] = self.gk.blocks(scores[s])
+        return self.gk.compare(self.blocks[a], self.blocks[b], n_resamples=n_resamples, seed=seed, alpha=_ALPHA)
+
+    def compare(self, a: str, b: str, scores: Mapping[str, np.ndarray], n_resamples: int, seed: int,
+                cache: DiskCache | None) -> BootstrapResult:
+        """:meth:`GroupedKendall.compare` of scorers ``a`` and ``b`` (``scores``: their scores of these
+        rows), cached under the human scores, the images and both scorers' scores (digests), the variant,
+        ``n_resamples``, ``seed`` and the interval's level."""
+        if cache is None:
+            return self.compute(a, b, scores, n_resamples, seed)
+        key = {"what": "paired-image-bootstrap", "version": _CACHE_VERSION, "variant": self.variant,
+               "human": self.human, "images": self.groups_digest,
+               "a": np.ascontiguousarray(scores[a], dtype=np.float64),
+               "b": np.ascontiguousarray(scores[b], dtype=np.float64),
+               "n_resamples": int(n_resamples), "seed": int(seed), "alpha": _ALPHA}
+        v = cache.get_or_compute("paper_effects", key,
+                                 lambda: {"v": _result_values(self.compute(a, b, scores, n_resamples, seed))})["v"]
+        p = float(v[5])
+        return BootstrapResult(delta=float(v[0]), tau_a=float(v[1]), tau_b=float(v[2]), ci=(float(v[3]), float(v[4])),
+                               pvalue=p, marker=significance_marker(p), n_rows=int(v[6]), n_images=int(v[7]),
+                               n_resamples=int(n_resamples), n_undefined=int(v[8]), variant=self.variant)
+
+
+def _result_values(r: BootstrapResult) -> np.ndarray:
+    """A bootstrap result's numbers as one float64 array (the cached form; integers are exact)."""
+    return np.array([r.delta, r.tau_a, r.tau_b, r.ci[0], r.ci[1], r.pvalue, r.n_rows, r.n_images, r.n_undefined],
+                    dtype=np.float64)
+
+
+def _correlation_rows(per_row: Mapping, n_resamples: int, seed: int, cache: DiskCache | None = None) -> list[dict]:
     """The bootstrap rows of :data:`CORRELATION_EFFECTS` on each protocol both scorers were run on."""
     out = []
     for tag, (measure, variant) in PROTOCOLS.items():
@@ -95,7 +145,7 @@ def _correlation_rows(per_row: Mapping, n_resamples: int, seed: int) -> list[dic
             continue
         rows, scores = per_row[tag]["rows"], per_row[tag]["scores"]
         pairs = [e for e in CORRELATION_EFFECTS if e[1] in scores and e[2] in scores]
-        prepared: dict = {}        # (rows mask, scorer) -> blocks, so CLIP-S's are built once per mask
+        prepared: dict = {}        # rows mask -> its bootstraps, so CLIP-S's blocks are built once per mask
         for paper, a, b, expect in pairs:
             ok = np.isfinite(scores[a]) & np.isfinite(scores[b])
             if ok.sum() < 3 or len({rows.image_ids[i] for i in np.flatnonzero(ok)}) < 2:
@@ -106,13 +156,9 @@ def _correlation_rows(per_row: Mapping, n_resamples: int, seed: int) -> list[dic
             mask_key = ok.tobytes()
             idx = np.flatnonzero(ok)
             if mask_key not in prepared:
-                prepared[mask_key] = {"gk": GroupedKendall(rows.human[idx], [rows.image_ids[i] for i in idx],
-                                                           variant)}
-            cell = prepared[mask_key]
-            for s in (a, b):
-                if s not in cell:
-                    cell[s] = cell["gk"].blocks(scores[s][idx])
-            r = cell["gk"].compare(cell[a], cell[b], n_resamples=n_resamples, seed=seed)
+                prepared[mask_key] = _ProtocolBootstrap(rows.human[idx], [str(rows.image_ids[i]) for i in idx],
+                                                        variant)
+            r = prepared[mask_key].compare(a, b, {s: scores[s][idx] for s in (a, b)}, n_resamples, seed, cache)
             out.append({"paper": paper, "effect": f"{a} vs {b}", "measure": measure, "expect": expect,
                         "value_a": round(100 * r.tau_a, 4), "value_b": round(100 * r.tau_b, 4),
                         "delta": round(100 * r.delta, 4), "ci": [round(100 * r.ci[0], 4), round(100 * r.ci[1], 4)],
@@ -153,7 +199,7 @@ def _specificity_rows(hits: Mapping[str, Mapping[str, np.ndarray]]) -> list[dict
 
 
 def paper_effects(per_row: Mapping, specificity_hits: Mapping, student: dict | None, *, seed: int,
-                  n_resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
+                  n_resamples: int = BOOTSTRAP_RESAMPLES, cache: DiskCache | None = None) -> dict:
     """The "Paper effects" block of ``results.json``.
 
     Parameters
@@ -167,6 +213,10 @@ def paper_effects(per_row: Mapping, specificity_hits: Mapping, student: dict | N
         L-CLIPScore's parameter counts (:func:`take_student_timing`).
     seed, n_resamples : int
         The bootstrap's seed and resamples.
+    cache : DiskCache, optional
+        Where each bootstrap comparison's result is kept (namespace ``paper_effects``, keyed by the digests
+        of the human scores, the images and both scorers' per-row scores, the τ variant, ``n_resamples``
+        and ``seed``): a warm re-run reads them instead of resampling.
 
     Returns
     -------
@@ -175,7 +225,7 @@ def paper_effects(per_row: Mapping, specificity_hits: Mapping, student: dict | N
         "test", "n_rows", "finding"}, ...], "bootstrap": {"resamples", "seed", "unit"}, "lclip_vs_teacher"}``
         (values × 100; empty ``{}`` when nothing could be compared).
     """
-    rows = _correlation_rows(per_row, n_resamples, seed) + _specificity_rows(specificity_hits)
+    rows = _correlation_rows(per_row, n_resamples, seed, cache) + _specificity_rows(specificity_hits)
     if not rows and student is None:
         return {}
     out = {"rows": rows, "bootstrap": {"resamples": n_resamples, "seed": seed, "unit": "judged image",

@@ -109,7 +109,7 @@ def run_stages(options: RunOptions, cache: DiskCache) -> dict[str, Path]:
         kcca_scorers = kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
         per_row: dict = {}
         human = human_stage(corpus, {**pair_scorers, **kcca_scorers}, cache, keep=per_row)
-        effects = paper_effects(per_row, sr_hits, student, seed=options.seed)
+        effects = paper_effects(per_row, sr_hits, student, seed=options.seed, cache=cache)
         benchmarks = benchmark_stage(options, human, ngram_scorers(), {**pair_scorers, **kcca_scorers})
     with timer.stage("report"):
         results = results_json(

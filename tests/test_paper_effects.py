@@ -15,8 +15,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from corpora.cache import DiskCache
+from evaluation.caption_metrics import bleu
 from evaluation.correlation_tests import GroupedKendall, bootstrap_pvalue, paired_bootstrap_correlation
 from experiments.benchmark_stage import FolderImageScorer, find_benchmark_image
+from experiments.human_stage import ngram_scorers
 from experiments.paper_effects import paper_effects, take_specificity_hits, take_student_timing
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,6 +186,42 @@ def test_paper_effects_rows_findings_and_specificity_mcnemar():
     assert sr_pos["ci"][0] < sr_pos["delta"] < sr_pos["ci"][1] and "mcnemar" in sr_pos["test"]
     assert sr_neg["delta"] == 0 and sr_neg["p"] == 1.0 and sr_neg["finding"].startswith("Does not appear")
     assert pe["lclip_vs_teacher"]["ratio"] == 0.4 and pe["bootstrap"]["unit"] == "judged image"
+
+
+def test_paper_effects_are_read_from_the_cache_on_a_re_run(tmp_path, monkeypatch):
+    """A second run with the same per-row scores, seed and resamples reads every comparison from the cache
+    (no bootstrap is built) and returns the same block; other scores or another seed are recomputed."""
+    groups, h, good, noisy = _judged()
+    per_row = {"expert": {"rows": _Rows(groups, h), "scores": {"CLIP-S": good, "BLEU-4": noisy, "PAC-S": noisy + 1}}}
+    cache = DiskCache(tmp_path)
+    first = paper_effects(per_row, {}, None, seed=0, n_resamples=200, cache=cache)
+    assert first == paper_effects(per_row, {}, None, seed=0, n_resamples=200)        # the same numbers uncached
+    assert cache.misses == 2 and cache.hits == 0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("recomputed")
+
+    monkeypatch.setattr("experiments.paper_effects.GroupedKendall", refuse)
+    again = DiskCache(tmp_path)
+    assert paper_effects(per_row, {}, None, seed=0, n_resamples=200, cache=again) == first
+    assert again.hits == 2 and again.misses == 0
+    with pytest.raises(AssertionError, match="recomputed"):
+        paper_effects(per_row, {}, None, seed=1, n_resamples=200, cache=again)
+    per_row["expert"]["scores"]["PAC-S"] = noisy + 2 * (np.arange(h.size) == 0)
+    with pytest.raises(AssertionError, match="recomputed"):
+        paper_effects(per_row, {}, None, seed=0, n_resamples=200, cache=again)
+
+
+def test_bleu_1_and_4_scorers_share_one_count_and_equal_bleu():
+    """BLEU-1 taken from the 4-order computation is bit-identical to a 1-order BLEU."""
+    cands = ["a dog runs on the grass", "two people walk", "a dog", "the the the cat"]
+    refs = [["a brown dog is running", "dog on grass"], ["people walking on a beach"], ["a dog runs"],
+            ["a cat sits", "the cat"]]
+    scorers = ngram_scorers()
+    b1, b4 = scorers["BLEU-1"](None, cands, refs), scorers["BLEU-4"](None, cands, refs)
+    assert np.array_equal(b1, bleu(cands, refs, n=1)[:, 0]) and np.array_equal(b4, bleu(cands, refs, n=4)[:, 3])
+    assert np.array_equal(ngram_scorers(["BLEU-1"])["BLEU-1"](None, cands, refs), b1)
+    assert not np.array_equal(b1, b4)
 
 
 # ---------------------------------------------------------------------------------------------- images
