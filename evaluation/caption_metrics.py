@@ -278,17 +278,18 @@ class CIDErD:
         self.log_n_docs_: float | None = None
 
     # n-gram ids are shared across calls through a per-instance vocabulary
+    # (the n-gram counts are the memoised ones BLEU uses: a sentence is counted once for both metrics)
     def _vocab_ids(self, text: str, vocab: dict) -> tuple[list[int], list[int], int]:
-        toks = _ptb_tokenize_cached(text)
+        n_tokens, per_order = _ngram_counts(text, self.n)
         ids, counts = [], []
-        for n in range(1, self.n + 1):
-            for g, c in _ngrams(toks, n).items():
+        for grams in per_order:
+            for g, c in grams.items():
                 j = vocab.get(g)
                 if j is None:
                     j = vocab[g] = len(vocab)
                 ids.append(j)
                 counts.append(c)
-        return ids, counts, max(0, len(toks) - 1)
+        return ids, counts, max(0, n_tokens - 1)
 
     def fit(self, references: Sequence[Sequence[str]]) -> "CIDErD":
         """Document frequencies from reference sets (one document per set)."""

@@ -108,6 +108,24 @@ def restrict_rows(rows, keep: Sequence[bool]):
         notes=list(rows.notes) + [f"restricted to {len(idx)} of {len(keep)} rows whose image is on disk"])
 
 
+class _BleuOrders:
+    """``bleu(candidates, references, n)`` remembered for the last few inputs, so BLEU-1 and BLEU-4 of the
+    same rows count their n-grams once: column ``m − 1`` depends on the orders ``≤ m`` only, so BLEU-1 taken
+    from the 4-order computation is the same number as from a 1-order one."""
+
+    def __init__(self, n: int, keep: int = 4):
+        self.n, self.keep = n, keep
+        self.memo: dict = {}
+
+    def __call__(self, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
+        key = (tuple(candidates), tuple(tuple(r) for r in references))
+        if key not in self.memo:
+            if len(self.memo) >= self.keep:
+                self.memo.pop(next(iter(self.memo)))
+            self.memo[key] = bleu(candidates, references, n=self.n)
+        return self.memo[key]
+
+
 def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, PairScorer]:
     """Reference-based n-gram caption metrics as pair scorers (no images needed).
 
@@ -121,10 +139,11 @@ def ngram_scorers(names: Sequence[str] = NGRAM_METRICS) -> dict[str, PairScorer]
     dict
         ``{name: score_fn(image_ids, candidates, references)}``, each with an ``identity``.
     """
+    orders = _BleuOrders(4 if "BLEU-4" in names else 1)
     metrics = {
         # bleu(...) returns one column per order m (column m − 1 is BLEU-m).
-        "BLEU-1": lambda c, r: bleu(c, r, n=1)[:, 0],
-        "BLEU-4": lambda c, r: bleu(c, r, n=4)[:, 3],
+        "BLEU-1": lambda c, r: orders(c, r)[:, 0],
+        "BLEU-4": lambda c, r: orders(c, r)[:, 3],
         "ROUGE-L": rouge_l,
         "CIDEr-D": cider_d,
     }
