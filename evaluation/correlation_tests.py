@@ -249,6 +249,7 @@ class GroupedKendall:
         self.h = h[self.order]
         self.h_code = np.unique(self.h, return_inverse=True)[1].ravel()
         self.human_blocks = self._blocks_sorted(self.h)
+        self._last_draws: tuple | None = None
 
     def blocks(self, scores) -> KendallBlocks:
         """The per-image pair sums of one scorer's per-row ``scores`` (in the rows' original order)."""
@@ -270,14 +271,23 @@ class GroupedKendall:
     def taus(self, b: KendallBlocks, counts: np.ndarray) -> np.ndarray:
         """τ on each resample; ``counts`` (R × G): how often each image is drawn.  NaN where undefined."""
         c = np.asarray(counts, dtype=np.float64)
+        return self._taus(b, c, self._human_terms(c))
+
+    def _human_terms(self, c: np.ndarray) -> tuple[np.ndarray, ...]:
+        """What :meth:`taus` needs of the human scores on the resamples ``c``, the same for every scorer:
+        τ-b's untied human pairs; τ-c's rows and distinct human values."""
+        if self.variant == "b":
+            return (0.5 * np.einsum("rg,rg->r", c @ self.human_blocks.untied, c),)
+        return c @ self.rows_per_group, self._distinct(self.human_blocks, c)
+
+    def _taus(self, b: KendallBlocks, c: np.ndarray, human: tuple[np.ndarray, ...]) -> np.ndarray:
         s = 0.5 * np.einsum("rg,rg->r", c @ b.concordance, c)
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.variant == "b":
                 nx = 0.5 * np.einsum("rg,rg->r", c @ b.untied, c)
-                nh = 0.5 * np.einsum("rg,rg->r", c @ self.human_blocks.untied, c)
-                return s / np.sqrt(nx * nh)
-            n = c @ self.rows_per_group
-            m = np.minimum(self._distinct(b, c), self._distinct(self.human_blocks, c))
+                return s / np.sqrt(nx * human[0])
+            n, m_h = human
+            m = np.minimum(self._distinct(b, c), m_h)
             return np.where(m > 1, 2.0 * m * s / (n ** 2 * (m - 1.0)), np.nan)
 
     @staticmethod
@@ -291,6 +301,18 @@ class GroupedKendall:
         rng = np.random.default_rng(seed)
         return rng.multinomial(self.n_groups, np.full(self.n_groups, 1.0 / self.n_groups), size=n_resamples)
 
+    def _resampled_taus(self, b: KendallBlocks, n_resamples: int, seed: int) -> np.ndarray:
+        """:meth:`taus` of ``b`` on :meth:`resample_counts`: the draws, their human terms and each scorer's
+        τs are kept for the next comparison with the same resamples (a scorer compared with several is
+        resampled once)."""
+        if self._last_draws is None or self._last_draws[0] != (n_resamples, seed):
+            c = self.resample_counts(n_resamples, seed).astype(np.float64)
+            self._last_draws = ((n_resamples, seed), c, self._human_terms(c), {})
+        _, c, human, done = self._last_draws
+        if id(b) not in done:
+            done[id(b)] = (b, self._taus(b, c, human))      # b kept: its id stays its own
+        return done[id(b)][1]
+
     def compare(self, a: KendallBlocks, b: KendallBlocks, *, n_resamples: int = 1000, seed: int = 0,
                 alpha: float = 0.05) -> BootstrapResult:
         """The paired image bootstrap of ``τ(a) − τ(b)`` (module docstring)."""
@@ -299,8 +321,7 @@ class GroupedKendall:
         full = np.ones((1, self.n_groups))
         ta, tb = float(self.taus(a, full)[0]), float(self.taus(b, full)[0])
         delta = ta - tb
-        counts = self.resample_counts(int(n_resamples), seed)
-        d = self.taus(a, counts) - self.taus(b, counts)
+        d = self._resampled_taus(a, int(n_resamples), seed) - self._resampled_taus(b, int(n_resamples), seed)
         undefined = ~np.isfinite(d)
         p = bootstrap_pvalue(delta, d)
         ok = d[~undefined]

@@ -136,6 +136,21 @@ def test_blocks_equal_the_pairwise_sums_and_scipy(monkeypatch, n_images, levels,
                 assert tau == pytest.approx(stats.kendalltau(x, h, variant=variant).statistic, abs=1e-12)
 
 
+@pytest.mark.parametrize("variant", ["b", "c"])
+def test_comparisons_sharing_one_grouping_equal_separate_ones(variant):
+    """One GroupedKendall comparing a scorer with several (its resampled τs kept between comparisons), with
+    seeds and resamples changing in between, gives exactly the separately computed results."""
+    groups, h, good, noisy = _judged()
+    third = np.round(good + np.random.default_rng(9).normal(0, 1.0, h.size))
+    gk = GroupedKendall(h, groups, variant)
+    blk = {k: gk.blocks(v) for k, v in (("good", good), ("noisy", noisy), ("third", third))}
+    scores = {"good": good, "noisy": noisy, "third": third}
+    for a, b, r, seed in [("good", "noisy", 200, 0), ("third", "good", 200, 0), ("good", "noisy", 200, 1),
+                          ("good", "third", 150, 1), ("noisy", "third", 200, 0)]:
+        assert gk.compare(blk[a], blk[b], n_resamples=r, seed=seed) == paired_bootstrap_correlation(
+            scores[a], scores[b], h, groups, variant=variant, n_resamples=r, seed=seed)
+
+
 def test_bootstrap_pvalue_counts_flips_on_the_other_side():
     assert bootstrap_pvalue(0.0, np.ones(9)) == 1.0
     assert bootstrap_pvalue(0.1, np.full(9, 0.2)) == pytest.approx(2 / 10)
