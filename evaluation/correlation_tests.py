@@ -191,7 +191,7 @@ def _add_cross_pairs(z: np.ndarray, x: np.ndarray, group: np.ndarray, q: np.ndar
         signed = cum[lt]
         signed += cum[le]
         signed -= n_per[c0:c1]
-        z[np.ix_(gq[starts], cols[c0:c1])] += np.add.reduceat(signed, starts, axis=0)
+        z[np.ix_(gq[starts], cols[c0:c1])] += np.add.reduceat(signed, starts, axis=0, dtype=np.int64)
 
 
 def _add_level_pairs(z: np.ndarray, x: np.ndarray, level: np.ndarray, group: np.ndarray, rows: np.ndarray) -> None:
