@@ -35,10 +35,10 @@ own copy is tied in both variables and adds nothing), where ``M_gk`` is the sum 
 So ``M`` (``G × G``) is computed once per scorer, in exact integers: the untied counts as ``n_g n_k`` minus
 the tied pairs (a sparse product), the concordance by divide and conquer over the distinct human values
 (``O(n G log L)`` for ``L`` of them, at most the ``O(n²)`` of all pairs; memory in bounded chunks), and
-all ``R`` resamples are a few ``(R × G) @ (G × G)`` products.  τ-b = ``(P − Q) / sqrt(N_a N_h)`` with ``N`` the pairs not tied in each
-variable; τ-c (Stuart) = ``2 m (P − Q) / (n² (m − 1))`` with ``n`` the rows of the resample and ``m`` the
-smaller number of distinct values of ``a`` and ``h`` among them — both as :func:`scipy.stats.kendalltau`,
-which the full sample (every ``c_g = 1``) reproduces exactly.
+all ``R`` resamples are a few ``(R × G) @ (G × G)`` products.  τ-b = ``(P − Q) / sqrt(N_a N_h)`` with
+``N`` the pairs not tied in each variable; τ-c (Stuart) = ``2 m (P − Q) / (n² (m − 1))`` with ``n`` the
+rows of the resample and ``m`` the smaller number of distinct values of ``a`` and ``h`` among them — both
+as :func:`scipy.stats.kendalltau`, which the full sample (every ``c_g = 1``) reproduces exactly.
 """
 from __future__ import annotations
 
@@ -142,9 +142,9 @@ def _concordance_sums(x: np.ndarray, level: np.ndarray, group: np.ndarray, n_gro
     ``level`` codes (``np.unique`` inverse, so ``sign(h_i − h_j) = sign(level_i − level_j)``).
 
     With ``Z[g, k] = Σ_{i ∈ g, j ∈ k, level_i > level_j} sign(x_i − x_j)``, ``M = Z + Zᵀ`` (a pair tied in
-    ``h`` adds nothing; ``sign`` is odd).  ``Z`` is summed by divide and conquer over the levels (CDQ, the
-    offline dominance counting of Bentley 1980, "Multidimensional divide-and-conquer", CACM 23(4)): the rows
-    of the upper half of a level range meet those of the lower half in one pass
+    ``h`` adds nothing; ``sign`` is odd).  ``Z`` is summed by divide and conquer over the levels (the
+    offline dominance counting of Bentley 1980, "Multidimensional divide-and-conquer", CACM 23(4)): the
+    rows of the upper half of a level range meet those of the lower half in one pass
     (:func:`_add_cross_pairs`, ``O((rows + G) · G)`` counting instead of ``O(rows²)`` pairs), then each
     half recurses; a range whose rows are fewer than ``G · log₂(levels)`` sums its pairs directly
     (:func:`_add_level_pairs`).  ``O(n G log L)`` for ``L`` human levels — Flickr8k-Expert has 4, -CF 12 —
@@ -225,8 +225,8 @@ class GroupedKendall:
     Notes
     -----
     :meth:`blocks` costs ``O(n G log L)`` once per scorer (``L`` distinct human scores; on the 47,830
-    Flickr8k-CF rows of 1,000 images, 12 values: about 2 s and 60 MB of work arrays, instead of 2·10⁹ row pairs);
-    keep its result to compare one scorer with several.
+    Flickr8k-CF rows of 1,000 images, 12 values: about 2 s and 60 MB of work arrays, instead of 2·10⁹
+    row pairs); keep its result to compare one scorer with several.
     """
 
     def __init__(self, human, groups: Sequence, variant: str = "c"):
