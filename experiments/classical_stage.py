@@ -4,6 +4,7 @@ stage."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 
 from tqdm.auto import tqdm
@@ -11,6 +12,7 @@ from tqdm.auto import tqdm
 from corpora.base import Corpus, RankingPool
 from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
+from corpora.protocol import train_items
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
 from experiments.evaluation_stage import metrics_json
@@ -20,7 +22,9 @@ from experiments.runlog import JOB_LOGGER
 from kcca.caption_metric import KCCACaptionMetric
 from kcca.kernel_store import KernelStore
 from kcca.systems import get_system, run_system
-from kernels.text.preprocess import clear_preprocess_memo
+from kernels.image.kernel import ImageKernel
+from kernels.text.kernel import TextKernel
+from kernels.text.preprocess import clear_preprocess_memo, lemmatizer
 
 log = logging.getLogger(JOB_LOGGER)
 
@@ -46,6 +50,7 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
+    start_warm_up(corpus, names, options, cache)
     store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
@@ -91,6 +96,48 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
                     store.drop_text(t)
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
     return outputs, runs, store
+
+
+def warm_up_needs(names: Sequence[str], options: RunOptions) -> tuple[bool, bool]:
+    """What a cold run of ``names`` (and of the neural scorers of ``options``) will load later that takes
+    seconds of one core: ``(WordNet, torch)``.  WordNet lemmatises the Brown corpus of a D_ext word kernel
+    (:func:`kernels.text.similarity.build_word_kernel`); torch runs TagRank's caption kernel and the neural
+    scorers."""
+    texts = {get_system(n).text for n in names if get_system(n).model == "kcca"}
+    parts = {p for t in texts for p in TextKernel.from_name(t, show_progress=False).sim_parts}
+    return any("D_ext" in p for p in parts), "TagRank" in texts or bool(options.neural)
+
+
+def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
+                  cache: DiskCache) -> threading.Thread | None:
+    """On a cold run, load WordNet and import torch (:func:`warm_up_needs`) on a daemon thread while the
+    image kernel is fitted, instead of on the one core a later text kernel or TagRank step runs on.
+
+    Only when the visual-word codebooks are not cached: descriptor extraction and k-means then keep the
+    cores busy for tens of seconds, mostly outside the GIL, so the loads cost little; a warm re-run loads
+    neither (it never imports torch).  Loading changes no number: the lemmatiser waits for a load in
+    progress (:func:`kernels.text.preprocess.lemmatizer`) and Python's import lock does the same for torch.
+    Returns the thread (``None`` when nothing is loaded)."""
+    wordnet, torch = warm_up_needs(names, options)
+    if not (wordnet or torch):
+        return None
+    image_kwargs = {} if options.codebook_images is None else {"codebook_dir": str(options.codebook_images)}
+    probe = ImageKernel(kind="pyramid", seed=options.seed, cache=cache, show_progress=False, **image_kwargs)
+    if probe.codebooks_cached(corpus, train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids):
+        return None
+
+    def load() -> None:
+        try:
+            if wordnet:
+                lemmatizer()
+            if torch:
+                import torch as _  # noqa: F401  heavy (seconds): loaded ahead of TagRank and the neural stage
+        except Exception as exc:  # noqa: BLE001 - the step that needs it meets the problem again and reports it
+            log.debug("warm-up load failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="classical-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def best_kcca_system(r10: Mapping[str, float]) -> str | None:

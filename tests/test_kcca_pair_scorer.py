@@ -190,3 +190,25 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     with caplog.at_level("WARNING"):
         assert kcca_pair_scorers(corpus, runs, store, fake) == {}
     assert "no longer in memory" in caplog.text
+
+
+def test_warm_up_loads_only_on_a_cold_run_and_only_what_is_needed(small_teaching_set, tmp_cache):
+    """The classical stage loads WordNet (a D_ext word kernel over Brown) and torch (TagRank, neural
+    scorers) on a daemon thread only while the image codebooks must be fitted: never on a warm run."""
+    from experiments.classical_stage import start_warm_up, warm_up_needs
+    from experiments.options import RunOptions
+    from kcca.kernel_store import KernelStore
+
+    opts = RunOptions(seed=0, no_progress=True, neural=())
+    assert warm_up_needs(["BoW1", "NN5_F1"], opts) == (False, False)
+    assert warm_up_needs(["TRI5SEM", "BoW5"], opts) == (True, False)
+    assert warm_up_needs(["TagRank"], opts) == (False, True)
+    assert warm_up_needs(["BoW1"], RunOptions(seed=0, neural=("CLIP-S",))) == (False, True)
+    assert start_warm_up(small_teaching_set, ["BoW1"], opts, tmp_cache) is None      # nothing to load
+    cold = start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache)
+    assert cold is not None and cold.daemon
+    cold.join()
+    from corpora.protocol import train_items
+    KernelStore().image("pyramid", small_teaching_set, train_items(small_teaching_set).image_ids, seed=0,
+                        cache=tmp_cache)
+    assert start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache) is None   # codebooks cached
