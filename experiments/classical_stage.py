@@ -50,7 +50,8 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
-    start_warm_up(corpus, names, options, cache)
+    images_done = threading.Event()   # set once the first system has extracted the pools' image features
+    start_warm_up(corpus, names, options, cache, images_done)
     store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
@@ -77,9 +78,12 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     for i, name in enumerate(bar):
         bar.set_postfix_str(name)
         cfg = get_system(name)
-        r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
-                       show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
-                       **extra)
+        try:
+            r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
+                           show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
+                           **extra)
+        finally:
+            images_done.set()   # the image kernel is fitted and the pools' features are extracted
         family = "baseline" if cfg.model == "nn" else "classical"
         config, timings = split_timings(jsonable(r.config))
         outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices, config=config,
@@ -108,15 +112,20 @@ def warm_up_needs(names: Sequence[str], options: RunOptions) -> tuple[bool, bool
     return any("D_ext" in p for p in parts), "TagRank" in texts or bool(options.neural)
 
 
-def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
-                  cache: DiskCache) -> threading.Thread | None:
-    """On a cold run, load WordNet and import torch (:func:`warm_up_needs`) on a daemon thread while the
-    image kernel is fitted, instead of on the one core a later text kernel or TagRank step runs on.
+def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions, cache: DiskCache,
+                  images_done: threading.Event | None = None) -> threading.Thread | None:
+    """On a cold run, load WordNet and import torch (:func:`warm_up_needs`) on a daemon thread, off the
+    one core a later text kernel or TagRank step would load them on.
 
     Only when the visual-word codebooks are not cached: descriptor extraction and k-means then keep the
-    cores busy for tens of seconds, mostly outside the GIL, so the loads cost little; a warm re-run loads
-    neither (it never imports torch).  Loading changes no number: the lemmatiser waits for a load in
-    progress (:func:`kernels.text.preprocess.lemmatizer`) and Python's import lock does the same for torch.
+    cores busy for tens of seconds, mostly outside the GIL, so WordNet (pure Python) loads beside them at
+    little cost; a warm re-run loads neither (it never imports torch).  torch waits for ``images_done``
+    (when given): its import loads native OpenMP libraries, which must not happen while the image
+    kernel enters or leaves its threadpoolctl limits (a half-loaded library's thread count would be
+    recorded and restored); the first system sets it once it has extracted the pools' image features,
+    and no later image step limits threads.  For the same reason scikit-learn, which NLTK's WordNet
+    reader imports, is imported on the calling thread before the daemon starts.  Loading changes no number: the lemmatiser waits for a load
+    in progress (:func:`kernels.text.preprocess.lemmatizer`), Python's import lock does the same for torch.
     Returns the thread (``None`` when nothing is loaded)."""
     wordnet, torch = warm_up_needs(names, options)
     if not (wordnet or torch):
@@ -125,12 +134,18 @@ def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
     probe = ImageKernel(kind="pyramid", seed=options.seed, cache=cache, show_progress=False, **image_kwargs)
     if probe.codebooks_cached(corpus, train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids):
         return None
+    if wordnet:
+        # heavy (seconds), and k-means imports it anyway on a cold run: NLTK's WordNet reader imports
+        # scikit-learn, whose OpenMP runtime must be loaded here, before the image kernel limits threads
+        import sklearn.cluster  # noqa: F401
 
     def load() -> None:
         try:
             if wordnet:
                 lemmatizer()
             if torch:
+                if images_done is not None:
+                    images_done.wait()
                 import torch as _  # noqa: F401  heavy (seconds): loaded ahead of TagRank and the neural stage
         except Exception as exc:  # noqa: BLE001 - the step that needs it meets the problem again and reports it
             log.debug("warm-up load failed: %s", exc)

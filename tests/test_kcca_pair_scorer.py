@@ -208,6 +208,14 @@ def test_warm_up_loads_only_on_a_cold_run_and_only_what_is_needed(small_teaching
     cold = start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache)
     assert cold is not None and cold.daemon
     cold.join()
+    import threading
+
+    images_done = threading.Event()       # torch waits until the pools' image features are extracted
+    later = start_warm_up(small_teaching_set, ["TagRank"], opts, tmp_cache, images_done)
+    later.join(0.5)
+    assert later.is_alive()
+    images_done.set()
+    later.join()
     from corpora.protocol import train_items
     KernelStore().image("pyramid", small_teaching_set, train_items(small_teaching_set).image_ids, seed=0,
                         cache=tmp_cache)
