@@ -11,7 +11,6 @@ the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarit
 from __future__ import annotations
 
 import threading
-import warnings
 from functools import lru_cache
 
 from corpora.paths import ensure_nltk_data_path, network_problem
@@ -105,9 +104,15 @@ def _english_wordnet():
     from nltk.corpus.reader.wordnet import WordNetCorpusReader  # heavy (nltk): imported only when needed
 
     class EnglishWordNet(WordNetCorpusReader):
+        def __init__(self, root):
+            # No OMW reader.  NLTK warns "The multilingual functions are not available …" when it is None;
+            # a falsy stand-in during construction skips that warning without touching the warnings
+            # filters (not thread-safe: WordNet may load on a background thread, see
+            # experiments.classical_stage.start_warm_up), then the reader holds None as before.
+            super().__init__(root, False)
+            self._omw_reader = None
+
         def map_wn(self, version="wordnet"):
             return None
 
-    with warnings.catch_warnings():  # "The multilingual functions are not available …" (no OMW reader)
-        warnings.simplefilter("ignore")
-        return EnglishWordNet(root, None)
+    return EnglishWordNet(root)

@@ -50,8 +50,7 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
-    images_done = threading.Event()   # set once the first system has extracted the pools' image features
-    start_warm_up(corpus, names, options, cache, images_done)
+    start_warm_up(corpus, names, options, cache)
     store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
@@ -78,12 +77,9 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     for i, name in enumerate(bar):
         bar.set_postfix_str(name)
         cfg = get_system(name)
-        try:
-            r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
-                           show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
-                           **extra)
-        finally:
-            images_done.set()   # the image kernel is fitted and the pools' features are extracted
+        r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
+                       show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
+                       **extra)
         family = "baseline" if cfg.model == "nn" else "classical"
         config, timings = split_timings(jsonable(r.config))
         outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices, config=config,
@@ -102,55 +98,46 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     return outputs, runs, store
 
 
-def warm_up_needs(names: Sequence[str], options: RunOptions) -> tuple[bool, bool]:
-    """What a cold run of ``names`` (and of the neural scorers of ``options``) will load later that takes
-    seconds of one core: ``(WordNet, torch)``.  WordNet lemmatises the Brown corpus of a D_ext word kernel
-    (:func:`kernels.text.similarity.build_word_kernel`); torch runs TagRank's caption kernel and the neural
-    scorers."""
+def needs_wordnet(names: Sequence[str]) -> bool:
+    """Whether a KCCA system of ``names`` has a D_ext word kernel, whose Brown corpus is lemmatised with
+    WordNet (:func:`kernels.text.similarity.build_word_kernel`; seconds of one core to load)."""
     texts = {get_system(n).text for n in names if get_system(n).model == "kcca"}
-    parts = {p for t in texts for p in TextKernel.from_name(t, show_progress=False).sim_parts}
-    return any("D_ext" in p for p in parts), "TagRank" in texts or bool(options.neural)
+    return any("D_ext" in p for t in texts for p in TextKernel.from_name(t, show_progress=False).sim_parts)
 
 
-def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions, cache: DiskCache,
-                  images_done: threading.Event | None = None) -> threading.Thread | None:
-    """On a cold run, load WordNet and import torch (:func:`warm_up_needs`) on a daemon thread, off the
-    one core a later text kernel or TagRank step would load them on.
+def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
+                  cache: DiskCache) -> threading.Thread | None:
+    """On a cold run whose systems need WordNet (:func:`needs_wordnet`), load it on a daemon thread while
+    the image kernel is fitted, instead of on the one core the D_ext word kernel runs on later.
 
     Only when the visual-word codebooks are not cached: descriptor extraction and k-means then keep the
-    cores busy for tens of seconds, mostly outside the GIL, so WordNet (pure Python) loads beside them at
-    little cost; a warm re-run loads neither (it never imports torch).  torch waits for ``images_done``
-    (when given): its import loads native OpenMP libraries, which must not happen while the image
-    kernel enters or leaves its threadpoolctl limits (a half-loaded library's thread count would be
-    recorded and restored); the first system sets it once it has extracted the pools' image features,
-    and no later image step limits threads.  For the same reason scikit-learn, which NLTK's WordNet
-    reader imports, is imported on the calling thread before the daemon starts.  Loading changes no number: the lemmatiser waits for a load
-    in progress (:func:`kernels.text.preprocess.lemmatizer`), Python's import lock does the same for torch.
-    Returns the thread (``None`` when nothing is loaded)."""
-    wordnet, torch = warm_up_needs(names, options)
-    if not (wordnet or torch):
+    cores busy for tens of seconds, mostly outside the GIL, so the load (pure Python) costs little; a warm
+    re-run does not load it.  The load changes no number and no process-wide state the image kernel uses:
+    the lemmatiser waits for a load in progress (:func:`kernels.text.preprocess.lemmatizer`), the WordNet
+    reader touches no warnings filter (:func:`corpora.nltk_resources.english_wordnet`), and scikit-learn,
+    which NLTK's reader imports, is imported here first, so no native OpenMP runtime is loaded while the
+    image kernel enters or leaves its threadpoolctl limits.  Returns the thread (``None``: nothing loaded).
+    """
+    if not needs_wordnet(names):
         return None
     image_kwargs = {} if options.codebook_images is None else {"codebook_dir": str(options.codebook_images)}
     probe = ImageKernel(kind="pyramid", seed=options.seed, cache=cache, show_progress=False, **image_kwargs)
-    if probe.codebooks_cached(corpus, train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids):
+    try:
+        ids = train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids
+        if probe.codebooks_cached(corpus, ids):
+            return None
+    except Exception:  # noqa: BLE001 - e.g. missing images: the image kernel's fit reports it
         return None
-    if wordnet:
-        # heavy (seconds), and k-means imports it anyway on a cold run: NLTK's WordNet reader imports
-        # scikit-learn, whose OpenMP runtime must be loaded here, before the image kernel limits threads
-        import sklearn.cluster  # noqa: F401
+    # heavy (seconds), needed by k-means on a cold run anyway: its OpenMP runtime loads on this thread
+    import sklearn.cluster  # noqa: F401
 
     def load() -> None:
         try:
-            if wordnet:
-                lemmatizer()
-            if torch:
-                if images_done is not None:
-                    images_done.wait()
-                import torch as _  # noqa: F401  heavy (seconds): loaded ahead of TagRank and the neural stage
-        except Exception as exc:  # noqa: BLE001 - the step that needs it meets the problem again and reports it
-            log.debug("warm-up load failed: %s", exc)
+            lemmatizer()
+        except Exception as exc:  # noqa: BLE001 - the word kernel meets the problem again and reports it
+            log.debug("WordNet warm-up failed: %s", exc)
 
-    thread = threading.Thread(target=load, name="classical-warm-up", daemon=True)
+    thread = threading.Thread(target=load, name="wordnet-warm-up", daemon=True)
     thread.start()
     return thread
 

@@ -192,31 +192,21 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     assert "no longer in memory" in caplog.text
 
 
-def test_warm_up_loads_only_on_a_cold_run_and_only_what_is_needed(small_teaching_set, tmp_cache):
-    """The classical stage loads WordNet (a D_ext word kernel over Brown) and torch (TagRank, neural
-    scorers) on a daemon thread only while the image codebooks must be fitted: never on a warm run."""
-    from experiments.classical_stage import start_warm_up, warm_up_needs
+def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_set, tmp_cache):
+    """The classical stage loads WordNet (a D_ext word kernel lemmatises Brown with it) on a daemon thread
+    only while the image codebooks must be fitted: never on a warm run, never without D_ext."""
+    from corpora.protocol import train_items
+    from experiments.classical_stage import needs_wordnet, start_warm_up
     from experiments.options import RunOptions
     from kcca.kernel_store import KernelStore
 
-    opts = RunOptions(seed=0, no_progress=True, neural=())
-    assert warm_up_needs(["BoW1", "NN5_F1"], opts) == (False, False)
-    assert warm_up_needs(["TRI5SEM", "BoW5"], opts) == (True, False)
-    assert warm_up_needs(["TagRank"], opts) == (False, True)
-    assert warm_up_needs(["BoW1"], RunOptions(seed=0, neural=("CLIP-S",))) == (False, True)
+    opts = RunOptions(seed=0, no_progress=True)
+    assert not needs_wordnet(["BoW1", "NN5_F1", "TagRank", "TRI5_A"])
+    assert needs_wordnet(["BoW5", "TRI5SEM"]) and needs_wordnet(["TRI5_D_ext"])
     assert start_warm_up(small_teaching_set, ["BoW1"], opts, tmp_cache) is None      # nothing to load
     cold = start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache)
     assert cold is not None and cold.daemon
     cold.join()
-    import threading
-
-    images_done = threading.Event()       # torch waits until the pools' image features are extracted
-    later = start_warm_up(small_teaching_set, ["TagRank"], opts, tmp_cache, images_done)
-    later.join(0.5)
-    assert later.is_alive()
-    images_done.set()
-    later.join()
-    from corpora.protocol import train_items
     KernelStore().image("pyramid", small_teaching_set, train_items(small_teaching_set).image_ids, seed=0,
                         cache=tmp_cache)
     assert start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache) is None   # codebooks cached

@@ -277,3 +277,12 @@ def test_lemmatizer_loads_wordnet_once_across_threads(nltk_data_dir):
     for t in threads:
         t.join()
     assert len(got) == 3 and all(g is got[0] for g in got) and got[0]("dogs", "n") == "dog"
+    # a load touches no warnings filter (not thread-safe) and warns nothing; the reader has no OMW data
+    import warnings
+
+    from corpora import nltk_resources
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh = nltk_resources._english_wordnet.__wrapped__()
+    assert not caught and fresh._omw_reader is None and fresh.synsets("dog", pos="n")
