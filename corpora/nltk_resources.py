@@ -10,7 +10,7 @@ the one WordNet reader the toolkit uses (lemmatiser, Lin and alignment similarit
 """
 from __future__ import annotations
 
-import warnings
+import threading
 from functools import lru_cache
 
 from corpora.paths import ensure_nltk_data_path, network_problem
@@ -79,10 +79,13 @@ def ensure_pos_tagger() -> None:
     nltk_resource("taggers/averaged_perceptron_tagger_eng", "averaged_perceptron_tagger_eng")
 
 
-@lru_cache(maxsize=1)
+#: Serialises the first :func:`english_wordnet` call (one load even when two threads ask at once).
+_WORDNET_LOCK = threading.Lock()
+
+
 def english_wordnet():
     """NLTK's WordNet reader for English, as ``nltk.corpus.wordnet`` but without the multilingual (OMW)
-    sense map.
+    sense map; loaded once (thread-safe) and memoised.
 
     NLTK ≥ 3.8 maps WordNet 3.0 synset offsets onto the loaded WordNet's at load, for Open Multilingual
     WordNet data, and builds that map even when the loaded WordNet *is* 3.0 (``map_wn`` compares the
@@ -91,13 +94,25 @@ def english_wordnet():
     this reader skips it (``map_wn`` → ``None``, as NLTK itself returns when no mapping is needed); answers
     are identical (tested against ``nltk.corpus.wordnet``).  Multilingual functions are not available.
     """
+    with _WORDNET_LOCK:
+        return _english_wordnet()
+
+
+@lru_cache(maxsize=1)
+def _english_wordnet():
     root = nltk_resource("corpora/wordnet", "wordnet")
     from nltk.corpus.reader.wordnet import WordNetCorpusReader  # heavy (nltk): imported only when needed
 
     class EnglishWordNet(WordNetCorpusReader):
+        def __init__(self, root):
+            # No OMW reader.  NLTK warns "The multilingual functions are not available …" when it is None;
+            # a falsy stand-in during construction skips that warning without touching the warnings
+            # filters (not thread-safe: WordNet may load on a background thread, see
+            # experiments.classical_stage.start_warm_up), then the reader holds None as before.
+            super().__init__(root, False)
+            self._omw_reader = None
+
         def map_wn(self, version="wordnet"):
             return None
 
-    with warnings.catch_warnings():  # "The multilingual functions are not available …" (no OMW reader)
-        warnings.simplefilter("ignore")
-        return EnglishWordNet(root, None)
+    return EnglishWordNet(root)

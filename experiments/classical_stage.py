@@ -4,6 +4,7 @@ stage."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 
 from tqdm.auto import tqdm
@@ -11,6 +12,7 @@ from tqdm.auto import tqdm
 from corpora.base import Corpus, RankingPool
 from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
+from corpora.protocol import train_items
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
 from experiments.evaluation_stage import metrics_json
@@ -20,7 +22,9 @@ from experiments.runlog import JOB_LOGGER
 from kcca.caption_metric import KCCACaptionMetric
 from kcca.kernel_store import KernelStore
 from kcca.systems import get_system, run_system
-from kernels.text.preprocess import clear_preprocess_memo
+from kernels.image.kernel import ImageKernel
+from kernels.text.kernel import TextKernel
+from kernels.text.preprocess import clear_preprocess_memo, lemmatizer
 
 log = logging.getLogger(JOB_LOGGER)
 
@@ -46,6 +50,7 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
+    start_warm_up(corpus, names, options, cache)
     store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
@@ -91,6 +96,50 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
                     store.drop_text(t)
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
     return outputs, runs, store
+
+
+def needs_wordnet(names: Sequence[str]) -> bool:
+    """Whether a KCCA system of ``names`` has a D_ext word kernel, whose Brown corpus is lemmatised with
+    WordNet (:func:`kernels.text.similarity.build_word_kernel`; seconds of one core to load)."""
+    texts = {get_system(n).text for n in names if get_system(n).model == "kcca"}
+    return any("D_ext" in p for t in texts for p in TextKernel.from_name(t, show_progress=False).sim_parts)
+
+
+def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
+                  cache: DiskCache) -> threading.Thread | None:
+    """On a cold run whose systems need WordNet (:func:`needs_wordnet`), load it on a daemon thread while
+    the image kernel is fitted, instead of on the one core the D_ext word kernel runs on later.
+
+    Only when the visual-word codebooks are not cached: descriptor extraction and k-means then keep the
+    cores busy for tens of seconds, mostly outside the GIL, so the load (pure Python) costs little; a warm
+    re-run does not load it.  The load changes no number and no process-wide state the image kernel uses:
+    the lemmatiser waits for a load in progress (:func:`kernels.text.preprocess.lemmatizer`), the WordNet
+    reader touches no warnings filter (:func:`corpora.nltk_resources.english_wordnet`), and scikit-learn,
+    which NLTK's reader imports, is imported here first, so no native OpenMP runtime is loaded while the
+    image kernel enters or leaves its threadpoolctl limits.  Returns the thread (``None``: nothing loaded).
+    """
+    if not needs_wordnet(names):
+        return None
+    image_kwargs = {} if options.codebook_images is None else {"codebook_dir": str(options.codebook_images)}
+    probe = ImageKernel(kind="pyramid", seed=options.seed, cache=cache, show_progress=False, **image_kwargs)
+    try:
+        ids = train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids
+        if probe.codebooks_cached(corpus, ids):
+            return None
+    except Exception:  # noqa: BLE001 - e.g. missing images: the image kernel's fit reports it
+        return None
+    # heavy (seconds), needed by k-means on a cold run anyway: its OpenMP runtime loads on this thread
+    import sklearn.cluster  # noqa: F401
+
+    def load() -> None:
+        try:
+            lemmatizer()
+        except Exception as exc:  # noqa: BLE001 - the word kernel meets the problem again and reports it
+            log.debug("WordNet warm-up failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="wordnet-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def best_kcca_system(r10: Mapping[str, float]) -> str | None:

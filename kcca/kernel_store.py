@@ -88,8 +88,18 @@ class ImageKernelEntry:
 
     def image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(image_ids), n_train)}`` rows of single images against the training images,
-        each image computed once and kept (:attr:`pair_feature_rows`)."""
+        each image computed once and kept (:attr:`pair_feature_rows`).  An image of a pool whose rows are
+        already in :attr:`feature_grams` (e.g. the dev and test pools, whose images the human judgments
+        grade) takes its row from there: every Gram entry depends only on its two images' histograms, so
+        the row is the one computing it alone would give."""
         new = [i for i in dict.fromkeys(image_ids) if i not in self.pair_feature_rows]
+        for rows_key, grams in list(self.feature_grams.items()) if new else ():
+            if rows_key == "train":
+                continue
+            pos = {i: k for k, i in enumerate(rows_key[1])}
+            for i in [i for i in new if i in pos]:
+                self.pair_feature_rows[i] = {f: g[pos[i]] for f, g in grams.items()}
+            new = [i for i in new if i not in pos]
         if new:
             grams = self.kernel.feature_grams(new, list(self.train_ids))
             for k, i in enumerate(new):

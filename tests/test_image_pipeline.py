@@ -342,3 +342,42 @@ def test_codebook_cache_is_keyed_by_the_features_fitted_together(tmp_path):
     assert not np.array_equal(fresh, together)
     np.testing.assert_array_equal(
         make_kernel(cache, samples_per_image=fewer_colour).fit(corpus, tr).codebooks_["texture"], fresh)
+
+
+def test_codebooks_cached_tells_a_cold_fit_from_a_warm_one(tmp_cache):
+    """``codebooks_cached`` is what the main job's warm-up asks: False before a fit (and with no cache),
+    True once the fit has stored its codebooks, False again for another seed."""
+    corpus = synthetic_corpus()
+    tr = corpus.split("train")
+    assert not make_kernel(tmp_cache).codebooks_cached(corpus, tr)
+    make_kernel(tmp_cache).fit(corpus, tr)
+    assert make_kernel(tmp_cache).codebooks_cached(corpus, tr)
+    assert not make_kernel(tmp_cache, seed=1).codebooks_cached(corpus, tr)
+    assert not make_kernel(None).codebooks_cached(corpus, tr)
+
+
+def test_pool_rows_serve_single_image_rows_unchanged(tmp_cache):
+    """A pool's Gram rows against the training images give the single-image rows of the KCCA caption
+    metric (the human judgments grade the dev and test pool images) without computing them again, and
+    they are bit-for-bit the rows computed image by image."""
+    from kcca.kernel_store import ImageKernelEntry
+
+    corpus = synthetic_corpus()
+    tr, te = list(corpus.split("train")), list(corpus.split("test"))
+    ik = make_kernel(tmp_cache).fit(corpus, tr)
+    alone = {i: ik.feature_grams([i], tr) for i in te}
+    entry = ImageKernelEntry(kernel=ik, train_ids=tuple(tr))
+    entry.rows("test", te[:2], 2)
+    calls = []
+    real = ik.feature_grams
+
+    def counted(rows, cols=None):
+        calls.append(list(rows))
+        return real(rows, cols)
+
+    ik.feature_grams = counted
+    got = entry.image_feature_rows([te[1], te[2], te[0]])
+    assert calls == [[te[2]]]                     # only the image outside the pool is computed
+    for k, i in enumerate([te[1], te[2], te[0]]):
+        for f in ik.features:
+            assert np.array_equal(got[f][k], alone[i][f][0])

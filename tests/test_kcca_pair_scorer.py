@@ -190,3 +190,23 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     with caplog.at_level("WARNING"):
         assert kcca_pair_scorers(corpus, runs, store, fake) == {}
     assert "no longer in memory" in caplog.text
+
+
+def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_set, tmp_cache):
+    """The classical stage loads WordNet (a D_ext word kernel lemmatises Brown with it) on a daemon thread
+    only while the image codebooks must be fitted: never on a warm run, never without D_ext."""
+    from corpora.protocol import train_items
+    from experiments.classical_stage import needs_wordnet, start_warm_up
+    from experiments.options import RunOptions
+    from kcca.kernel_store import KernelStore
+
+    opts = RunOptions(seed=0, no_progress=True)
+    assert not needs_wordnet(["BoW1", "NN5_F1", "TagRank", "TRI5_A"])
+    assert needs_wordnet(["BoW5", "TRI5SEM"]) and needs_wordnet(["TRI5_D_ext"])
+    assert start_warm_up(small_teaching_set, ["BoW1"], opts, tmp_cache) is None      # nothing to load
+    cold = start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache)
+    assert cold is not None and cold.daemon
+    cold.join()
+    KernelStore().image("pyramid", small_teaching_set, train_items(small_teaching_set).image_ids, seed=0,
+                        cache=tmp_cache)
+    assert start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache) is None   # codebooks cached

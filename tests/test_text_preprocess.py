@@ -261,3 +261,28 @@ def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
         assert native.load_softtri() is None and cext.load() is None
         assert tried == ([] if off else ["native", "cext"]), (value, tried)
     native.load_softtri.cache_clear()
+
+
+def test_lemmatizer_loads_wordnet_once_across_threads(nltk_data_dir):
+    """The main job loads WordNet on a warm-up thread while the image kernel is fitted; a text kernel
+    asking meanwhile waits for that load and gets the same lemmatiser."""
+    import threading
+
+    from kernels.text.preprocess import lemmatizer
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(lemmatizer())) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3 and all(g is got[0] for g in got) and got[0]("dogs", "n") == "dog"
+    # a load touches no warnings filter (not thread-safe) and warns nothing; the reader has no OMW data
+    import warnings
+
+    from corpora import nltk_resources
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh = nltk_resources._english_wordnet.__wrapped__()
+    assert not caught and fresh._omw_reader is None and fresh.synsets("dog", pos="n")

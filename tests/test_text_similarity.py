@@ -183,3 +183,25 @@ def test_fast_brown_reader_equals_nltk(nltk_data_dir):
 
     files = brown.fileids()[::10]
     assert brown_tagged_sents(files) == list(brown.tagged_sents(fileids=files))
+
+
+def test_flat_ppmi_and_distributional_kernels_equal_the_list_ones():
+    """The id-array forms (D_ext's external corpus is stored that way) give bit-for-bit the kernels of
+    the sentence-list forms, empty sentences and ids outside the vocabulary included."""
+    from kernels.text.similarity import distributional_kernel, distributional_kernel_flat, ppmi_vectors_flat
+
+    rng = np.random.default_rng(0)
+    sents = [rng.integers(-1, 14, rng.integers(0, 8)).tolist() for _ in range(300)] + [[]]
+    offs = np.r_[0, np.cumsum([len(s) for s in sents])]
+    flat = np.array([w for s in sents for w in s], dtype=np.int64)
+    rows = np.array([3, 0, 7])
+    assert np.array_equal(ppmi_vectors_flat(flat, offs, 12, rows), ppmi_vectors(sents, 12, rows))
+    assert np.array_equal(ppmi_vectors_flat(np.zeros(0, np.int64), [0], 4), ppmi_vectors([], 4))
+    vocab = sorted(f"w{i:02d}" for i in range(14))
+    words = [[vocab[w] for w in s if w >= 0] for s in sents]
+    ids = np.array([w for s in sents for w in s if w >= 0], dtype=np.int64)
+    offs = np.r_[0, np.cumsum([len(s) for s in words])]
+    targets = ["w03", "w11", "nope", "w00"]
+    ws, K = distributional_kernel(words, targets, 5, 0.01)
+    ws2, K2 = distributional_kernel_flat(vocab, ids, offs, targets, 5, 0.01)
+    assert ws == ws2 == ["w03", "w11", "w00"] and np.array_equal(K, K2)

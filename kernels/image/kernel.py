@@ -331,6 +331,17 @@ class ImageKernel:
             self._desc_memo = {}
         return self
 
+    def codebooks_cached(self, corpus, train_ids: Sequence[str]) -> bool:
+        """Whether :meth:`fit` on ``train_ids`` would find every codebook in the cache (their entries
+        present; contents are checked when read), i.e. sample no descriptors and run no k-means.  A caller
+        can then tell a cold fit, which keeps the cores busy for a while, from a warm one."""
+        if not self.cache.enabled:
+            return False
+        self.corpus_, self.train_ids_ = corpus, tuple(train_ids)
+        if self.codebook_dir is not None:
+            self._codebook_source = codebook_folder_identity(self.codebook_dir)
+        return all(self.cache.path("image_codebook", self._codebook_key(f)).is_file() for f in self.features)
+
     def _cached_codebooks(self) -> dict[str, np.ndarray]:
         """The codebooks already in the cache, ``{feature: centres}``."""
         books: dict[str, np.ndarray] = {}

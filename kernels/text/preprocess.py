@@ -35,6 +35,7 @@ naming the resource and how to install it.
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -81,10 +82,20 @@ def _tagger():
     return nltk.pos_tag_sents
 
 
-@lru_cache(maxsize=1)
+#: Serialises the first :func:`lemmatizer` call: a thread that asks while another loads WordNet waits
+#: for that load instead of starting a second one.
+_LEMMATIZER_LOCK = threading.Lock()
+
+
 def lemmatizer():
     """NLTK's ``WordNetLemmatizer.lemmatize`` (the shortest of WordNet's ``_morphy`` lemmas, else the word)
-    on :func:`english_wordnet`, memoised."""
+    on :func:`english_wordnet`, memoised; thread-safe (WordNet is loaded once)."""
+    with _LEMMATIZER_LOCK:
+        return _lemmatizer()
+
+
+@lru_cache(maxsize=1)
+def _lemmatizer():
     wn = english_wordnet()
 
     def lemmatize(w: str, p: str) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -108,16 +109,27 @@ def ppmi_vectors(sentences: Sequence[Sequence[int]], n_words: int, rows: np.ndar
     ``PPMI(w, w) = 0`` (a word is not its own context).  Only the target rows of the co-occurrence
     matrix are formed, so a large external context vocabulary stays cheap.
     """
-    r_idx, c_idx = [], []
-    for k, s in enumerate(sentences):
-        u = np.unique(np.asarray(s, dtype=np.int64))
-        u = u[(u >= 0) & (u < n_words)]
-        r_idx.append(np.full(len(u), k))
-        c_idx.append(u)
-    N = max(len(sentences), 1)
-    r_idx = np.concatenate(r_idx) if r_idx else np.zeros(0, np.int64)
-    c_idx = np.concatenate(c_idx) if c_idx else np.zeros(0, np.int64)
-    X = sp.csc_matrix((np.ones(len(r_idx), np.float32), (r_idx, c_idx)), shape=(len(sentences), n_words))
+    lens = np.fromiter((len(s) for s in sentences), dtype=np.int64, count=len(sentences))
+    flat = np.fromiter(chain.from_iterable(sentences), dtype=np.int64, count=int(lens.sum()))
+    return ppmi_vectors_flat(flat, np.r_[0, np.cumsum(lens)], n_words, rows)
+
+
+def ppmi_vectors_flat(flat: np.ndarray, offsets: np.ndarray, n_words: int,
+                      rows: np.ndarray | None = None) -> np.ndarray:
+    """:func:`ppmi_vectors` of sentences given as one array of word ids, sentence ``k`` being
+    ``flat[offsets[k]:offsets[k + 1]]`` (``len(offsets) - 1`` sentences, empty ones included)."""
+    flat = np.asarray(flat, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n_sent = len(offsets) - 1
+    sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(offsets))
+    ok = (flat >= 0) & (flat < n_words)
+    # the distinct (sentence, word) pairs, sentence-major (a word counts once per sentence); sorting and
+    # dropping repeats is np.unique's result, several times faster than its hash-based path here
+    pairs = np.sort(sent[ok] * n_words + flat[ok])
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if len(pairs) else pairs
+    r_idx, c_idx = pairs // n_words, pairs % n_words
+    N = max(n_sent, 1)
+    X = sp.csc_matrix((np.ones(len(r_idx), np.float32), (r_idx, c_idx)), shape=(n_sent, n_words))
     cnt = np.asarray(X.sum(axis=0)).ravel().astype(np.float64)
     rows = np.arange(n_words) if rows is None else np.asarray(rows, dtype=np.int64)
     out = np.zeros((len(rows), n_words), dtype=np.float32)
@@ -150,27 +162,49 @@ def distributional_kernel(sentences: Sequence[Sequence[str]], targets: Sequence[
     return covered, cosine_kernel(vec, threshold)
 
 
+def distributional_kernel_flat(vocab: Sequence[str], flat: np.ndarray, offsets: np.ndarray, targets: Sequence[str],
+                               min_count: int = MIN_COUNT, threshold: float = KAPPA_D_MIN) -> tuple[list[str], np.ndarray]:
+    """:func:`distributional_kernel` of sentences given as ids into the *sorted* word list ``vocab``
+    (sentence ``k`` is ``flat[offsets[k]:offsets[k + 1]]``), without building them as strings."""
+    flat = np.asarray(flat, dtype=np.int64)
+    cnt = np.bincount(flat, minlength=len(vocab))
+    keep = np.flatnonzero(cnt >= min_count)     # vocab is sorted, so the context words stay sorted
+    cix = {vocab[i]: k for k, i in enumerate(keep)}
+    covered = [w for w in targets if w in cix]
+    if not covered:
+        return [], np.zeros((0, 0))
+    to_ctx = np.full(len(vocab), -1, dtype=np.int64)
+    to_ctx[keep] = np.arange(len(keep))
+    vec = ppmi_vectors_flat(to_ctx[flat], offsets, len(keep), np.array([cix[w] for w in covered]))
+    return covered, cosine_kernel(vec, threshold)
+
+
 def brown_tagged_sents(fileids=None):
     """NLTK's Brown corpus (or the files ``fileids``) as ``[[(word, TAG), ...], ...]``, exactly what ``nltk.corpus.brown.tagged_sents()``
     returns (every non-blank line of a file is a sentence, tokens split on whitespace, ``word/tag`` split
     at the last ``/``, tags upper-cased), read straight from the files: about 5× faster than NLTK's
     regex-based corpus view."""
+    return [[split_tagged_token(tok) for tok in toks] for toks in brown_token_lines(fileids)]
+
+
+def split_tagged_token(tok: str) -> tuple[str, str | None]:
+    """``"word/tag"`` -> ``("word", "TAG")``, split at the last ``/`` (as NLTK's Brown reader)."""
+    k = tok.rfind("/")
+    return (tok[:k], tok[k + 1:].upper()) if k >= 0 else (tok, None)
+
+
+def brown_token_lines(fileids=None):
+    """The raw ``word/tag`` tokens of each sentence of NLTK's Brown corpus (or the files ``fileids``):
+    one list per non-blank line, split on whitespace (what :func:`brown_tagged_sents` splits further)."""
     from nltk.corpus import brown  # heavy (seconds to import nltk): only D_ext over Brown reads it
 
-    out = []
     for fid in (brown.fileids() if fileids is None else fileids):
         with brown.open(fid) as fh:
             text = fh.read()
         for line in text.split("\n"):
             toks = line.split()
-            if not toks:
-                continue
-            sent = []
-            for tok in toks:
-                k = tok.rfind("/")
-                sent.append((tok[:k], tok[k + 1:].upper()) if k >= 0 else (tok, None))
-            out.append(sent)
-    return out
+            if toks:
+                yield toks
 
 
 def external_corpus_identity(path) -> dict | None:
@@ -185,8 +219,9 @@ def external_corpus_identity(path) -> dict | None:
     return {"path": str(path), "file": file_signature(p)}
 
 
-def _ext_sentences(tk, path) -> list[list[str]]:
-    """Preprocessed external sentences (lemmas, stop words removed), cached on disk."""
+def _ext_sentences(tk, path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Preprocessed external sentences (lemmas, stop words removed), cached on disk: the sorted word list
+    ``vocab`` and the sentences as ids into it, sentence ``k`` being ``flat[offsets[k]:offsets[k + 1]]``."""
     stop = english_stopwords()
     key = {"stage": "ext_corpus", "path": str(path) if path else "nltk:brown", "version": 1,
            "token_map": sorted(tk.pre.token_map.items()), "file": external_corpus_identity(path)}
@@ -201,7 +236,6 @@ def _ext_sentences(tk, path) -> list[list[str]]:
                 raise MissingResourceError(
                     f"D_ext needs an external corpus: pass external_corpus=<plain-text file> or install "
                     f"NLTK's Brown corpus ({e})") from None
-            token_of: dict = {}   # (word, tag) -> token or None: each word type is processed once
             lemma_of: dict = {}   # (lower-cased word, WordNet POS) -> token or None: lemmatised once
 
             def token(w, t):
@@ -215,14 +249,14 @@ def _ext_sentences(tk, path) -> list[list[str]]:
                     lemma_of[k] = None if l in stop else l
                 return lemma_of[k]
 
-            for s in brown_tagged_sents():
-                toks = []
-                for wt in s:
-                    if wt not in token_of:
-                        token_of[wt] = token(*wt)
-                    if token_of[wt] is not None:
-                        toks.append(token_of[wt])
-                sents.append(toks)
+            class RawTokens(dict):   # raw "word/tag" token -> its lemma or None, each type processed once
+                def __missing__(self, raw):
+                    t = self[raw] = token(*split_tagged_token(raw))
+                    return t
+
+            lookup = RawTokens().__getitem__
+            for toks in brown_token_lines():
+                sents.append([t for t in map(lookup, toks) if t is not None])
         else:
             with open(path, encoding="utf-8") as fh:
                 for ln, line in enumerate(fh, 1):
@@ -243,9 +277,7 @@ def _ext_sentences(tk, path) -> list[list[str]]:
         return {"vocab": np.array(vocab, dtype=str), "flat": flat, "offsets": offs}
 
     arr = tk.cache.get_or_compute("text_ext", key, compute)
-    vocab = [str(w) for w in arr["vocab"]]
-    flat, offs = arr["flat"], arr["offsets"]
-    return [[vocab[i] for i in flat[offs[k]:offs[k + 1]]] for k in range(len(offs) - 1)]
+    return [str(w) for w in arr["vocab"]], arr["flat"], arr["offsets"]
 
 
 # ------------------------------------------------------------------------------------ alignment
@@ -477,8 +509,8 @@ def build_word_kernel(tk) -> WordKernel:
             ws, K = distributional_kernel(toks, words, tk.min_count, KAPPA_D_MIN)
             res["D_ic.idx"], res["D_ic.K"] = as_ids(ws), K.astype(np.float32)
         if "D_ext" in needed:
-            ext = _ext_sentences(tk, tk.external_corpus)
-            ws, K = distributional_kernel(ext, words, tk.min_count, KAPPA_D_MIN)
+            ws, K = distributional_kernel_flat(*_ext_sentences(tk, tk.external_corpus), words, tk.min_count,
+                                               KAPPA_D_MIN)
             res["D_ext.idx"], res["D_ext.K"] = as_ids(ws), K.astype(np.float32)
         if "A" in needed:
             ws, K, _ = alignment_kernel(tk.tagged, tk.item_of, tk.min_count, KAPPA_A_MIN)

@@ -118,8 +118,8 @@ class TagRank:
 
         post = self._postings(col_vecs) if post is None else post
         Nc = len(col_vecs)
-        l1r_c = torch.tensor([v[1].sum() for v in col_vecs], dtype=torch.float64)
-        l1a_c = torch.tensor([v[2].sum() for v in col_vecs], dtype=torch.float64)
+        l1r_c, l1a_c = self._l1_norms(col_vecs)
+        l1r_rows, l1a_rows = (l1r_c, l1a_c) if row_vecs is col_vecs else self._l1_norms(row_vecs)
         row_post = self._postings(row_vecs)
         cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
         for s in tqdm(range(0, len(row_vecs), block), disable=not show_progress, leave=False, desc="TagRank"):
@@ -140,13 +140,20 @@ class TagRank:
                 ix = np.ix_(ri, cc)
                 com_r[ix] += _f(rr[lo:hi, None], cr[None, :])
                 com_a[ix] += _f(ra[lo:hi, None], ca[None, :])
-            l1r_r = torch.tensor([v[1].sum() for v in row_vecs[s:e]], dtype=torch.float64)
-            l1a_r = torch.tensor([v[2].sum() for v in row_vecs[s:e]], dtype=torch.float64)
+            l1r_r, l1a_r = l1r_rows[s:e], l1a_rows[s:e]
             # chi2 = |x|_1 + |y|_1 - 4 common  (>= 0 up to rounding), K = (exp(-chi_r/2W) + exp(-chi_a/2W'))/2
             xr = torch.from_numpy(com_r).mul_(-4.0).add_(l1r_r[:, None]).add_(l1r_c[None, c0:]).clamp_(min=0.0)
             xa = torch.from_numpy(com_a).mul_(-4.0).add_(l1a_r[:, None]).add_(l1a_c[None, c0:]).clamp_(min=0.0)
             Kb = xr.mul_(-cr_).exp_().add_(xa.mul_(-ca_).exp_()).mul_(0.5)
             yield s, c0, Kb.numpy()
+
+    @staticmethod
+    def _l1_norms(vecs):
+        """``(|r|_1, |a|_1)`` of every caption's vectors, float64 torch tensors (each sum as numpy takes it)."""
+        import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
+
+        return tuple(torch.from_numpy(np.array([v[i].sum() for v in vecs], dtype=np.float64).reshape(-1))
+                     for i in (1, 2))
 
     @staticmethod
     def _item_bounds(item_of, lo, hi):
@@ -164,7 +171,7 @@ class TagRank:
         N = len(vecs)
         for s, c0, Kb in self.caption_kernel(vecs, vecs, post, show_progress=show_progress, symmetric=True):
             b = len(Kb)
-            Kb = Kb.astype(np.float64)
+            Kb = np.asarray(Kb, dtype=np.float64)             # a fresh block: scaled in place
             Kb[:, :b] *= 0.5                                   # square part: counted twice below
             cst, cit = self._item_bounds(item_of, c0, N)
             cols = np.add.reduceat(Kb, cst, axis=1)
@@ -179,5 +186,5 @@ class TagRank:
         starts = np.r_[0, np.nonzero(np.diff(item_of))[0] + 1]
         Q = np.zeros((len(qdocs), n_items))
         for s, _, Kb in self.caption_kernel(qv, self.train_vecs, show_progress=show_progress):
-            Q[s:s + len(Kb)] = np.add.reduceat(Kb.astype(np.float64), starts, axis=1)
+            Q[s:s + len(Kb)] = np.add.reduceat(np.asarray(Kb, dtype=np.float64), starts, axis=1)
         return Q
