@@ -56,7 +56,7 @@ from neural.base import image_embeddings, l2_normalize, with_prompt
 from neural.losses import info_nce
 from neural.recipes import Recipe
 from neural.specificity import join_unit, pairwise_score_fn, specificity_rate
-from neural.text_tower import encode_text_to_eot, text_tower_parts
+from neural.text_tower import encode_text_bucketed, text_tower_parts
 from neural.text_units import detail_units
 from neural.training import (
     MixedPrecision,
@@ -294,9 +294,9 @@ class SPECSConfig:
 
 
 def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """Normalised text features, computing only up to the longest end-of-text position (exact under the
-    causal mask; :func:`neural.text_tower.encode_text_to_eot`)."""
-    return F.normalize(encode_text_to_eot(model, tokens).float(), dim=-1)
+    """Normalised text features, the rows grouped by length and each group computed only up to its own
+    last end-of-text position (exact under the causal mask; :func:`neural.text_tower.encode_text_bucketed`)."""
+    return F.normalize(encode_text_bucketed(model, tokens).float(), dim=-1)
 
 
 def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | None = None, *, cache=None,
