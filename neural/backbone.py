@@ -66,6 +66,8 @@ from neural.pretrained import (  # noqa: F401  (PACS_CHECKPOINTS … re-exported
     tag_torchscript_sha256,
 )
 from neural.text_tower import encode_text_to_eot
+from neural.token_memo import token_ids
+from neural.token_memo import tokenize as memo_tokenize
 from neural.training import progress
 
 log = logging.getLogger(__name__)
@@ -231,8 +233,10 @@ class Backbone:
         return torch.cat(out)
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
-        """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor."""
-        return self.tokenizer(list(texts))
+        """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor.  The ids of
+        texts seen before by a tokenizer with the same vocabulary come from memory
+        (:func:`neural.token_memo.tokenize`; open_clip's BPE tokenizer only)."""
+        return memo_tokenize(self.tokenizer, texts)
 
     def token_lengths(self, texts: Sequence[str]) -> list[int] | None:
         """Untruncated token counts, start and end-of-text tokens included.
@@ -253,6 +257,9 @@ class Backbone:
         tok = self.tokenizer
         if not (callable(getattr(tok, "encode", None)) and hasattr(tok, "sot_token_id")):
             return None
+        rows = token_ids(tok, [str(t) for t in texts])       # memoised ids, start and end-of-text included
+        if rows is not None:
+            return [len(r) for r in rows]
         return [len(tok.encode(str(t))) + 2 for t in texts]   # + start and end-of-text, as tok() adds
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from neural.text_units import MaskTemplate
+from neural.token_memo import tokenize as memo_tokenize
 
 __all__ = ["SLOT_WORD", "TemplateBatch", "build_template_tokens", "chunk_prompt", "l3_targets"]
 
@@ -81,7 +82,7 @@ def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]]
                                       t.chunk, n_pseudo).render(SLOT_WORD))
             owner.append(i)
             chunks.append(t.chunk)
-    tokens = tokenizer(texts) if texts else torch.zeros((0, 1), dtype=torch.long)
+    tokens = memo_tokenize(tokenizer, texts) if texts else torch.zeros((0, 1), dtype=torch.long)
     slots = tokens == slot
     ok = (slots.sum(1) == n_pseudo).numpy()
     owner_a = np.asarray(owner, dtype=np.int64)
@@ -89,7 +90,7 @@ def build_template_tokens(tokenizer, templates: Sequence[Sequence[MaskTemplate]]
     idx = np.flatnonzero(ok)
     tokens, slots, owner_a, chunks = tokens[idx], slots[idx], owner_a[idx], [chunks[k] for k in idx]
     if lost:
-        extra = tokenizer([MaskTemplate("", "", whole[i], n_pseudo).render(SLOT_WORD) for i in lost])
+        extra = memo_tokenize(tokenizer, [MaskTemplate("", "", whole[i], n_pseudo).render(SLOT_WORD) for i in lost])
         extra_slots = extra == slot
         if tokens.shape[0] == 0:
             tokens, slots = extra, extra_slots

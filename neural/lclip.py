@@ -68,7 +68,7 @@ from neural.base import (
     with_prompt,
 )
 from neural.recipes import Recipe
-from neural.text_tower import pool_text, text_tower_parts
+from neural.text_tower import encode_text_bucketed, pool_text, text_tower_parts
 from neural.training import (
     MixedPrecision,
     adamw,
@@ -506,7 +506,7 @@ def _distillation_data(teacher, images, texts, pairs, cfg: LCLIPConfig) -> _Dist
     tm = teacher.model
     with torch.no_grad():
         rv_t = torch.cat([tm.encode_image(X[s:s + 128].to(teacher.dtype)).float() for s in range(0, n_img, 128)])
-        rt_t = torch.cat([tm.encode_text(T[s:s + 256]).float() for s in range(0, n_txt, 256)])
+        rt_t = torch.cat([encode_text_bucketed(tm, T[s:s + 256]).float() for s in range(0, n_txt, 256)])
     P = np.array([(i, j) for i, j in pairs if i < n_img and j < n_txt], dtype=np.int64)
     return _DistillationData(X, T, rv_t, rt_t, P)
 
@@ -546,7 +546,7 @@ def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
         bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
         with amp.autocast():
             loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi]).float()) + \
-                distill_loss(d.rt_t[bt], student.encode_text(d.T[bt]).float())
+                distill_loss(d.rt_t[bt], encode_text_bucketed(student, d.T[bt]).float())
         amp.step(loss, opt, sched)
         tick(bar, log, "stage1", step, loss)
 
@@ -587,7 +587,7 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
         with amp.autocast():
             rv_s = student.encode_image(d.X[bi]).float()
             with torch.no_grad():
-                rt_s = student.encode_text(d.T[bt]).float()
+                rt_s = encode_text_bucketed(student, d.T[bt]).float()
             S_t = F.normalize(d.rv_t[bi], dim=-1) @ F.normalize(d.rt_t[bt], dim=-1).t()
             S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
             loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)

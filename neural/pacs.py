@@ -65,6 +65,7 @@ from neural.clipscore import CLIPScore
 from neural.losses import info_nce
 from neural.positives import tuple_entries
 from neural.recipes import Recipe
+from neural.text_tower import encode_text_bucketed
 from neural.training import MixedPrecision, adamw, deterministic, lr_schedule, progress
 
 #: Sarto et al. 2023, Eq. 1: w = 2.0.
@@ -290,7 +291,7 @@ class _Encoders:
         m.text_projection = None
         try:
             with torch.no_grad():
-                return torch.cat([m.encode_text(tok[s:s + 512].to(self.dev)).float().cpu()
+                return torch.cat([encode_text_bucketed(m, tok[s:s + 512].to(self.dev)).float().cpu()
                                   for s in range(0, len(tok), 512)])
         finally:
             m.text_projection = proj
@@ -302,7 +303,7 @@ class _Encoders:
 
     def text(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.dev)
-        f = x @ self.model.text_projection.float() if self.fast else self.model.encode_text(x).float()
+        f = x @ self.model.text_projection.float() if self.fast else encode_text_bucketed(self.model, x).float()
         return F.normalize(f, dim=-1)
 
 

@@ -56,7 +56,7 @@ from neural.base import image_embeddings, l2_normalize, with_prompt
 from neural.losses import info_nce
 from neural.recipes import Recipe
 from neural.specificity import join_unit, pairwise_score_fn, specificity_rate
-from neural.text_tower import encode_text_to_eot, text_tower_parts
+from neural.text_tower import encode_text_bucketed, text_tower_parts
 from neural.text_units import detail_units
 from neural.training import (
     MixedPrecision,
@@ -294,9 +294,9 @@ class SPECSConfig:
 
 
 def _encode_trimmed(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """Normalised text features, computing only up to the longest end-of-text position (exact under the
-    causal mask; :func:`neural.text_tower.encode_text_to_eot`)."""
-    return F.normalize(encode_text_to_eot(model, tokens).float(), dim=-1)
+    """Normalised text features, the rows grouped by length and each group computed only up to its own
+    last end-of-text position (exact under the causal mask; :func:`neural.text_tower.encode_text_bucketed`)."""
+    return F.normalize(encode_text_bucketed(model, tokens).float(), dim=-1)
 
 
 def train_specs(backbone, corpus, split: str = "train", config: SPECSConfig | None = None, *, cache=None,
@@ -475,13 +475,29 @@ def raw_cosine_matrix(backbone, images, texts: Sequence[str]) -> np.ndarray:
 
 
 class _RawCosine:
-    """θ of SPECS Eqs. 1–2 for one backbone, with the ``score_matrix`` interface."""
+    """θ of SPECS Eqs. 1–2 for one backbone, with the ``score_matrix`` interface.  ``known``: image
+    embeddings already computed by this backbone, by image object (``id``), used for those images."""
 
-    def __init__(self, backbone):
+    def __init__(self, backbone, known: Mapping[int, np.ndarray] | None = None):
         self.backbone = backbone
+        self.known = dict(known or {})
 
     def score_matrix(self, images, texts: Sequence[str]) -> np.ndarray:
-        return raw_cosine_matrix(self.backbone, images, texts)
+        if not self.known or not all(id(im) in self.known for im in images):
+            return raw_cosine_matrix(self.backbone, images, texts)
+        v = np.stack([self.known[id(im)] for im in images])
+        t = l2_normalize(self.backbone.encode_texts(list(texts)).numpy())
+        return (v @ t.T).astype(np.float32)
+
+
+def _corpus_raw_cosine(backbone, corpus, ids: Sequence[str], images: Sequence) -> _RawCosine:
+    """θ for ``backbone`` on the corpus images ``ids`` (loaded as ``images``): their embeddings from the
+    backbone's in-memory table of corpus images (:meth:`neural.backbone.Backbone.encode_corpus_images`,
+    filled by the retrieval and judgment stages for the same weights), encoding only those not there."""
+    if not hasattr(backbone, "encode_corpus_images"):
+        return _RawCosine(backbone)
+    v = backbone.encode_corpus_images(corpus, ids)
+    return _RawCosine(backbone, {id(im): row for im, row in zip(images, v)})
 
 
 def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "test", max_images: int = 100,
@@ -496,6 +512,9 @@ def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "t
     theta : ``"cosine"`` | ``"score"``
         ``"cosine"`` (the paper's θ, :data:`SPECIFICITY_THETA`): the raw image–text cosine of each
         scorer's backbone, the same quantity for every model; ``"score"``: the scorer's own output map.
+        With ``"cosine"`` the rates are computed once per backbone (scorers sharing one get the same
+        rates), the image embeddings taken from the backbone's in-memory corpus-image table where the
+        images are already there (:meth:`~neural.backbone.Backbone.encode_corpus_images`).
 
     Returns
     -------
@@ -504,9 +523,15 @@ def specificity_on_corpus(scorers: Mapping[str, object], corpus, split: str = "t
     """
     if theta not in ("cosine", "score"):
         raise ValueError(f"theta={theta!r}, expected 'cosine' or 'score'")
-    fns = {name: pairwise_score_fn(_RawCosine(_theta_backbone(sc)) if theta == "cosine" else sc)
-           for name, sc in scorers.items()}
+    # θ = cosine depends on the backbone alone: scorers sharing one (CLIP-S and BRIDGE's frozen CLIP) share
+    # its rates, computed once
+    thetas = {name: _theta_backbone(sc) if theta == "cosine" else sc for name, sc in scorers.items()}
     ids = list(corpus.split(split))[:max_images]
     units, negs = specificity_data(corpus, ids, seed)
     images = [corpus.load_image(i) for i in ids]
-    return {name: specificity_rate(fn, images, units, negs) for name, fn in fns.items()}
+    rates: dict[int, dict] = {}
+    for th in thetas.values():
+        if id(th) not in rates:
+            fn = pairwise_score_fn(_corpus_raw_cosine(th, corpus, ids, images) if theta == "cosine" else th)
+            rates[id(th)] = specificity_rate(fn, images, units, negs)
+    return {name: dict(rates[id(th)]) for name, th in thetas.items()}

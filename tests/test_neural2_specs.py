@@ -252,3 +252,36 @@ def test_specificity_theta_is_the_raw_cosine_for_every_model(backbone, small_tea
     assert (own["SR_pos"], own["SR_neg"]) != (sr["raw"]["SR_pos"], sr["raw"]["SR_neg"])
     with pytest.raises(TypeError):
         specificity_on_corpus({"x": object()}, ts, max_images=2)
+
+
+class _RawScorer:
+    """The raw cosine as a scorer's own map (θ = "score" then computes it without any sharing)."""
+
+    def __init__(self, backbone):
+        self.backbone = backbone
+
+    def score_matrix(self, images, captions):
+        from neural.specs import raw_cosine_matrix
+        return raw_cosine_matrix(self.backbone, images, captions)
+
+
+def test_specificity_encodes_each_backbones_images_once(backbone, small_teaching_set):
+    """Scorers sharing a backbone share its θ: the test images are encoded once for all of them, not
+    at all when the backbone already holds them in its corpus-image table, and the rates are those of
+    the raw cosine computed directly."""
+    from neural.clipscore import CLIPScore
+
+    ts = small_teaching_set
+    ids = list(ts.split("test"))[:8]
+    backbone.clear_image_memo()
+    before = backbone.n_image_encodes
+    sr = specificity_on_corpus({"a": CLIPScore(backbone), "b": _ReversedScorer(backbone), "c": backbone}, ts,
+                               max_images=8)
+    assert backbone.n_image_encodes - before == len(ids)
+    backbone.encode_corpus_images(ts, ids)          # already in memory: nothing encoded
+    again = specificity_on_corpus({"a": CLIPScore(backbone)}, ts, max_images=8)
+    assert backbone.n_image_encodes - before == len(ids)
+    direct = specificity_on_corpus({"raw": _RawScorer(backbone)}, ts, max_images=8, theta="score")["raw"]
+    for r in (sr["a"], sr["b"], sr["c"], again["a"]):
+        assert (r["SR_pos"], r["SR_neg"]) == (direct["SR_pos"], direct["SR_neg"])
+        assert np.array_equal(r["hits_pos"], direct["hits_pos"]) and np.array_equal(r["hits_neg"], direct["hits_neg"])
