@@ -460,3 +460,21 @@ def test_cache_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, c
     err = capsys.readouterr().err
     assert seen and f"cache folder {tmp_path / 'cache'}" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_exit_now_flushes_output_and_logs_and_keeps_the_status(tmp_path):
+    """The main job ends without the interpreter's teardown (experiments.flickr8k_kcca.exit_now): buffered
+    stdout and log records must still be written, and the status must be the job's."""
+    log_file = tmp_path / "job.log"
+    code = ("import logging, sys\n"
+            "from experiments.flickr8k_kcca import exit_now\n"
+            "lg = logging.getLogger('exit-test'); lg.addHandler(logging.FileHandler(sys.argv[1]))\n"
+            "lg.warning('last record')\n"
+            "print('buffered line', end='')\n"
+            "exit_now(3)\n"
+            "print('never')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(log_file)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert proc.stdout == "buffered line"
+    assert log_file.read_text(encoding="utf-8").strip() == "last record"
