@@ -2,9 +2,9 @@
 teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured: 142 s cold, the C-kernel compile included; 18.5 s warm, the neural stage and the
-significance tables read from the cache as a whole, the paper-effect bootstraps one by one; README
-"Runtime").
+(measured: 125.6 s cold, the C-kernel compile included — 125–139 s over five runs with nothing else
+running; 9.8 s warm, the neural stage, the significance tables and the paper-effect bootstraps read from
+the cache; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
