@@ -323,13 +323,12 @@ def test_timings_are_only_under_timings_s(clean_run):
 
 # ---------------------------------------------------------------------------------------------- warm re-run
 #: Runs the main job like ``python -m`` and reports on stderr whether torch was imported.
-_TORCH_PROBE = ("import runpy, sys\n"
-                "sys.argv = ['flickr8k_kcca', *sys.argv[1:]]\n"
-                "try:\n"
-                "    runpy.run_module('experiments.flickr8k_kcca', run_name='__main__', alter_sys=True)\n"
-                "    rc = 0\n"
-                "except SystemExit as exc:\n"
-                "    rc = exc.code\n"
+# The job's main() in-process (running the module as __main__ would end the process in exit_now, before
+# the probe could look), then whether torch was imported.
+_TORCH_PROBE = ("import sys\n"
+                "import experiments.flickr8k_kcca as job\n"
+                "sys.argv[0] = job.__file__\n"   # as under python -m (the provenance's command line)
+                "rc = job.main(sys.argv[1:])\n"
                 "print('torch imported:', 'torch' in sys.modules, file=sys.stderr)\n"
                 "sys.exit(rc)\n")
 
