@@ -246,11 +246,7 @@ class BridgeConfig:
         """The config of a BRIDGE :class:`~neural.recipes.Recipe` (steps or epochs, batch of images, lr,
         weight decay, schedule, precision, image cap — ``None``: the whole split); ``overrides`` (e.g.
         ``seed``) replace single fields."""
-        if recipe.scorer != "BRIDGE":
-            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not BRIDGE")
-        fields = {"steps": recipe.steps, "epochs": recipe.epochs, "batch_size": recipe.batch_size, "lr": recipe.lr,
-                  "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
-                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
+        fields = {**recipe.optimiser_fields("BRIDGE"), "steps": recipe.steps, "epochs": recipe.epochs,
                   "max_images": recipe.max_images or 10 ** 9}
         return cls(**{**fields, **overrides})
 

@@ -407,12 +407,9 @@ class LCLIPConfig:
         """The config of an L-CLIPScore :class:`~neural.recipes.Recipe` (stage steps, batch, lr, weight
         decay, schedule, precision, image / text caps — ``None`` caps: the whole split); ``overrides``
         (e.g. ``seed``) replace single fields."""
-        if recipe.scorer != "L-CLIPScore":
-            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not L-CLIPScore")
-        fields = {"stage1_steps": recipe.steps, "stage2_steps": recipe.stage2_steps, "batch_size": recipe.batch_size,
-                  "lr": recipe.lr, "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
-                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
-                  "max_images": recipe.max_images or 10 ** 9, "max_texts": recipe.max_texts or 10 ** 9}
+        fields = {**recipe.optimiser_fields("L-CLIPScore"), "stage1_steps": recipe.steps,
+                  "stage2_steps": recipe.stage2_steps, "max_images": recipe.max_images or 10 ** 9,
+                  "max_texts": recipe.max_texts or 10 ** 9}
         return cls(**{**fields, **overrides})
 
 

@@ -248,11 +248,7 @@ class PACSFinetuneConfig:
         """The config of a PAC-S :class:`~neural.recipes.Recipe` (batch, lr, weight decay, iteration cap,
         validation interval, patience, trainable parameters, schedule, precision); ``overrides`` (e.g.
         ``seed``) replace single fields."""
-        if recipe.scorer != "PAC-S":
-            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not PAC-S")
-        fields = {"lr": recipe.lr, "weight_decay": recipe.weight_decay, "batch_size": recipe.batch_size,
-                  "max_iters": recipe.steps, "schedule": recipe.schedule, "warmup_steps": recipe.warmup_steps,
-                  "precision": recipe.precision}
+        fields = {**recipe.optimiser_fields("PAC-S"), "max_iters": recipe.steps}
         fields.update({k: v for k, v in (("eval_every", recipe.eval_every), ("patience", recipe.patience),
                                           ("trainable", recipe.trainable)) if v is not None})
         return cls(**{**fields, **overrides})

@@ -112,6 +112,15 @@ class Recipe:
         if self.batch_size < 1 or self.grad_accumulation < 1 or self.steps < 0 or self.warmup_steps < 0:
             raise ValueError(f"recipe {self.name!r}: batch, accumulation ≥ 1 and steps, warm-up ≥ 0 needed")
 
+    def optimiser_fields(self, scorer: str) -> dict:
+        """The fields every trainer's config takes from a recipe (batch, AdamW lr and weight decay,
+        schedule, warm-up, precision), after checking that the recipe is for ``scorer``; each config's
+        ``from_recipe`` adds its own (steps or epochs, caps, …)."""
+        if self.scorer != scorer:
+            raise ValueError(f"recipe {self.name!r} is for {self.scorer}, not {scorer}")
+        return {"batch_size": self.batch_size, "lr": self.lr, "weight_decay": self.weight_decay,
+                "schedule": self.schedule, "warmup_steps": self.warmup_steps, "precision": self.precision}
+
     @property
     def effective_batch(self) -> int:
         """Samples per optimiser step: ``batch_size × grad_accumulation``."""

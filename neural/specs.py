@@ -269,13 +269,8 @@ class SPECSConfig:
         """The config of a SPECS :class:`~neural.recipes.Recipe` (steps or epochs, batch, accumulation, lr,
         weight decay, schedule, precision, image cap — ``None``: the whole split); ``overrides`` (e.g.
         ``seed``) replace single fields."""
-        if recipe.scorer != "SPECS":
-            raise ValueError(f"recipe {recipe.name!r} is for {recipe.scorer}, not SPECS")
-        fields = {"steps": recipe.steps, "epochs": recipe.epochs, "batch_size": recipe.batch_size,
-                  "grad_accumulation": recipe.grad_accumulation, "lr": recipe.lr,
-                  "weight_decay": recipe.weight_decay, "schedule": recipe.schedule,
-                  "warmup_steps": recipe.warmup_steps, "precision": recipe.precision,
-                  "max_images": recipe.max_images or 10 ** 9}
+        fields = {**recipe.optimiser_fields("SPECS"), "steps": recipe.steps, "epochs": recipe.epochs,
+                  "grad_accumulation": recipe.grad_accumulation, "max_images": recipe.max_images or 10 ** 9}
         return cls(**{**fields, **overrides})
 
     def total_steps(self, n_images: int) -> int:
