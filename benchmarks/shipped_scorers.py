@@ -1,14 +1,15 @@
-"""Shipped (trained once on a pretraining-range corpus, loaded with :func:`neural.saved.load_scorer`) versus
-in-run (trained on the evaluation corpus's train split, as the main job does) PAC-S, L-CLIPScore, BRIDGE
-and SPECS, on the main job's default teaching corpus (seed 0, 2000 images, 70/15/15): Flickr8k-Expert
-τ-c and Flickr8k-CF τ-b (×100, :func:`experiments.human_stage.human_correlation_table`) and the SPECS
-specificity rates SR_pos / SR_neg (:func:`neural.specs.specificity_on_corpus`, test split, 100 images),
-with CLIP-S on the teaching CLIP as the reference row; with ``--fp16`` also the shipped scorers with every
-trained tensor rounded to fp16 (what an fp16 package file would score).
+"""The shipped PAC-S, L-CLIPScore, BRIDGE and SPECS (:mod:`neural.shipped_scorers`: trained once on
+:func:`corpora.teaching.scorer_training_set`, fp16) versus the same scorers trained in the run on the
+evaluation corpus' train split (``--train-scorers``), on the main job's default teaching corpus (seed 0,
+2,000 images, 1,400 / 300 / 300): Flickr8k-Expert τ-c and Flickr8k-CF τ-b (×100,
+:func:`experiments.human_stage.human_correlation_table`) and the SPECS specificity rates SR_pos / SR_neg
+(:func:`neural.specs.specificity_on_corpus`, test split, 100 images), with CLIP-S on the teaching CLIP
+as the reference row; with ``--fp32`` also the shipped scorers trained again and kept in fp32 (what the
+fp16 storage costs).
 
 Usage::
 
-    python -m benchmarks.shipped_scorers --shipped DIR   # DIR: written by experiments.train_shipped_scorers
+    python -m benchmarks.shipped_scorers [--shipped DIR]   # default: the package's neural/weights/scorers
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from corpora.cache import DiskCache
 from corpora.teaching import make_teaching_set
 from experiments.human_stage import human_correlation_table
-from experiments.train_shipped_scorers import DEFAULT_SIZE, SCORER_FOLDERS, train_scorers
+from experiments.train_shipped_scorers import train_scorers, training_set
 
 
 def pair_scorers(scorers: dict, corpus, cache, suffix: str) -> tuple[dict, dict]:
@@ -38,48 +39,34 @@ def pair_scorers(scorers: dict, corpus, cache, suffix: str) -> tuple[dict, dict]
     return pair, spec
 
 
-def fp16_rounded(scorer):
-    """``scorer`` with every trained tensor rounded to fp16 and back (in place): what an fp16 package file
-    would give after loading into fp32."""
-    import torch  # lazy: torch-heavy
-
-    from neural.bridge import BRIDGE
-
-    module = scorer.trainable_modules() if isinstance(scorer, BRIDGE) else scorer.backbone.model
-    with torch.no_grad():
-        for t in module.state_dict().values():
-            if t.is_floating_point():
-                t.copy_(t.half().float())
-    return scorer
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.shipped_scorers", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shipped", required=True, type=Path, help="folder written by experiments.train_shipped_scorers")
+    ap.add_argument("--shipped", type=Path, default=None,
+                    help="folder written by experiments.train_shipped_scorers (default: the package's)")
     ap.add_argument("--seed", type=int, default=0, help="evaluation corpus seed (default %(default)s)")
     ap.add_argument("--cache-dir", type=Path, default=None, help="feature cache (default: none)")
-    ap.add_argument("--fp16", action="store_true", help="also the shipped scorers rounded to fp16 (uncached)")
+    ap.add_argument("--fp32", action="store_true",
+                    help="also train the shipped scorers again on their training set and keep them in fp32")
     ap.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = ap.parse_args(argv)
     from neural.clipscore import CLIPScore  # lazy: torch-heavy
-    from neural.saved import load_scorer
+    from neural.shipped_scorers import SCORER_FOLDERS, load_shipped_scorer, read_manifest
     from neural.specs import specificity_on_corpus
     from neural.teaching_clip import load_teaching_clip
 
-    n = DEFAULT_SIZE
-    corpus = make_teaching_set(n_images=n, n_train=int(round(n * 0.7)), n_dev=int(round(n * 0.15)), seed=args.seed)
+    corpus = make_teaching_set(seed=args.seed)
     cache = DiskCache(args.cache_dir) if args.cache_dir else None
     bb = load_teaching_clip(device="cpu", show_progress=False)
-    shipped = {m: load_scorer(args.shipped / f, bb) for m, f in SCORER_FOLDERS.items()}
-    inrun = train_scorers(bb, corpus, seed=0, cache=cache, show_progress=False)
+    shipped = {m: load_shipped_scorer(m, bb, args.shipped) for m in SCORER_FOLDERS}
+    inrun, _ = train_scorers(bb, corpus, seed=0, cache=cache, show_progress=False)
     pair, spec = pair_scorers({"CLIP-S": CLIPScore(bb)}, corpus, cache, "")
-    for scorers, suffix in ((inrun, " (in-run)"), (shipped, " (shipped)")):
+    groups = [(inrun, " (in-run)"), (shipped, " (shipped)")]
+    if args.fp32:
+        index = read_manifest(args.shipped)["training_set"]["index"]
+        groups.append((train_scorers(bb, training_set(index, None), seed=0, cache=cache, show_progress=False)[0],
+                       " (shipped, fp32)"))
+    for scorers, suffix in groups:
         p, s = pair_scorers(scorers, corpus, cache, suffix)
-        pair.update(p)
-        spec.update(s)
-    if args.fp16:
-        p, s = pair_scorers({m: fp16_rounded(load_scorer(args.shipped / f, bb)) for m, f in SCORER_FOLDERS.items()},
-                            corpus, None, " (shipped fp16)")
         pair.update(p)
         spec.update(s)
     table = human_correlation_table(corpus, pair, image_based=set(pair), cache=None)
