@@ -7,13 +7,15 @@ which digests arrays instead of listing them and refuses unknown types.)
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["jsonable"]
+__all__ = ["jsonable", "write_json_atomic"]
 
 
 def jsonable(obj, *, nonfinite_as_null: bool = False):
@@ -50,3 +52,17 @@ def jsonable(obj, *, nonfinite_as_null: bool = False):
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def write_json_atomic(path: str | Path, obj) -> Path:
+    """Write :func:`jsonable` ``obj`` as indented, key-sorted UTF-8 JSON to ``path`` atomically (a
+    temporary file beside it, flushed to disk, then renamed over it): a killed writer leaves the old file
+    or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(jsonable(obj), indent=1, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path

@@ -35,7 +35,7 @@ from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, scorer_gr
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
 from experiments.human_stage import cached_row_scores, restrict_rows
-from experiments.options import MIN_PACS_TUPLES, RunOptions
+from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_shipped_scorers
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
@@ -199,18 +199,26 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     prov = {"backbone": bb.provenance(), "backbone_row": backbone_row(spec, bb, names)}
     device = prov["backbone"].get("device")
     train_ids = neural_train_ids(corpus, options)   # None: the whole train split
+    shipped = uses_shipped_scorers(options, spec)     # load PAC-S, L-CLIPScore, BRIDGE, SPECS instead of training
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
     if "CLIP-S" in names or "RefCLIP-S" in names:
         _add_clipscore(bb, scorers, ref_scorers)
     if "PAC-S" in names or "RefPAC-S" in names:
-        _add_pacs(bb, corpus, options, cache, scorers, ref_scorers, prov, timings)
+        _add_pacs(bb, corpus, options, cache, scorers, ref_scorers, prov, timings, shipped=shipped)
     if "L-CLIPScore" in names or "RefL-CLIPScore" in names:
-        _add_lclip(bb, corpus, options, cache, train_ids, scorers, ref_scorers, prov, timings)
-    bridge = _fit_bridge(bb, corpus, options, cache, train_ids, timings) if "BRIDGE" in names else None
+        _add_lclip(bb, corpus, options, cache, train_ids, scorers, ref_scorers, prov, timings, shipped=shipped)
+    bridge = (_fit_bridge(bb, corpus, options, cache, train_ids, timings, shipped=shipped)
+              if "BRIDGE" in names else None)
     if "SPECS" in names:
-        _add_specs(bb, spec, corpus, options, cache, train_ids, scorers, prov, timings)
-    prov["training_recipes"] = _recipes_used(names, options, bb)
+        _add_specs(bb, spec, corpus, options, cache, train_ids, scorers, prov, timings, shipped=shipped)
+    prov["training_recipes"] = _recipes_used(names, options, bb, shipped=shipped)
+    origin = {b: "shipped" if r.startswith("shipped") else "this run" for b, r in prov["training_recipes"].items()}
+    if origin:   # the backbones table says where the fine-tuned scorers come from
+        prov["backbone_row"]["fine_tuned"] = (next(iter(origin.values())) if len(set(origin.values())) == 1
+                                              else ", ".join(f"{b}: {o}" for b, o in origin.items()))
+    if shipped:
+        prov["shipped_scorers"] = _shipped_record(names)
 
     outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
     pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
@@ -248,13 +256,30 @@ def _recipe(scorer: str, options: RunOptions, bb):
     return recipe
 
 
-def _recipes_used(names: Sequence[str], options: RunOptions, bb) -> dict[str, str]:
+def _recipes_used(names: Sequence[str], options: RunOptions, bb, *, shipped: bool = False) -> dict[str, str]:
     """``{scorer: recipe name}`` of the trained scorers among ``names`` on backbone ``bb`` (for the
-    provenance)."""
+    provenance); a shipped scorer's name says so (PAC-S on ``--pacs-positives`` is trained here)."""
     from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
 
     bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
-    return {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
+    out = {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
+    for b in out:
+        if shipped and not (b == "PAC-S" and options.pacs_positives):
+            out[b] = f"shipped ({out[b]}, trained once on the scorer training set)"
+    return out
+
+
+def _shipped_record(names: Sequence[str]) -> dict:
+    """The provenance of the shipped scorers a run loads: the training set and, per scorer, its weights'
+    SHA-256 and its model-card figures (:func:`neural.shipped_scorers.read_manifest`)."""
+    from neural.shipped_scorers import SCORER_FOLDERS, read_manifest  # lazy: a warm re-run must not import torch
+
+    manifest = read_manifest()
+    bases = {n[3:] if n.startswith("Ref") else n for n in names}
+    return {"training_set": manifest.get("training_set"), "training_seed": manifest.get("training_seed"),
+            "scorers": {m: {"weights_sha256": e["files"]["weights.safetensors"]["sha256"],
+                            "heldout": e.get("heldout")}
+                        for m, e in manifest["scorers"].items() if m in bases and m in SCORER_FOLDERS}}
 def judged_rows(corpus: Corpus) -> list[tuple[str, object]]:
     """``[(protocol, rows)]``: the judgment rows the human-correlation stage gives an image-based scorer
     (:func:`experiments.human_stage.human_correlation_table`: Flickr8k-Expert and -CF rows whose image is
@@ -343,10 +368,11 @@ def _add_clipscore(bb, scorers: dict, ref_scorers: dict) -> None:
 
 
 def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers: dict, ref_scorers: dict,
-              prov: dict, timings: dict) -> None:
-    """PAC-S and RefPAC-S on the backbone fine-tuned on positive tuples (``--pacs-positives``, or the
-    teaching set's generated ones; else the backbone as given, with a warning).  A backbone read from a
-    PAC-S release file (format ``"pacs"``, :data:`RELEASED_FORMATS`) is already PAC-S: used as it is."""
+              prov: dict, timings: dict, *, shipped: bool = False) -> None:
+    """PAC-S and RefPAC-S on the backbone fine-tuned on positive tuples (``--pacs-positives``; else with
+    ``shipped`` the shipped PAC-S, :mod:`neural.shipped_scorers`; else the teaching set's generated ones;
+    else the backbone as given, with a warning).  A backbone read from a PAC-S release file (format
+    ``"pacs"``, :data:`RELEASED_FORMATS`) is already PAC-S: used as it is."""
     from corpora.base import GeneratedCorpus, MissingImagesError
     # lazy: a warm re-run must not import torch
     from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
@@ -364,6 +390,8 @@ def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers
             raise PipelineError(f"--pacs-positives: {exc}") from exc
         train, val = _split_tuples(tuples, seed=options.seed)
         pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
+    elif shipped:
+        pacs_bb = _load_shipped("PAC-S", bb).backbone
     elif isinstance(corpus, GeneratedCorpus):
         n_img = 300 if options.quick else 700
         train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
@@ -380,14 +408,18 @@ def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers
 
 
 def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
-               scorers: dict, ref_scorers: dict, prov: dict, timings: dict) -> None:
-    """L-CLIPScore and RefL-CLIPScore: the student distilled from the backbone on the training split."""
+               scorers: dict, ref_scorers: dict, prov: dict, timings: dict, *, shipped: bool = False) -> None:
+    """L-CLIPScore and RefL-CLIPScore: the student distilled from the backbone on the training split (with
+    ``shipped``: the shipped student, :mod:`neural.shipped_scorers`)."""
     from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus  # lazy: no torch on a warm run
 
     t = time.perf_counter()
-    cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options, bb), seed=options.seed)
-    student = train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache,
-                                    show_progress=not options.no_progress, image_ids=train_ids)
+    if shipped:
+        student = _load_shipped("L-CLIPScore", bb).backbone
+    else:
+        cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options, bb), seed=options.seed)
+        student = train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache,
+                                        show_progress=not options.no_progress, image_ids=train_ids)
     prov["lclip_student"] = student.provenance()
     scorers["L-CLIPScore"] = LCLIPScore(student)
     ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
@@ -395,30 +427,36 @@ def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_
 
 
 def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
-                timings: dict):
-    """BRIDGE fitted on the training split (it scores pools and pairs itself, see :func:`_run_neural`)."""
+                timings: dict, *, shipped: bool = False):
+    """BRIDGE fitted on the training split (it scores pools and pairs itself, see :func:`_run_neural`);
+    with ``shipped`` the shipped mapping module (:mod:`neural.shipped_scorers`)."""
     from neural.bridge import BRIDGE, BridgeConfig  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
-    cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options, bb), seed=options.seed)
-    bridge = BRIDGE(bb, cfg).fit(corpus, "train", cache=cache,
-                                                          show_progress=not options.no_progress,
-                                                          image_ids=train_ids)
+    if shipped:
+        bridge = _load_shipped("BRIDGE", bb)
+    else:
+        cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options, bb), seed=options.seed)
+        bridge = BRIDGE(bb, cfg).fit(corpus, "train", cache=cache, show_progress=not options.no_progress,
+                                     image_ids=train_ids)
     timings["BRIDGE"] = time.perf_counter() - t
     return bridge
 
 
 def _add_specs(bb, spec: BackboneSpec, corpus: Corpus, options: RunOptions, cache: DiskCache,
-               train_ids: list[str] | None, scorers: dict, prov: dict, timings: dict) -> None:
+               train_ids: list[str] | None, scorers: dict, prov: dict, timings: dict, *,
+               shipped: bool = False) -> None:
     """SPECS: the backbone fine-tuned for specificity on the training split (no reference-based variant);
     a backbone read from a SPECS release file (format ``"specs"``, :data:`RELEASED_FORMATS`) is used as it
-    is."""
+    is; with ``shipped`` the shipped fine-tune (:mod:`neural.shipped_scorers`)."""
     from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
 
     t = time.perf_counter()
     if released_scorer(bb) == "SPECS":
         log.info("SPECS: %s is a SPECS release file; scoring with it as it is (no fine-tuning here)", bb.name)
         specs_bb = bb
+    elif shipped:
+        specs_bb = _load_shipped("SPECS", bb).backbone
     else:
         cfg = SPECSConfig.from_recipe(_recipe("SPECS", options, bb), seed=options.seed)
         specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
@@ -426,6 +464,20 @@ def _add_specs(bb, spec: BackboneSpec, corpus: Corpus, options: RunOptions, cach
     prov["specs_backbone"] = specs_bb.provenance()
     scorers["SPECS"] = SPECSScore(specs_bb)
     timings["SPECS"] = time.perf_counter() - t
+
+
+def _load_shipped(metric: str, bb):
+    """``metric``'s shipped scorer on the teaching CLIP ``bb`` (:func:`neural.shipped_scorers.load_shipped_scorer`;
+    a missing or damaged file is a :class:`PipelineError` naming it and the rebuild command)."""
+    from neural.shipped_scorers import ShippedScorerError, load_shipped_scorer  # lazy: no torch on a warm run
+
+    try:
+        scorer = load_shipped_scorer(metric, bb)
+    except ShippedScorerError as exc:
+        raise PipelineError(str(exc)) from exc
+    log.info("%s: the shipped scorer (%s), trained once from the teaching CLIP; not trained here", metric,
+             (scorer.clip if metric == "BRIDGE" else scorer.backbone).shipped["weights_sha256"][:12])
+    return scorer
 
 
 def _retrieval_outputs(bb, corpus: Corpus, pool: RankingPool, names: list[str], scorers: Mapping[str, object],
@@ -554,10 +606,12 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     recorded SHA-256 —, ``--clip-steps``,
     ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
     ``--skip-missing-images``' training images, every ``--backbone`` a scorer uses: name, architecture,
-    weights — a file as ``--clip-pretrained``'s), the versions of the libraries that compute
-    them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
+    weights — a file as ``--clip-pretrained``'s), ``--train-scorers`` and the shipped scorers' manifest
+    SHA-256 (:mod:`neural.shipped_scorers`), the versions of the libraries that compute them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
     ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
     """
+    from neural.names import shipped_manifest_sha256  # torch-free
+
     if options.pacs_positives:
         return None
     weights_file = weights_file_identity(options.clip_pretrained, options.clip_model)
@@ -580,7 +634,9 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         "names": list(names), "seed": int(options.seed), "quick": bool(options.quick),
         "clip_model": options.clip_model, "clip_pretrained": options.clip_pretrained, "weights_file": weights_file,
         "backbones": backbones, "clip_steps": options.clip_steps, "device": options.device,
-        "recipe": options.recipe,
+        "recipe": options.recipe, "train_scorers": bool(options.train_scorers),
+        # the shipped scorers' manifest lists every file's SHA-256: rebuilt scorers are a new key
+        "shipped_scorers": shipped_manifest_sha256() if not options.train_scorers else None,
         # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
         # visible-devices setting stand in (the provenance then names the device actually used)
         "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]

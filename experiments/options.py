@@ -225,6 +225,19 @@ def uses_small_clip(options: RunOptions) -> bool:
     return is_small_offline_model(options.clip_model)
 
 
+def uses_shipped_scorers(options: RunOptions, spec: BackboneSpec | None = None) -> bool:
+    """Whether PAC-S, L-CLIPScore, BRIDGE and SPECS on backbone ``spec`` (default: the ``--clip-model``
+    one) are loaded from the shipped scorers (:mod:`neural.shipped_scorers`) instead of fine-tuned in the
+    run: the backbone is the shipped teaching CLIP (its name, or no ``--clip-model``; no weights file
+    given), ``--recipe auto`` and no ``--train-scorers``.  ``--pacs-positives`` still fine-tunes PAC-S
+    here on the tuples given."""
+    from neural.names import is_teaching_model  # torch-free
+
+    model, pretrained = (options.clip_model, options.clip_pretrained) if spec is None else (spec.model, spec.pretrained)
+    return (not options.train_scorers and options.recipe == "auto" and pretrained is None
+            and is_teaching_model(model, default=True))
+
+
 def default_out_dir(corpus_name: str) -> Path:
     """``runs/<corpus>-<UTC timestamp>/``, the default ``--out``."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -289,6 +302,10 @@ class RunOptions:
         backbones: the papers'), ``small`` or ``paper`` (:mod:`neural.recipes`).
     train_on_cpu : bool
         Go ahead with a paper recipe on the CPU (else refused up front, :func:`check_cpu_training`).
+    train_scorers : bool
+        Fine-tune PAC-S, L-CLIPScore, BRIDGE and SPECS inside the run on the corpus' training split even
+        on the shipped teaching CLIP, whose default is to load the shipped scorers
+        (:mod:`neural.shipped_scorers`; :func:`uses_shipped_scorers`).
     composite, pascal50s, foil, foil_coco_captions, benchmark_images : Path or None
         The standard benchmarks (``--composite`` folder, ``--pascal50s`` folder, ``--foil`` file with
         ``--foil-coco-captions``) and the folder of their images (``--benchmark-images``).
@@ -317,6 +334,7 @@ class RunOptions:
     no_progress: bool = False
     recipe: str = "auto"
     train_on_cpu: bool = False
+    train_scorers: bool = False
     # standard benchmarks (check_benchmark_paths): files / folders as given, None when not given
     composite: Path | None = None
     pascal50s: Path | None = None
@@ -419,7 +437,8 @@ class RunOptions:
             out=Path(ns.out) if ns.out else default_out_dir(corpus_label(data)),
             cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
             no_progress=ns.no_progress, recipe=getattr(ns, "recipe", "auto"),
-            train_on_cpu=getattr(ns, "train_on_cpu", False), **benchmark_paths(ns))
+            train_on_cpu=getattr(ns, "train_on_cpu", False), train_scorers=getattr(ns, "train_scorers", False),
+            **benchmark_paths(ns))
         check_data_folder(options.data)
         check_codebook_folder(options.codebook_images)
         if options.neural:

@@ -303,12 +303,14 @@ def compositionality_rows(results: Mapping) -> tuple[list[str], list[list[str]]]
 def backbone_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the neural backbones table (``results["backbones"]``): one row per backbone with
     its name, architecture, weights source, the first 12 hex digits of the weights' SHA-256, its
-    parameters and the scorers (row labels) that ran on it."""
+    parameters, the scorers (row labels) that ran on it and where its fine-tuned scorers come from
+    (``shipped``: loaded from :mod:`neural.shipped_scorers`; ``this run``: trained here)."""
     bbs = results.get("backbones", {})
-    header = ["backbone", "architecture", "weights source", "sha256[:12]", "parameters", "scorers"]
+    header = ["backbone", "architecture", "weights source", "sha256[:12]", "parameters", "scorers",
+              "fine-tuned scorers"]
     rows = [[name, str(b.get("architecture", "")), str(b.get("weights_source", "")), str(b.get("sha256_12", "")),
              f"{b['parameters']:,}" if isinstance(b.get("parameters"), int) else "–",
-             ", ".join(b.get("scorers", []))] for name, b in bbs.items()]
+             ", ".join(b.get("scorers", [])), str(b.get("fine_tuned") or "–")] for name, b in bbs.items()]
     return header, rows
 
 
@@ -318,7 +320,11 @@ BACKBONES_NOTE = (
     "label without @ on the default backbone (--clip-model / --clip-pretrained). sha256[:12] identifies the "
     "weights: of the weights file, or of the state dict for weights trained here. Scorers that fine-tune "
     "(PAC-S, SPECS) or distil (L-CLIPScore) start from this backbone, except on a release file of their "
-    "own (a PAC-S release for PAC-S), which they use as it is.")
+    "own (a PAC-S release for PAC-S), which they use as it is. 'fine-tuned scorers': shipped = PAC-S, "
+    "L-CLIPScore, BRIDGE and SPECS loaded as shipped with the package, trained once from the teaching CLIP "
+    "on a generated set that no evaluation uses, as the papers train on COCO or ShareGPT4V and evaluate on "
+    "Flickr8k (docs/shipped_scorers.md); this run = trained here on the corpus' training split "
+    "(--train-scorers, and every backbone other than the teaching CLIP).")
 
 
 #: The note of the compositionality section.

@@ -15,6 +15,20 @@ TEACHING_MODEL_NAMES = ("teaching", "teaching-clip")
 TEACHING_WEIGHTS_FILE = Path(__file__).resolve().parent / "weights" / "teaching_clip.safetensors"
 
 
+#: The shipped fine-tuned scorers (:mod:`neural.shipped_scorers`): one folder per scorer and ``manifest.json``.
+SHIPPED_SCORERS_DIR = Path(__file__).resolve().parent / "weights" / "scorers"
+
+
+def shipped_manifest_sha256(root: str | Path | None = None) -> str | None:
+    """SHA-256 of the shipped scorers' ``manifest.json`` (which lists every file's SHA-256), read without
+    torch (cache keys); ``None`` when it is missing (the loader then stops with its own error)."""
+    p = Path(root or SHIPPED_SCORERS_DIR) / "manifest.json"
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 #: The command that rebuilds the shipped teaching-CLIP weights (named by every error about them).
 TEACHING_REBUILD_COMMAND = ("python -m experiments.pretrain_teaching_clip --out runs/teaching_clip "
                             "--export neural/weights/teaching_clip.safetensors")

@@ -8,8 +8,8 @@ A saved scorer is a folder of two files:
     prompt, reference-based or not), the architecture, the recipe (every hyper-parameter of the training
     run), a description of the training data, the **parent** backbone's identity (name, architecture,
     structure hash, preprocessing, tokenizer and the SHA-256 of its state dict,
-    :func:`~neural.checkpoints.state_dict_sha256`), the SHA-256 of the saved tensors and the library
-    versions.
+    :func:`~neural.checkpoints.state_dict_sha256`), the SHA-256 and storage type (fp32, or fp16 to halve
+    the file) of the saved tensors and the library versions.
 ``weights.safetensors``
     The tensors (read with :func:`safetensors.torch.load_file`: nothing is ever unpickled).
 
@@ -63,11 +63,14 @@ FORMAT = "itr-saved-scorer"
 FORMAT_VERSION = 1
 CONFIG_NAME = "scorer.json"
 WEIGHTS_NAME = "weights.safetensors"
+#: Storage types of a saved scorer's floating-point tensors (``scorer.json`` ``weights.dtype``).
+STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 #: The metrics that can be saved (the ``"metric"`` entry), and whether loading needs the parent backbone.
 SAVED_METRICS = {"PAC-S": True, "L-CLIPScore": False, "BRIDGE": True, "SPECS": False}
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "CONFIG_NAME", "WEIGHTS_NAME", "SAVED_METRICS", "ScorerFormatError",
-           "backbone_record", "save_scorer", "load_scorer", "read_scorer_config", "scorer_identity"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "CONFIG_NAME", "WEIGHTS_NAME", "SAVED_METRICS", "STORAGE_DTYPES",
+           "ScorerFormatError", "backbone_record", "save_scorer", "load_scorer", "stored_tensor",
+           "rounded_state_sha256", "read_scorer_config", "scorer_identity"]
 
 
 class ScorerFormatError(WeightsError):
@@ -114,7 +117,7 @@ def scorer_identity(config: Mapping, folder: str | Path | None = None) -> dict:
 
 
 # ============================================================================ save
-def save_scorer(scorer, path: str | Path) -> Path:
+def save_scorer(scorer, path: str | Path, *, dtype: str = "float32") -> Path:
     """Save a trained scorer to the folder ``path`` (created; ``scorer.json`` + ``weights.safetensors``).
 
     Parameters
@@ -125,6 +128,11 @@ def save_scorer(scorer, path: str | Path) -> Path:
         parent they were trained from).
     path : path
         The folder.
+    dtype : {"float32", "float16"}
+        Storage type of the floating-point tensors.  ``"float16"`` halves the file (the shipped scorers,
+        :mod:`neural.shipped_scorers`); the loaded scorer then holds the fp16-rounded values in its own
+        dtype, and the recorded state-dict SHA-256 of its backbone is that of the rounded weights, so
+        loading still verifies bit-exactly what the file holds.
 
     Returns
     -------
@@ -150,12 +158,18 @@ def save_scorer(scorer, path: str | Path) -> Path:
     else:
         raise TypeError(f"cannot save a {type(scorer).__name__}: saved scorers are PAC-S, L-CLIPScore, BRIDGE "
                         "and SPECS (CLIP-S has no trained weights: its backbone is the whole scorer)")
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"save_scorer: dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
+    tensors = {k: stored_tensor(v, dtype) for k, v in tensors.items()}
+    if dtype != "float32" and metric != "BRIDGE":   # the backbone holds the rounded values once loaded
+        parts["backbone"] = {**parts["backbone"],
+                             "state_dict_sha256": rounded_state_sha256(scorer.backbone.model.state_dict(), tensors)}
     import open_clip  # lazy: seconds to import; already loaded with any backbone
 
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "metric": metric,
               "needs_parent": SAVED_METRICS[metric], **parts,
-              "weights": {"file": WEIGHTS_NAME, "sha256": state_dict_sha256(tensors), "n_tensors": len(tensors),
+              "weights": {"file": WEIGHTS_NAME, "sha256": state_dict_sha256(tensors), "dtype": dtype,
+                          "n_tensors": len(tensors),
                           "n_values": int(sum(t.numel() for t in tensors.values()))},
               "versions": {"torch": torch.__version__, "open_clip": getattr(open_clip, "__version__", "unknown"),
                            "numpy": np.__version__, "python": platform.python_version()}}
@@ -165,6 +179,26 @@ def save_scorer(scorer, path: str | Path) -> Path:
     (folder / CONFIG_NAME).write_text(json.dumps(jsonable(config), indent=1, sort_keys=True) + "\n",
                                       encoding="utf-8")
     return folder
+
+
+def stored_tensor(t: torch.Tensor, dtype: str = "float32") -> torch.Tensor:
+    """A detached, contiguous CPU copy of ``t``; floating-point tensors in the storage type ``dtype``
+    (integer buffers keep their type)."""
+    t = t.detach().to("cpu")
+    if t.is_floating_point():
+        t = t.to(STORAGE_DTYPES[dtype])
+    return t.contiguous().clone()
+
+
+def rounded_state_sha256(state: Mapping[str, torch.Tensor], stored: Mapping[str, torch.Tensor]) -> str:
+    """:func:`~neural.checkpoints.state_dict_sha256` of ``state`` with its entries in ``stored`` replaced
+    by the stored values cast back to the state's own dtype: the state a model holds after loading
+    ``stored`` into it."""
+    merged = dict(state)
+    for k, v in stored.items():
+        if k in merged:
+            merged[k] = v.to(merged[k].dtype)
+    return state_dict_sha256(merged)
 
 
 def _parent_of(bb: Backbone, metric: str) -> Backbone:

@@ -96,6 +96,39 @@ def test_reload_gives_identical_scores(metric, trained, saved, probe, random_tin
 
 
 @pytest.mark.parametrize("metric", METRICS)
+def test_fp16_storage_halves_the_file_and_loads_the_rounded_weights(metric, trained, saved, probe,
+                                                                     random_tiny_backbone, tmp_path):
+    """``save_scorer(dtype="float16")``: floating tensors stored as fp16 (about half the bytes), the
+    loaded scorer holds exactly the fp16-rounded values (its recorded backbone hash is that state's),
+    and its scores stay within fp16 rounding of the fp32 scorer's."""
+    from neural.checkpoints import state_dict_sha256
+    from safetensors.torch import load_file
+
+    _, images, cands, refs = probe
+    folder = save_scorer(trained[metric], tmp_path / "half", dtype="float16")
+    cfg = read_scorer_config(folder)
+    assert cfg["weights"]["dtype"] == "float16" and read_scorer_config(saved[metric])["weights"]["dtype"] == "float32"
+    stored = load_file(str(folder / WEIGHTS_NAME))
+    assert all(t.dtype == torch.float16 for t in stored.values() if t.is_floating_point())
+    full = (saved[metric] / WEIGHTS_NAME).stat().st_size
+    assert (folder / WEIGHTS_NAME).stat().st_size < 0.6 * full
+    parent = random_tiny_backbone if metric in ("PAC-S", "BRIDGE") else None
+    loaded = load_scorer(folder, parent, device="cpu")
+    trainable = loaded.trainable_modules() if metric == "BRIDGE" else loaded.backbone.model
+    own = trainable.state_dict()
+    for k, v in stored.items():
+        assert torch.equal(own[k], v.to(own[k].dtype)), k
+    if metric != "BRIDGE":
+        assert state_dict_sha256(own) == cfg["backbone"]["state_dict_sha256"]
+        assert cfg["backbone"]["state_dict_sha256"] != read_scorer_config(saved[metric])["backbone"]["state_dict_sha256"]
+    args = (images, cands, refs) if metric == "PAC-S" else (images, cands)
+    half, exact = loaded.score_matrix(*args), trained[metric].score_matrix(*args)
+    assert np.allclose(half, exact, atol=2e-2) and not np.array_equal(half, exact)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        save_scorer(trained[metric], tmp_path / "bad", dtype="bfloat16")
+
+
+@pytest.mark.parametrize("metric", METRICS)
 def test_config_records_recipe_data_and_parent(metric, saved, random_tiny_backbone):
     from neural.checkpoints import state_dict_sha256
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from corpora.teaching import (
-    EVALUATION_SEEDS, HELDOUT_SEEDS, PRETRAIN_SEEDS, heldout_pool_set, make_teaching_set, pretraining_chunk,
+    EVALUATION_SEEDS, HELDOUT_SEEDS, PRETRAIN_SEEDS, SCORER_TRAINING_SEEDS, heldout_pool_set, make_teaching_set,
+    pretraining_chunk, scorer_training_set,
     scene_fingerprints, seed_purpose,
 )
 from experiments.pretrain_teaching_clip import main as pretrain_main
@@ -27,12 +28,18 @@ def tiny_cfg() -> tc.PretrainConfig:
 
 
 def test_seed_ranges_are_disjoint_and_cover_32_bits():
-    ranges = [EVALUATION_SEEDS, PRETRAIN_SEEDS, HELDOUT_SEEDS]
-    assert [r.start for r in ranges] == [0, 2 ** 31, 2 ** 31 + 2 ** 30]
+    ranges = [EVALUATION_SEEDS, PRETRAIN_SEEDS, SCORER_TRAINING_SEEDS, HELDOUT_SEEDS]
+    assert [r.start for r in ranges] == [0, 2 ** 31, 2 ** 31 + 2 ** 29, 2 ** 31 + 2 ** 30]
     assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:])) and HELDOUT_SEEDS.stop == 2 ** 32
     assert "evaluation" in seed_purpose(0) and "pretraining" in seed_purpose(2 ** 31)
+    assert "scorers' training" in seed_purpose(2 ** 31 + 2 ** 29)
     assert pretraining_chunk(3, size=4).seed == PRETRAIN_SEEDS.start + 3
+    assert scorer_training_set(2, n_images=6, n_train=2, n_dev=2).seed == SCORER_TRAINING_SEEDS.start + 2
     assert heldout_pool_set(5).seed == HELDOUT_SEEDS.start
+    with pytest.raises(ValueError, match="index must be in"):
+        pretraining_chunk(len(PRETRAIN_SEEDS), size=4)
+    with pytest.raises(ValueError, match="evaluation corpora take seeds"):
+        make_teaching_set(n_images=6, n_train=2, n_dev=2, seed=SCORER_TRAINING_SEEDS.start)
 
 
 def test_pretraining_stream_holds_no_scene_of_the_default_corpus():

@@ -41,8 +41,8 @@ __all__ = [
     "make_teaching_set", "TeachingSet", "Scene", "SceneObject", "CaptionFacts", "Mention", "relevant",
     "grade", "facts_holding", "SHAPES", "COLOURS", "TEXTURES", "SIZES", "BACKGROUNDS", "RELATIONS",
     "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS", "AnnotatorStyle",
-    "EVALUATION_SEEDS", "PRETRAIN_SEEDS", "HELDOUT_SEEDS", "PRETRAIN_CHUNK", "seed_purpose",
-    "pretraining_chunk", "heldout_pool_set", "scene_fingerprint", "scene_fingerprints",
+    "EVALUATION_SEEDS", "PRETRAIN_SEEDS", "SCORER_TRAINING_SEEDS", "HELDOUT_SEEDS", "PRETRAIN_CHUNK", "seed_purpose",
+    "pretraining_chunk", "scorer_training_set", "heldout_pool_set", "scene_fingerprint", "scene_fingerprints",
 ]
 
 #: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches
@@ -53,12 +53,16 @@ N_ANNOTATORS = 60
 TWIN_PROBABILITY = 0.5
 #: Seed ranges (disjoint; every random stream takes a 32-bit seed).  Evaluation corpora — the main job's
 #: ``--seed``, :func:`make_teaching_set` — draw from ``[0, 2^31)``; the teaching CLIP's pretraining
-#: stream (:func:`pretraining_chunk`: chunk ``k`` has seed ``2^31 + k``) from ``[2^31, 2^31 + 2^30)``;
-#: its held-out monitoring pools (:func:`heldout_pool_set`) from ``[2^31 + 2^30, 2^32)``.  Because every
-#: scene, caption and pixel of a set derives from its seed alone, disjoint seed ranges mean the
-#: pretraining data never contains an evaluation image (tested with :func:`scene_fingerprint`).
+#: stream (:func:`pretraining_chunk`: chunk ``k`` has seed ``2^31 + k``) from ``[2^31, 2^31 + 2^29)``;
+#: the training sets of the shipped fine-tuned scorers (:func:`scorer_training_set`: data neither the
+#: teaching CLIP nor any evaluation has seen, as COCO is for PAC-S on Flickr8k) from
+#: ``[2^31 + 2^29, 2^31 + 2^30)``; the held-out monitoring pools (:func:`heldout_pool_set`) from
+#: ``[2^31 + 2^30, 2^32)``.  Because every scene, caption and pixel of a set derives from its seed alone,
+#: disjoint seed ranges mean the pretraining data never contains an evaluation image (tested with
+#: :func:`scene_fingerprint`).
 EVALUATION_SEEDS = range(0, 2 ** 31)
-PRETRAIN_SEEDS = range(2 ** 31, 2 ** 31 + 2 ** 30)
+PRETRAIN_SEEDS = range(2 ** 31, 2 ** 31 + 2 ** 29)
+SCORER_TRAINING_SEEDS = range(2 ** 31 + 2 ** 29, 2 ** 31 + 2 ** 30)
 HELDOUT_SEEDS = range(2 ** 31 + 2 ** 30, 2 ** 32)
 #: Images per chunk of the pretraining stream (part of the stream's definition: changing it changes
 #: which image the stream holds at a given position).
@@ -498,7 +502,9 @@ def seed_purpose(seed: int) -> str:
     if seed in EVALUATION_SEEDS:
         return "an evaluation seed ([0, 2^31))"
     if seed in PRETRAIN_SEEDS:
-        return "reserved for the teaching CLIP's pretraining stream ([2^31, 2^31 + 2^30))"
+        return "reserved for the teaching CLIP's pretraining stream ([2^31, 2^31 + 2^29))"
+    if seed in SCORER_TRAINING_SEEDS:
+        return "reserved for the shipped scorers' training sets ([2^31 + 2^29, 2^31 + 2^30))"
     if seed in HELDOUT_SEEDS:
         return "reserved for the teaching CLIP's held-out pools ([2^31 + 2^30, 2^32))"
     raise ValueError(f"seed {seed!r} is outside [0, 2^32)")
@@ -511,7 +517,7 @@ def pretraining_chunk(index: int, *, size: int = PRETRAIN_CHUNK,
     :func:`make_teaching_set` does, from seed ``PRETRAIN_SEEDS.start + index``.
 
     Image ``g`` of the stream is image ``g % size`` of chunk ``g // size``; the stream holds
-    ``len(PRETRAIN_SEEDS) · size`` images (10^12 at the default size), none of which any evaluation
+    ``len(PRETRAIN_SEEDS) · size`` images (5·10^11 at the default size), none of which any evaluation
     corpus (seed in :data:`EVALUATION_SEEDS`) contains.  The chunk's annotator pool is its own draw of
     the simulated annotators, so a model pretrained on many chunks has seen many caption styles.
     """
@@ -521,6 +527,21 @@ def pretraining_chunk(index: int, *, size: int = PRETRAIN_CHUNK,
         raise ValueError(f"pretraining_chunk: size must be >= 1, got {size}")
     return _build_teaching_set(size, size, 0, PRETRAIN_SEEDS.start + int(index), image_size, False,
                                "teaching-pretrain")
+
+
+def scorer_training_set(index: int = 0, n_images: int = 2000, n_train: int = 1400, n_dev: int = 300,
+                        image_size: tuple[int, int] = (160, 120)) -> TeachingSet:
+    """Training set ``index`` of the shipped fine-tuned scorers (PAC-S, L-CLIPScore, BRIDGE, SPECS:
+    :mod:`neural.shipped_scorers`): a teaching set split train / dev / test exactly as
+    :func:`make_teaching_set` splits the main job's default corpus (contrast twins never cross a split),
+    from seed ``SCORER_TRAINING_SEEDS.start + index`` — a seed that neither the teaching CLIP's
+    pretraining stream nor any evaluation corpus uses, so the scorers are fine-tuned on data the
+    teaching CLIP has not seen and evaluated on a corpus neither has seen (as PAC-S and BRIDGE are
+    trained on COCO and evaluated on Flickr8k)."""
+    if not (isinstance(index, (int, np.integer)) and 0 <= index < len(SCORER_TRAINING_SEEDS)):
+        raise ValueError(f"scorer_training_set: index must be in [0, {len(SCORER_TRAINING_SEEDS)}), got {index!r}")
+    return _build_teaching_set(n_images, n_train, n_dev, SCORER_TRAINING_SEEDS.start + int(index), image_size,
+                               False, "teaching-scorer-training")
 
 
 def heldout_pool_set(n_images: int = 300, index: int = 0,

@@ -1,0 +1,185 @@
+"""Train the shipped fine-tuned scorers — PAC-S, L-CLIPScore, BRIDGE and SPECS — once from the shipped
+teaching CLIP and write them with their manifest (:mod:`neural.shipped_scorers`; model card
+``docs/shipped_scorers.md``).
+
+The training data is :func:`corpora.teaching.scorer_training_set` ``--index`` (2,000 images split
+1,400 / 300 / 300 like the main job's default corpus, from :data:`corpora.teaching.SCORER_TRAINING_SEEDS`:
+neither the teaching CLIP's pretraining stream nor any evaluation corpus uses those seeds, which the
+command checks on the scene fingerprints of the evaluation corpus of ``--eval-seed``).  Each scorer is
+trained exactly as the main job trains it in-run (``--train-scorers``): the recipe
+:func:`neural.recipes.recipe_for` picks on the teaching CLIP (``auto``: the small recipes), PAC-S on 700
+train / 150 dev images' positive tuples.  The scorers are saved in fp16 (:func:`neural.saved.save_scorer`),
+each file at most :data:`neural.shipped_scorers.MAX_FILE_BYTES`, with their figures on the held-out card
+pool (:func:`neural.shipped_scorers.heldout_figures`) in ``manifest.json``.
+
+Usage::
+
+    python -m experiments.train_shipped_scorers --out neural/weights/scorers [--index 0] [--seed 0]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+from corpora.cache import DiskCache
+from corpora.jsondata import write_json_atomic
+from corpora.teaching import (
+    GENERATOR_VERSION,
+    SCORER_TRAINING_SEEDS,
+    make_teaching_set,
+    scene_fingerprints,
+    scorer_training_set,
+)
+
+#: Sizes of the training set (as the main job's default corpus: ``make_teaching_set()``).
+N_IMAGES, N_TRAIN, N_DEV = 2000, 1400, 300
+#: PAC-S positive tuples: train / dev images, as the main job (``experiments.neural_stage``, not quick).
+PACS_TRAIN_IMAGES, PACS_DEV_IMAGES = 700, 150
+
+__all__ = ["training_set", "train_scorers", "write_shipped", "main", "build_parser"]
+
+
+def training_set(index: int = 0, eval_seed: int | None = 0, *, n_images: int | None = None,
+                 n_train: int | None = None, n_dev: int | None = None):
+    """:func:`corpora.teaching.scorer_training_set` ``index`` (sizes default to :data:`N_IMAGES`,
+    :data:`N_TRAIN`, :data:`N_DEV`); with ``eval_seed`` the evaluation corpus of that seed (the main job's
+    default sizes) is generated and a shared scene raises :class:`RuntimeError`."""
+    ts = scorer_training_set(index, N_IMAGES if n_images is None else n_images,
+                             N_TRAIN if n_train is None else n_train, N_DEV if n_dev is None else n_dev)
+    if eval_seed is not None:
+        shared = scene_fingerprints(ts) & scene_fingerprints(make_teaching_set(seed=eval_seed))
+        if shared:
+            raise RuntimeError(f"scorer training set {index} shares {len(shared)} scenes with the evaluation "
+                               f"corpus of seed {eval_seed}")
+    return ts
+
+
+def train_scorers(bb, corpus, *, seed: int = 0, cache=None, show_progress: bool = True) -> tuple[dict, dict]:
+    """``({metric: scorer}, {metric: seconds})``: PAC-S, L-CLIPScore, BRIDGE and SPECS trained from
+    backbone ``bb`` on ``corpus``'s train split (PAC-S validated on its dev split) exactly as the main job
+    trains them in-run (recipes :func:`neural.recipes.recipe_for` ``auto``)."""
+    from neural.bridge import BRIDGE, BridgeConfig  # lazy: torch-heavy, after the argument check
+    from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
+    from neural.pacs import PACScore, finetune_pacs, teaching_tuples
+    from neural.recipes import recipe_for
+    from neural.specs import SPECSConfig, SPECSScore, train_specs
+
+    def pacs():
+        train = teaching_tuples(corpus, "train", seed=seed, max_images=PACS_TRAIN_IMAGES)
+        val = teaching_tuples(corpus, "dev", seed=seed, max_images=PACS_DEV_IMAGES)
+        return PACScore(finetune_pacs(bb, train, val, recipe_for("PAC-S", bb, "auto"), cache=cache,
+                                      show_progress=show_progress))
+
+    def lclip():
+        cfg = LCLIPConfig.from_recipe(recipe_for("L-CLIPScore", bb, "auto"), seed=seed)
+        return LCLIPScore(train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache, show_progress=show_progress))
+
+    def bridge():
+        cfg = BridgeConfig.from_recipe(recipe_for("BRIDGE", bb, "auto"), seed=seed)
+        return BRIDGE(bb, cfg).fit(corpus, "train", cache=cache, show_progress=show_progress)
+
+    def specs():
+        cfg = SPECSConfig.from_recipe(recipe_for("SPECS", bb, "auto"), seed=seed)
+        return SPECSScore(train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show_progress))
+
+    scorers, seconds = {}, {}
+    for metric, build in (("PAC-S", pacs), ("L-CLIPScore", lclip), ("BRIDGE", bridge), ("SPECS", specs)):
+        t = time.perf_counter()
+        scorers[metric] = build()
+        seconds[metric] = round(time.perf_counter() - t, 1)
+        print(f"  trained {metric:<12} {seconds[metric]:6.1f} s", flush=True)
+    return scorers, seconds
+
+
+def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, index: int, seed: int) -> dict:
+    """Save each scorer (fp16) under ``out`` and write ``manifest.json`` (files' SHA-256 and sizes, the
+    training set, the parent, the held-out card figures of the scorer as loaded back from its files on
+    ``parent``); returns the manifest."""
+    import open_clip  # lazy: torch-heavy
+    import torch
+
+    from neural.checkpoints import file_sha256
+    from neural.names import teaching_weights_sha256
+    from neural.saved import load_scorer, save_scorer
+    from neural.shipped_scorers import (
+        CARD_POOL_IMAGES,
+        MANIFEST_FORMAT,
+        MANIFEST_NAME,
+        MANIFEST_VERSION,
+        MAX_FILE_BYTES,
+        REBUILD_COMMAND,
+        SCORER_FOLDERS,
+        heldout_figures,
+    )
+    from neural.teaching_clip import cpu_name
+
+    entries = {}
+    for metric, scorer in scorers.items():
+        folder = save_scorer(scorer, out / SCORER_FOLDERS[metric], dtype="float16")
+        files = {f.name: {"bytes": f.stat().st_size, "sha256": file_sha256(f)} for f in sorted(folder.iterdir())}
+        for name, rec in files.items():
+            print(f"  {metric:<12} {name:<20} {rec['bytes']:>10,d} B  sha256 {rec['sha256']}", flush=True)
+            if rec["bytes"] > MAX_FILE_BYTES:
+                raise RuntimeError(f"{folder / name}: {rec['bytes']} bytes, over the {MAX_FILE_BYTES}-byte limit")
+        entries[metric] = {"folder": SCORER_FOLDERS[metric], "files": files, "train_seconds": seconds.get(metric),
+                           "heldout": heldout_figures(load_scorer(folder, parent), metric, CARD_POOL_IMAGES)}
+    manifest = {
+        "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "rebuild_command": REBUILD_COMMAND,
+        "training_set": {"function": "corpora.teaching.scorer_training_set", "index": index,
+                         "seed": SCORER_TRAINING_SEEDS.start + index, "generator_version": GENERATOR_VERSION,
+                         "n_images": len(corpus.image_ids), "splits": {k: len(v) for k, v in corpus.splits.items()},
+                         "fingerprint": corpus.fingerprint},
+        "parent": {"name": "teaching-clip", "file_sha256": teaching_weights_sha256(None)},
+        "training_seed": seed, "recipes": "neural.recipes.recipe_for(metric, teaching CLIP, 'auto')",
+        "storage_dtype": "float16", "heldout_pool": {"function": "corpora.teaching.heldout_pool_set",
+                                                     "images": CARD_POOL_IMAGES, "index": 0},
+        "hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "platform": platform.platform()},
+        "versions": {"torch": torch.__version__, "open_clip": getattr(open_clip, "__version__", "unknown"),
+                     "python": platform.python_version()},
+        "scorers": entries,
+    }
+    write_json_atomic(out / MANIFEST_NAME, manifest)
+    return manifest
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's options."""
+    ap = argparse.ArgumentParser(prog="python -m experiments.train_shipped_scorers",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path,
+                    help="output folder: one sub-folder per scorer and manifest.json (the package's folder "
+                         "is neural/weights/scorers)")
+    ap.add_argument("--index", type=int, default=0,
+                    help="training set corpora.teaching.scorer_training_set(INDEX): seed "
+                         "SCORER_TRAINING_SEEDS.start + INDEX (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="training seed (default %(default)s, as the main job)")
+    ap.add_argument("--eval-seed", type=int, default=0,
+                    help="evaluation corpus checked for shared scenes (default %(default)s, the main job's)")
+    ap.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="feature cache (default: none)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from neural.teaching_clip import load_teaching_clip  # lazy: torch-heavy, after the argument check
+
+    t0 = time.perf_counter()
+    print(f"training set: corpora.teaching.scorer_training_set({args.index}) (seed "
+          f"{SCORER_TRAINING_SEEDS.start + args.index}); checking scenes against evaluation seed {args.eval_seed}",
+          flush=True)
+    corpus = training_set(args.index, args.eval_seed)
+    bb = load_teaching_clip(device=args.device, show_progress=not args.quiet)
+    cache = DiskCache(args.cache_dir) if args.cache_dir else None
+    scorers, seconds = train_scorers(bb, corpus, seed=args.seed, cache=cache, show_progress=not args.quiet)
+    write_shipped(scorers, seconds, args.out, parent=bb, corpus=corpus, index=args.index, seed=args.seed)
+    print(f"done in {time.perf_counter() - t0:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
