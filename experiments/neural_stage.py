@@ -199,7 +199,7 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     prov = {"backbone": bb.provenance(), "backbone_row": backbone_row(spec, bb, names)}
     device = prov["backbone"].get("device")
     train_ids = neural_train_ids(corpus, options)   # None: the whole train split
-    shipped = uses_shipped_scorers(options, spec)     # load PAC-S, L-CLIPScore, BRIDGE, SPECS instead of training
+    shipped = uses_shipped_scorers(options, spec) and _is_shipped_parent(bb)   # load, do not train, the four
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
     if "CLIP-S" in names or "RefCLIP-S" in names:
@@ -464,6 +464,13 @@ def _add_specs(bb, spec: BackboneSpec, corpus: Corpus, options: RunOptions, cach
     prov["specs_backbone"] = specs_bb.provenance()
     scorers["SPECS"] = SPECSScore(specs_bb)
     timings["SPECS"] = time.perf_counter() - t
+
+
+def _is_shipped_parent(bb) -> bool:
+    """Whether ``bb`` is the package's teaching CLIP (:func:`neural.shipped_scorers.is_shipped_teaching_clip`)."""
+    from neural.shipped_scorers import is_shipped_teaching_clip  # lazy: torch is loaded with the backbone
+
+    return is_shipped_teaching_clip(bb)
 
 
 def _load_shipped(metric: str, bb):

@@ -34,7 +34,7 @@ from corpora.teaching import GENERATOR_VERSION, heldout_pool_set
 from neural.backbone import Backbone
 from neural.base import affinity_for_pool
 from neural.checkpoints import MissingWeightsError, file_sha256
-from neural.names import SHIPPED_SCORERS_DIR
+from neural.names import SHIPPED_SCORERS_DIR, TEACHING_WEIGHTS_FILE
 from neural.saved import CONFIG_NAME, WEIGHTS_NAME, ScorerFormatError, load_scorer
 from neural.specs import specificity_on_corpus
 from neural.teaching_clip import GeneratorVersionWarning
@@ -55,7 +55,8 @@ CARD_POOL_IMAGES = 60
 
 __all__ = ["SCORERS_DIR", "MANIFEST_NAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "SCORER_FOLDERS",
            "REBUILD_COMMAND", "MAX_FILE_BYTES", "CARD_POOL_IMAGES", "ShippedScorerError", "read_manifest",
-           "verified_folder", "load_shipped_scorer", "heldout_figures", "card_rows"]
+           "verified_folder", "load_shipped_scorer", "is_shipped_teaching_clip", "heldout_figures",
+           "card_rows"]
 
 
 class ShippedScorerError(MissingWeightsError):
@@ -151,13 +152,22 @@ def load_shipped_scorer(metric: str, backbone: Backbone, root: str | Path | None
                       f"{REBUILD_COMMAND}", GeneratorVersionWarning, stacklevel=2)
     try:
         scorer = load_scorer(folder, backbone)
-    except ScorerFormatError as exc:
-        raise _problem(folder / CONFIG_NAME, str(exc)) from exc
+    except ScorerFormatError as exc:   # its message names the file already
+        raise ShippedScorerError(f"{exc}; rebuild the shipped scorers with: {REBUILD_COMMAND} (or fine-tune "
+                                 "them inside the run with --train-scorers)") from exc
     bb = scorer.clip if metric == "BRIDGE" else scorer.backbone
     bb.shipped = {"metric": metric, "folder": str(folder), "training_set": manifest.get("training_set"),  # type: ignore[attr-defined]
                   "heldout": manifest["scorers"][metric].get("heldout"),
                   "weights_sha256": manifest["scorers"][metric]["files"][WEIGHTS_NAME]["sha256"]}
     return scorer
+
+
+def is_shipped_teaching_clip(backbone) -> bool:
+    """Whether ``backbone`` is the shipped teaching CLIP as :func:`neural.teaching_clip.load_teaching_clip`
+    loads it from the package (:data:`neural.names.TEACHING_WEIGHTS_FILE`): the backbone the shipped
+    scorers are for.  (Whether its weights are still the ones they were trained from is checked when they
+    load.)"""
+    return getattr(backbone, "teaching_weights_file", None) == TEACHING_WEIGHTS_FILE.resolve()
 
 
 def heldout_figures(scorer, metric: str, n_images: int = CARD_POOL_IMAGES) -> dict:

@@ -449,6 +449,7 @@ def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",
                              f"{meta.get('steps')} steps, generator v{meta.get('generator_version')})",
                              device=device, show_progress=show_progress)
     bb.card = meta  # type: ignore[attr-defined]
+    bb.teaching_weights_file = p.resolve()  # type: ignore[attr-defined]
     return bb
 
 

@@ -105,8 +105,10 @@ def test_damaged_or_missing_file_is_one_error_naming_it_and_the_rebuild_command(
 def test_wrong_parent_and_other_generator_version(copied, teaching, random_tiny_backbone, monkeypatch):
     from neural import shipped_scorers as ss
 
-    with pytest.raises(ss.ShippedScorerError, match="not the parent.*rebuild the shipped scorers"):
+    with pytest.raises(ss.ShippedScorerError, match="not the parent.*rebuild the shipped scorers") as err:
         ss.load_shipped_scorer("PAC-S", random_tiny_backbone, copied)
+    assert str(err.value).count("scorer.json") == 1   # the file is named once
+    assert ss.is_shipped_teaching_clip(teaching) and not ss.is_shipped_teaching_clip(random_tiny_backbone)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ss.GeneratorVersionWarning)
         ss.load_shipped_scorer("BRIDGE", teaching, copied)   # same version: silent
