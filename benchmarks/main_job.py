@@ -2,8 +2,8 @@
 teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured: 96.9 s cold, the C-kernel compile included, the shipped fine-tuned scorers loaded rather than
-trained; 11.2 s warm, the neural stage, the significance tables and the paper-effect bootstraps read from
+(measured: 90.1–96.9 s cold over two runs, the C-kernel compile included, the shipped fine-tuned scorers
+loaded rather than trained; 8.1–11.2 s warm, the neural stage, the significance tables and the paper-effect bootstraps read from
 the cache; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
