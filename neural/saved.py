@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import platform
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -49,7 +50,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from corpora.jsondata import jsonable
+from corpora.jsondata import write_json_atomic
 from neural.backbone import Backbone, backbone_from_model
 from neural.bridge import BRIDGE, BridgeConfig
 from neural.checkpoints import WeightsError, state_dict_sha256
@@ -175,9 +176,12 @@ def save_scorer(scorer, path: str | Path, *, dtype: str = "float32") -> Path:
                            "numpy": np.__version__, "python": platform.python_version()}}
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / WEIGHTS_NAME))
-    (folder / CONFIG_NAME).write_text(json.dumps(jsonable(config), indent=1, sort_keys=True) + "\n",
-                                      encoding="utf-8")
+    # each file written beside its final name and renamed over it: a killed save leaves whole files
+    # (and a scorer.json whose weights hash then refuses a weights file from another save)
+    tmp = folder / (WEIGHTS_NAME + ".tmp")
+    save_file(tensors, str(tmp))
+    os.replace(tmp, folder / WEIGHTS_NAME)
+    write_json_atomic(folder / CONFIG_NAME, config)
     return folder
 
 

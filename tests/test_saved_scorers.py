@@ -128,6 +128,28 @@ def test_fp16_storage_halves_the_file_and_loads_the_rounded_weights(metric, trai
         save_scorer(trained[metric], tmp_path / "bad", dtype="bfloat16")
 
 
+def test_a_killed_save_leaves_the_previous_scorer_whole(trained, probe, tmp_path, monkeypatch):
+    """Both files are written beside their final names and renamed: a save that dies while writing the
+    weights leaves the folder's earlier scorer loadable, with its own scores."""
+    import neural.saved
+
+    _, images, cands, _ = probe
+    folder = save_scorer(trained["SPECS"], tmp_path / "specs")
+    before = (folder / WEIGHTS_NAME).read_bytes()
+
+    def dies(tensors, path, *a, **k):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(neural.saved, "save_file", dies)
+    with pytest.raises(KeyboardInterrupt):
+        save_scorer(trained["SPECS"], folder, dtype="float16")
+    assert (folder / WEIGHTS_NAME).read_bytes() == before
+    assert read_scorer_config(folder)["weights"]["dtype"] == "float32"
+    assert np.array_equal(load_scorer(folder).score(images, cands), trained["SPECS"].score(images, cands))
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_config_records_recipe_data_and_parent(metric, saved, random_tiny_backbone):
     from neural.checkpoints import state_dict_sha256
