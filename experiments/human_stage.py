@@ -22,6 +22,8 @@ from evaluation.correlation import (
 from experiments.errors import PipelineError
 
 NGRAM_METRICS = ("BLEU-1", "BLEU-4", "ROUGE-L", "CIDEr-D")
+#: Fewest judgment rows a correlation is computed on (a scorer that sees fewer gets only its row count).
+MIN_JUDGED_ROWS = 3
 
 
 def cached_row_scores(cache: DiskCache | None, corpus: Corpus, name: str, fn: PairScorer, tag: str, rows,
@@ -58,15 +60,8 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
     """
     if not corpus.expert and not corpus.crowd:
         return {}
-    protocols = []
-    if corpus.expert:
-        protocols.append(("expert", flickr8k_expert_rows(corpus)))
-    if corpus.crowd:
-        try:
-            protocols.append(("cf", flickr8k_cf_rows(corpus)))
-        except ValueError as exc:   # e.g. an image whose every caption is judged for it: no references left
-            raise PipelineError(f"human correlation, Flickr8k-CF protocol: {exc}") from exc
-    on_disk = {tag: np.array([corpus.has_image(i) for i in rows.image_ids], dtype=bool) for tag, rows in protocols}
+    protocols = judgment_protocols(corpus)
+    on_disk = {tag: images_on_disk(corpus, rows) for tag, rows in protocols}
     restricted = {tag: restrict_rows(rows, on_disk[tag]) for tag, rows in protocols}
     out: dict[str, dict] = {}
     if keep is not None:
@@ -75,7 +70,7 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
         row: dict = {}
         for tag, rows in protocols:
             use = restricted[tag] if name in image_based else rows
-            if len(use) < 3:
+            if len(use) < MIN_JUDGED_ROWS:
                 row[f"n_{tag}"] = len(use)
                 continue
             scores = cached_row_scores(cache, corpus, name, fn, tag, use, image_based=name in image_based)
@@ -91,6 +86,30 @@ def human_correlation_table(corpus: Corpus, scorers: Mapping[str, PairScorer],
             row[f"n_{tag}"] = int(hc["n"])
         out[name] = row
     return out
+
+
+def judgment_protocols(corpus: Corpus, *, skip_bad_cf: bool = False) -> list[tuple[str, object]]:
+    """``[(tag, rows)]``: the corpus' Flickr8k-Expert (``"expert"``) and Flickr8k-CF (``"cf"``) judgment rows
+    (:func:`evaluation.correlation.flickr8k_expert_rows` / ``flickr8k_cf_rows``), those it has.
+
+    A CF file the protocol cannot use (e.g. an image whose every caption is judged for it: no references
+    left) is a :class:`PipelineError`, or with ``skip_bad_cf`` left out (the stage that raises it reports it).
+    """
+    protocols = []
+    if getattr(corpus, "expert", None):
+        protocols.append(("expert", flickr8k_expert_rows(corpus)))
+    if getattr(corpus, "crowd", None):
+        try:
+            protocols.append(("cf", flickr8k_cf_rows(corpus)))
+        except ValueError as exc:
+            if not skip_bad_cf:
+                raise PipelineError(f"human correlation, Flickr8k-CF protocol: {exc}") from exc
+    return protocols
+
+
+def images_on_disk(corpus: Corpus, rows) -> np.ndarray:
+    """Per judgment row, whether its image is on disk (an image-based scorer sees only those rows)."""
+    return np.array([corpus.has_image(i) for i in rows.image_ids], dtype=bool)
 
 
 def restrict_rows(rows, keep: Sequence[bool]):

@@ -34,7 +34,13 @@ from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, scorer_groups, scorer_label, split_scorer
 from experiments.corpus_stage import missing_images_message
 from experiments.errors import PipelineError
-from experiments.human_stage import cached_row_scores, restrict_rows
+from experiments.human_stage import (
+    MIN_JUDGED_ROWS,
+    cached_row_scores,
+    images_on_disk,
+    judgment_protocols,
+    restrict_rows,
+)
 from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_shipped_scorers
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
@@ -283,19 +289,10 @@ def _shipped_record(names: Sequence[str]) -> dict:
 def judged_rows(corpus: Corpus) -> list[tuple[str, object]]:
     """``[(protocol, rows)]``: the judgment rows the human-correlation stage gives an image-based scorer
     (:func:`experiments.human_stage.human_correlation_table`: Flickr8k-Expert and -CF rows whose image is
-    on disk, at least 3)."""
-    from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows
-
-    found = []
-    if getattr(corpus, "expert", None):
-        found.append(("expert", flickr8k_expert_rows(corpus)))
-    if getattr(corpus, "crowd", None):
-        try:
-            found.append(("cf", flickr8k_cf_rows(corpus)))
-        except ValueError:   # the human-correlation stage reports it
-            pass
-    restricted = [(tag, restrict_rows(rows, [corpus.has_image(i) for i in rows.image_ids])) for tag, rows in found]
-    return [(tag, rows) for tag, rows in restricted if len(rows) >= 3]
+    on disk, at least :data:`~experiments.human_stage.MIN_JUDGED_ROWS`)."""
+    restricted = [(tag, restrict_rows(rows, images_on_disk(corpus, rows)))
+                  for tag, rows in judgment_protocols(corpus, skip_bad_cf=True)]   # the human stage reports it
+    return [(tag, rows) for tag, rows in restricted if len(rows) >= MIN_JUDGED_ROWS]
 
 
 def call_digest(image_ids: Sequence[str], candidates: Sequence[str], references: Sequence[Sequence[str]]) -> str:
