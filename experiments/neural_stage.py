@@ -501,7 +501,7 @@ def _retrieval_outputs(bb, corpus: Corpus, pool: RankingPool, names: list[str], 
         S = affinity_for_pool(bridge, corpus, pool, cache=cache)
         outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
                                          config={"backbone": bb.name, "weights_id": bb.weights_id,
-                                                 "template_source": getattr(bridge, "template_source", None)})
+                                                 "template_source": bridge.source_for(corpus)})
     timings["neural retrieval"] = time.perf_counter() - t
     return outputs
 

@@ -418,6 +418,20 @@ class BRIDGE:
                              "template_source='nearest' or a captions file")
         return template_source
 
+    def source_for(self, corpus, template_source: str | None = None) -> str:
+        """The template source when scoring ``corpus``: ``template_source`` if given; else the source
+        chosen at fit time (:meth:`fit`, :meth:`restore`) where ``corpus`` can provide it; else what
+        ``"auto"`` picks for ``corpus`` (:meth:`resolve_source`).  A BRIDGE fitted on generator
+        descriptions — the teaching set's, as the shipped BRIDGE — scoring a corpus without a generator
+        (real Flickr8k) with no captions file therefore uses the nearest caption of its bank, the
+        documented fallback for a missing captioner."""
+        if template_source is not None:
+            return template_source
+        src = getattr(self, "template_source", None) or "auto"
+        if src == "describe" and not isinstance(corpus, GeneratedCorpus):
+            return self.resolve_source(corpus, getattr(self, "captions_file", None), "auto")
+        return src
+
     # ------------------------------------------------------------------ fit
     def fit(self, corpus, split: str = "train", *, captions_file: Mapping[str, str] | None = None,
             template_source: str = "auto", cache=None, show_progress: bool = True,
@@ -622,7 +636,7 @@ class BRIDGE:
         """:meth:`pseudo_embeddings` of corpus images with the corpus' template captions, kept per image
         (in memory, for the current mapping module) so that retrieval and the human-correlation tables
         compute each image's ``(v, t*)`` once."""
-        src = template_source or getattr(self, "template_source", "auto")
+        src = self.source_for(corpus, template_source)
         if captions_file is None and src in ("captions_file", "auto"):
             captions_file = getattr(self, "captions_file", None)   # the file given to fit()
         memo_key = (getattr(corpus, "name", None), getattr(corpus, "fingerprint", None), src,
@@ -666,7 +680,7 @@ class BRIDGE:
 class BridgePairScorer:
     """BRIDGE as a :class:`corpora.scoring.PairScorer` over corpus images (the human-correlation
     protocols): ``scorer(image_ids, candidates, references)`` is :meth:`BRIDGE.score_corpus_pairs`
-    (templates from the source chosen at fit time; reference-free, ``references`` are ignored).
+    (templates from :meth:`BRIDGE.source_for` the corpus; reference-free, ``references`` are ignored).
 
     ``identity`` is ``{"scorer": bridge.cache_identity(), "template_source": …}``, taken when the
     pair scorer is made (as the scores' cache key)."""
@@ -675,8 +689,7 @@ class BridgePairScorer:
         self.bridge = bridge
         self.corpus = corpus
         self.name = bridge.name
-        self.identity = {"scorer": bridge.cache_identity(),
-                         "template_source": getattr(bridge, "template_source", None)}
+        self.identity = {"scorer": bridge.cache_identity(), "template_source": bridge.source_for(corpus)}
 
     def __call__(self, image_ids: Sequence[str], candidates: Sequence[str], references=None) -> np.ndarray:
         return self.bridge.score_corpus_pairs(self.corpus, image_ids, candidates)

@@ -55,8 +55,7 @@ CARD_POOL_IMAGES = 60
 
 __all__ = ["SCORERS_DIR", "MANIFEST_NAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "SCORER_FOLDERS",
            "REBUILD_COMMAND", "MAX_FILE_BYTES", "CARD_POOL_IMAGES", "ShippedScorerError", "read_manifest",
-           "verified_folder", "load_shipped_scorer", "is_shipped_teaching_clip", "heldout_figures",
-           "card_rows"]
+           "verified_folder", "load_shipped_scorer", "is_shipped_teaching_clip", "heldout_figures"]
 
 
 class ShippedScorerError(MissingWeightsError):
@@ -188,18 +187,3 @@ def heldout_figures(scorer, metric: str, n_images: int = CARD_POOL_IMAGES) -> di
         sr = specificity_on_corpus({metric: scorer}, corpus, "test", max_images=n_images, seed=0)[metric]
         out.update(SR_pos=100.0 * float(sr["SR_pos"]), SR_neg=100.0 * float(sr["SR_neg"]))
     return out
-
-
-def card_rows(manifest: Mapping) -> list[dict]:
-    """One row per shipped scorer for the model card: metric, trained parameters' file size, SHA-256
-    (first 16 hex digits), training seconds and the held-out figures."""
-    rows = []
-    for metric in SCORER_FOLDERS:
-        e = manifest["scorers"][metric]
-        w, h = e["files"][WEIGHTS_NAME], e.get("heldout") or {}
-        rows.append({"metric": metric, "bytes": w["bytes"], "sha256_16": w["sha256"][:16],
-                     "train_seconds": e.get("train_seconds"),
-                     "annotation_R@10": (h.get("annotation") or {}).get("R@10"),
-                     "search_R@10": (h.get("search") or {}).get("R@10"),
-                     "SR_pos": h.get("SR_pos"), "SR_neg": h.get("SR_neg")})
-    return rows

@@ -385,3 +385,29 @@ def test_no_neural_scorers_import_no_torch():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["({},", "{},", "{},", "{})", "False"]
+
+
+def test_bridge_fitted_on_generator_templates_scores_a_corpus_without_a_generator(f8, random_tiny_backbone,
+                                                                                  small_teaching_set):
+    """A BRIDGE fitted with the teaching set's generator descriptions (as the shipped BRIDGE) scores a
+    Flickr8k corpus, which has no generator, with the nearest bank caption as its templates — in retrieval
+    and in the human-correlation pair scorer (whose cache identity names that source)."""
+    from corpora.protocol import hodosh_pool
+    from neural.bridge import BRIDGE, BridgeConfig, BridgePairScorer
+
+    _, corpus, _ = f8
+    torch.manual_seed(0)
+    br = BRIDGE(random_tiny_backbone, BridgeConfig(steps=2, batch_size=6, max_images=12)).fit(
+        small_teaching_set, show_progress=False)
+    assert br.template_source == "describe" and br.source_for(small_teaching_set) == "describe"
+    assert br.source_for(corpus) == "nearest"
+    pool = hodosh_pool(corpus, "test")
+    S = br.affinity(corpus, pool)
+    assert S.shape == (pool.n_images, pool.n_captions) and np.isfinite(S).all()
+    assert np.array_equal(S, br.affinity(corpus, pool, template_source="nearest"))
+    with pytest.raises(ValueError, match="has no generator"):
+        br.affinity(corpus, pool, template_source="describe")   # asked for explicitly: still an error
+    pair = BridgePairScorer(br, corpus)
+    assert pair.identity["template_source"] == "nearest"
+    ids = list(pool.image_ids)
+    assert np.isfinite(pair(ids, [c.text for c in pool.captions], None)).all()
