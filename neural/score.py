@@ -18,9 +18,11 @@ the scorer's, PAC-S and BRIDGE also need the backbone they were trained from (ch
 
     python -m neural.score --candidates cands.json --images imgs/ --scorer scorers/pacs-tiny --clip-model tiny
 
-Offline, without any weights: ``--clip-model tiny`` trains (once, then cached) the small CLIP on the
-built-in teaching set; PAC-S, L-CLIPScore, BRIDGE and SPECS without ``--scorer`` are then trained on the
-teaching set first (cached) with their default recipes.
+Offline, without any weights: ``--clip-model teaching`` uses the shipped teaching CLIP and, for PAC-S,
+L-CLIPScore, BRIDGE and SPECS without ``--scorer``, the shipped scorers (:mod:`neural.shipped_scorers`;
+``--train-scorer`` trains them on the teaching set instead); ``--clip-model tiny`` trains (once, then
+cached) the small CLIP on the built-in teaching set, and those four are then trained on the teaching set
+first (cached) with their default recipes.
 
 ``cands.json``: ``{image_id: caption}``; ``refs.json``: ``{image_id: [reference, ...]}`` (jmhessel/clipscore's
 formats); the image of ``image_id`` is ``DIR/image_id`` or ``DIR/image_id.<jpg|jpeg|png|…>`` (the id is the
@@ -57,8 +59,8 @@ METRICS_HELP = """metrics (--metric):
                   reference-free only: the paper defines no reference-based variant
 H is the harmonic mean 2ab / (a + b).  A reference-based metric also reports its reference-free score.
 PAC-S, L-CLIPScore, BRIDGE and SPECS are trained: --scorer DIR loads a saved one (python -m
-neural.train_scorer); without it they are trained here on the teaching set (--clip-model tiny / teaching
-only)."""
+neural.train_scorer); without it --clip-model teaching uses the shipped ones (--train-scorer trains them
+here on the teaching set) and --clip-model tiny trains them here on the teaching set."""
 #: The prompt of CLIP-S and PAC-S (:data:`neural.base.PROMPT`; not imported: it would import torch).
 PROMPT = "A photo depicts"
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
@@ -137,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", default=None,
                     help="text prefix of candidates and references of CLIP-S / PAC-S (default: 'A photo "
                          "depicts'; '' for none). Not with --scorer (the saved scorer's prompt is part of it)")
+    ap.add_argument("--train-scorer", action="store_true",
+                    help="with --clip-model teaching: train PAC-S / L-CLIPScore / BRIDGE / SPECS here on the "
+                         "teaching set (cached) instead of loading the shipped one (docs/shipped_scorers.md)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
@@ -360,17 +365,37 @@ def _saved_scorer(args, cache):
         raise SystemExit(f"error: --scorer {exc}") from None
 
 
+def _shipped(family: str, bb):
+    """``family``'s shipped scorer on the package's teaching CLIP (:mod:`neural.shipped_scorers`); a
+    missing or damaged file is one ``error:`` line naming it and the rebuild command."""
+    from neural.shipped_scorers import ShippedScorerError, load_shipped_scorer   # lazy: imports torch
+
+    print(f"{family}: the shipped scorer, trained once from the teaching CLIP (docs/shipped_scorers.md)",
+          file=sys.stderr)
+    try:
+        return load_shipped_scorer(family, bb)
+    except ShippedScorerError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
 def _scorer(args, bb, teaching, cache, notes: list):
-    """The scorer of ``--metric`` on the backbone options' backbone: CLIP-S; PAC-S (fine-tuning the tiny /
-    teaching CLIP first); L-CLIPScore, BRIDGE and SPECS trained on the teaching set (tiny / teaching CLIP
-    only: elsewhere a saved scorer is needed)."""
+    """The scorer of ``--metric`` on the backbone options' backbone: CLIP-S; PAC-S, L-CLIPScore, BRIDGE
+    and SPECS on the shipped teaching CLIP: the shipped ones (:mod:`neural.shipped_scorers`; with
+    ``--train-scorer`` trained here on the teaching set), on the tiny CLIP: trained on the teaching set
+    (PAC-S: fine-tuned on its positives); elsewhere PAC-S is the formula on the backbone and the other
+    three need a saved scorer."""
+    from neural.shipped_scorers import is_shipped_teaching_clip   # lazy: imports torch
+
     family = METRIC_TABLE[args.metric][0]
     prompt = PROMPT if args.prompt is None else (args.prompt or None)
+    shipped = teaching is not None and not args.train_scorer and is_shipped_teaching_clip(bb)
     if family in ("L-CLIPScore", "BRIDGE", "SPECS"):
         if teaching is None:
             raise SystemExit(f"error: --metric {args.metric} is a trained metric: pass a saved scorer (--scorer DIR, "
-                             "made by python -m neural.train_scorer) or --clip-model tiny / teaching to train "
-                             "one here on the teaching set")
+                             "made by python -m neural.train_scorer) or --clip-model teaching (the shipped "
+                             "scorers) / tiny (trained here on the teaching set)")
+        if shipped:
+            return _shipped(family, bb)
         from neural.train_scorer import train_scorer   # lazy: imports torch
 
         print(f"training {family} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
@@ -378,7 +403,9 @@ def _scorer(args, bb, teaching, cache, notes: list):
     if family == "PAC-S":
         from neural.pacs import PACScore, finetune_pacs, teaching_tuples
 
-        if teaching is not None:
+        if shipped:
+            bb = _shipped(family, bb).backbone
+        elif teaching is not None:
             print(f"PAC-S fine-tuning of {bb.name} on teaching-set positives (cached) …", file=sys.stderr)
             bb = finetune_pacs(bb, teaching_tuples(teaching, "train", seed=args.seed),
                                teaching_tuples(teaching, "dev", seed=args.seed), cache=cache,

@@ -229,3 +229,38 @@ def test_neural_stage_loads_the_shipped_scorers_unless_told_to_train(train_score
     assert np.allclose(outputs["PAC-S"].test.annotation, want, atol=1e-6)
     assert not np.allclose(outputs["PAC-S"].test.annotation, outputs["CLIP-S"].test.annotation)
     assert {"SPECS", "PAC-S"} <= set(specificity) and "RefPAC-S" in pair
+
+
+def test_score_command_uses_the_shipped_scorers_on_the_teaching_clip(tmp_path, monkeypatch, capsys):
+    """``python -m neural.score --clip-model teaching``: PAC-S and SPECS are the shipped ones (the summary
+    names the shipped folder); ``--train-scorer`` trains them on the teaching set instead."""
+    from PIL import Image
+
+    import neural.pacs
+    import neural.train_scorer
+    from neural.score import main
+    from neural.shipped_scorers import SCORERS_DIR
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
+    (tmp_path / "cands.json").write_text(json.dumps({f"im{k}": f"a red circle on grass {k}" for k in range(3)}))
+    base = ["--candidates", str(tmp_path / "cands.json"), "--images", str(imgs), "--clip-model", "teaching",
+            "--device", "cpu", "--no-cache", "--quiet"]
+    for metric, folder in (("specs", "specs"), ("pac-s", "pacs")):
+        summary = tmp_path / f"{metric}.json"
+        assert main(base + ["--metric", metric, "--summary", str(summary)]) == 0
+        rec = json.loads(summary.read_text())
+        assert rec["scorer"]["path"] == str(SCORERS_DIR / folder) and np.isfinite(rec["mean"])
+        assert "the shipped scorer" in capsys.readouterr().err
+
+    def refuse(*a, **k):
+        raise TrainingCalled
+
+    monkeypatch.setattr(neural.train_scorer, "train_scorer", refuse)
+    monkeypatch.setattr(neural.pacs, "finetune_pacs", refuse)
+    for metric in ("specs", "pac-s"):
+        with pytest.raises(TrainingCalled):
+            main(base + ["--metric", metric, "--train-scorer"])
