@@ -41,7 +41,13 @@ from experiments.human_stage import (
     judgment_protocols,
     restrict_rows,
 )
-from experiments.options import MIN_PACS_TUPLES, RunOptions, uses_shipped_scorers
+from experiments.options import (
+    MIN_PACS_TUPLES,
+    PACS_DEV_IMAGES,
+    PACS_TRAIN_IMAGES,
+    RunOptions,
+    uses_shipped_scorers,
+)
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
@@ -218,8 +224,12 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
               if "BRIDGE" in names else None)
     if "SPECS" in names:
         _add_specs(bb, spec, corpus, options, cache, train_ids, scorers, prov, timings, shipped=shipped)
-    prov["training_recipes"] = _recipes_used(names, options, bb, shipped=shipped)
-    origin = {b: "shipped" if r.startswith("shipped") else "this run" for b, r in prov["training_recipes"].items()}
+    recipes = _recipes_used(names, options, bb)
+    # where each fine-tuned scorer comes from (PAC-S on --pacs-positives is always trained here)
+    origin = {b: "shipped" if shipped and not (b == "PAC-S" and options.pacs_positives) else "this run"
+              for b in recipes}
+    prov["training_recipes"] = {b: f"shipped ({r}, trained once on the scorer training set)"
+                                if origin[b] == "shipped" else r for b, r in recipes.items()}
     if origin:   # the backbones table says where the fine-tuned scorers come from
         prov["backbone_row"]["fine_tuned"] = (next(iter(origin.values())) if len(set(origin.values())) == 1
                                               else ", ".join(f"{b}: {o}" for b, o in origin.items()))
@@ -262,17 +272,13 @@ def _recipe(scorer: str, options: RunOptions, bb):
     return recipe
 
 
-def _recipes_used(names: Sequence[str], options: RunOptions, bb, *, shipped: bool = False) -> dict[str, str]:
+def _recipes_used(names: Sequence[str], options: RunOptions, bb) -> dict[str, str]:
     """``{scorer: recipe name}`` of the trained scorers among ``names`` on backbone ``bb`` (for the
-    provenance); a shipped scorer's name says so (PAC-S on ``--pacs-positives`` is trained here)."""
+    provenance)."""
     from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
 
     bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
-    out = {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
-    for b in out:
-        if shipped and not (b == "PAC-S" and options.pacs_positives):
-            out[b] = f"shipped ({out[b]}, trained once on the scorer training set)"
-    return out
+    return {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
 
 
 def _shipped_record(names: Sequence[str]) -> dict:
@@ -390,9 +396,9 @@ def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers
     elif shipped:
         pacs_bb = _load_shipped("PAC-S", bb).backbone
     elif isinstance(corpus, GeneratedCorpus):
-        n_img = 300 if options.quick else 700
+        n_img = 300 if options.quick else PACS_TRAIN_IMAGES
         train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
-        val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=150)
+        val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=PACS_DEV_IMAGES)
         pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
     else:
         log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
@@ -611,7 +617,8 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
     ``--skip-missing-images``' training images, every ``--backbone`` a scorer uses: name, architecture,
     weights — a file as ``--clip-pretrained``'s), ``--train-scorers`` and the shipped scorers' manifest
-    SHA-256 (:mod:`neural.shipped_scorers`), the versions of the libraries that compute them, and a digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
+    SHA-256 (:mod:`neural.shipped_scorers`), the versions of the libraries that compute them, and a
+    digest of the code (:data:`NEURAL_STAGE_SOURCES`).  ``None`` (not cached as a whole) with
     ``--pacs-positives``: the tuples file names images whose identity only :mod:`neural.pacs` can read.
     """
     from neural.names import shipped_manifest_sha256  # torch-free

@@ -39,6 +39,8 @@ DEFAULT_NEURAL = ALL_NEURAL
 REFERENCE_BASED = ("RefCLIP-S", "RefPAC-S", "RefL-CLIPScore")
 #: ``--pacs-positives`` needs this many tuples: at least 2 for validation and 2 for training.
 MIN_PACS_TUPLES = 4
+#: PAC-S on a generated corpus: positive tuples from this many train / dev images (``--quick``: 300 train).
+PACS_TRAIN_IMAGES, PACS_DEV_IMAGES = 700, 150
 #: The smallest teaching set (``--teaching-size``).
 MIN_TEACHING_SIZE = 60
 
@@ -757,7 +759,6 @@ def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce
                                    n_train, announce)
     if message:
         raise OptionError(message)
-        raise OptionError(str(exc) if option == "--clip-pretrained" else f"{option}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------- the standard-benchmark options

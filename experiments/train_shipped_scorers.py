@@ -33,11 +33,10 @@ from corpora.teaching import (
     scene_fingerprints,
     scorer_training_set,
 )
+from experiments.options import PACS_DEV_IMAGES, PACS_TRAIN_IMAGES
 
 #: Sizes of the training set (as the main job's default corpus: ``make_teaching_set()``).
 N_IMAGES, N_TRAIN, N_DEV = 2000, 1400, 300
-#: PAC-S positive tuples: train / dev images, as the main job (``experiments.neural_stage``, not quick).
-PACS_TRAIN_IMAGES, PACS_DEV_IMAGES = 700, 150
 
 __all__ = ["training_set", "train_scorers", "write_shipped", "main", "build_parser"]
 

@@ -452,6 +452,21 @@ def _from_pickled(obj, p: Path) -> tuple[dict[str, torch.Tensor], str]:
     raise WeightsError(f"{p}: holds a {type(obj).__name__}, expected a state dict (mapping name -> tensor)")
 
 
+def save_safetensors_atomic(path: str | Path, tensors: Mapping[str, torch.Tensor],
+                            metadata: Mapping[str, str] | None = None) -> Path:
+    """Write ``tensors`` (detached, contiguous, on the CPU) as a safetensors file at ``path`` atomically:
+    to a temporary file beside it, flushed to disk, then renamed over it, so a killed writer leaves the
+    old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
+              metadata=None if metadata is None else dict(metadata))
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
 def save_state_dict(model_or_sd, path: str | Path, fmt: str = "safetensors") -> Path:
     """Write a model's weights in one of the supported formats (used by tests and by the tiny CLIP).
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import platform
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -48,12 +47,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from corpora.jsondata import write_json_atomic
 from neural.backbone import Backbone, backbone_from_model
 from neural.bridge import BRIDGE, BridgeConfig
-from neural.checkpoints import WeightsError, state_dict_sha256
+from neural.checkpoints import WeightsError, save_safetensors_atomic, state_dict_sha256
 from neural.lclip import LCLIPScore, MultiplexedCLIP
 from neural.pacs import PACScore
 from neural.specs import SPECSScore, stretch_backbone
@@ -178,9 +177,7 @@ def save_scorer(scorer, path: str | Path, *, dtype: str = "float32") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # each file written beside its final name and renamed over it: a killed save leaves whole files
     # (and a scorer.json whose weights hash then refuses a weights file from another save)
-    tmp = folder / (WEIGHTS_NAME + ".tmp")
-    save_file(tensors, str(tmp))
-    os.replace(tmp, folder / WEIGHTS_NAME)
+    save_safetensors_atomic(folder / WEIGHTS_NAME, tensors)
     write_json_atomic(folder / CONFIG_NAME, config)
     return folder
 

@@ -20,7 +20,7 @@ the scorer's, PAC-S and BRIDGE also need the backbone they were trained from (ch
 
 Offline, without any weights: ``--clip-model teaching`` uses the shipped teaching CLIP and, for PAC-S,
 L-CLIPScore, BRIDGE and SPECS without ``--scorer``, the shipped scorers (:mod:`neural.shipped_scorers`;
-``--train-scorer`` trains them on the teaching set instead); ``--clip-model tiny`` trains (once, then
+``--train-scorers`` trains them on the teaching set instead); ``--clip-model tiny`` trains (once, then
 cached) the small CLIP on the built-in teaching set, and those four are then trained on the teaching set
 first (cached) with their default recipes.
 
@@ -59,7 +59,7 @@ METRICS_HELP = """metrics (--metric):
                   reference-free only: the paper defines no reference-based variant
 H is the harmonic mean 2ab / (a + b).  A reference-based metric also reports its reference-free score.
 PAC-S, L-CLIPScore, BRIDGE and SPECS are trained: --scorer DIR loads a saved one (python -m
-neural.train_scorer); without it --clip-model teaching uses the shipped ones (--train-scorer trains them
+neural.train_scorer); without it --clip-model teaching uses the shipped ones (--train-scorers trains them
 here on the teaching set) and --clip-model tiny trains them here on the teaching set."""
 #: The prompt of CLIP-S and PAC-S (:data:`neural.base.PROMPT`; not imported: it would import torch).
 PROMPT = "A photo depicts"
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prompt", default=None,
                     help="text prefix of candidates and references of CLIP-S / PAC-S (default: 'A photo "
                          "depicts'; '' for none). Not with --scorer (the saved scorer's prompt is part of it)")
-    ap.add_argument("--train-scorer", action="store_true",
+    ap.add_argument("--train-scorers", action="store_true",
                     help="with --clip-model teaching: train PAC-S / L-CLIPScore / BRIDGE / SPECS here on the "
                          "teaching set (cached) instead of loading the shipped one (docs/shipped_scorers.md)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
@@ -381,14 +381,14 @@ def _shipped(family: str, bb):
 def _scorer(args, bb, teaching, cache, notes: list):
     """The scorer of ``--metric`` on the backbone options' backbone: CLIP-S; PAC-S, L-CLIPScore, BRIDGE
     and SPECS on the shipped teaching CLIP: the shipped ones (:mod:`neural.shipped_scorers`; with
-    ``--train-scorer`` trained here on the teaching set), on the tiny CLIP: trained on the teaching set
+    ``--train-scorers`` trained here on the teaching set), on the tiny CLIP: trained on the teaching set
     (PAC-S: fine-tuned on its positives); elsewhere PAC-S is the formula on the backbone and the other
     three need a saved scorer."""
     from neural.shipped_scorers import is_shipped_teaching_clip   # lazy: imports torch
 
     family = METRIC_TABLE[args.metric][0]
     prompt = PROMPT if args.prompt is None else (args.prompt or None)
-    shipped = teaching is not None and not args.train_scorer and is_shipped_teaching_clip(bb)
+    shipped = teaching is not None and not args.train_scorers and is_shipped_teaching_clip(bb)
     if family in ("L-CLIPScore", "BRIDGE", "SPECS"):
         if teaching is None:
             raise SystemExit(f"error: --metric {args.metric} is a trained metric: pass a saved scorer (--scorer DIR, "

@@ -63,9 +63,12 @@ class ShippedScorerError(MissingWeightsError):
     (the message names the file and :data:`REBUILD_COMMAND`)."""
 
 
+#: How to get going again after a :class:`ShippedScorerError` (the end of every such message).
+ADVICE = f"rebuild the shipped scorers with: {REBUILD_COMMAND} (or train them here with --train-scorers)"
+
+
 def _problem(path: Path, why: str) -> ShippedScorerError:
-    return ShippedScorerError(f"shipped scorer {path}: {why}; rebuild the shipped scorers with: {REBUILD_COMMAND} "
-                              "(or fine-tune them inside the run with --train-scorers)")
+    return ShippedScorerError(f"shipped scorer {path}: {why}; {ADVICE}")
 
 
 def read_manifest(root: str | Path | None = None) -> dict:
@@ -152,12 +155,12 @@ def load_shipped_scorer(metric: str, backbone: Backbone, root: str | Path | None
     try:
         scorer = load_scorer(folder, backbone)
     except ScorerFormatError as exc:   # its message names the file already
-        raise ShippedScorerError(f"{exc}; rebuild the shipped scorers with: {REBUILD_COMMAND} (or fine-tune "
-                                 "them inside the run with --train-scorers)") from exc
+        raise ShippedScorerError(f"{exc}; {ADVICE}") from exc
     bb = scorer.clip if metric == "BRIDGE" else scorer.backbone
-    bb.shipped = {"metric": metric, "folder": str(folder), "training_set": manifest.get("training_set"),  # type: ignore[attr-defined]
-                  "heldout": manifest["scorers"][metric].get("heldout"),
-                  "weights_sha256": manifest["scorers"][metric]["files"][WEIGHTS_NAME]["sha256"]}
+    entry = manifest["scorers"][metric]
+    bb.shipped = {"metric": metric, "folder": str(folder),  # type: ignore[attr-defined]
+                  "training_set": manifest.get("training_set"), "heldout": entry.get("heldout"),
+                  "weights_sha256": entry["files"][WEIGHTS_NAME]["sha256"]}
     return scorer
 
 

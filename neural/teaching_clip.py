@@ -51,12 +51,13 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from corpora.jsondata import write_json_atomic
 from corpora.teaching import GENERATOR_VERSION, HELDOUT_SEEDS, PRETRAIN_SEEDS
 from neural.architectures import CUSTOM_MODEL_CONFIGS, create_architecture
 from neural.backbone import Backbone, backbone_from_model
-from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256
+from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256, save_safetensors_atomic
 from neural.losses import info_nce
 from neural.names import TEACHING_REBUILD_COMMAND, TEACHING_WEIGHTS_FILE, teaching_weights_problem
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch
@@ -159,27 +160,6 @@ def fp16_file_bytes(arch: str = TEACHING_ARCH) -> int:
 
 
 # ------------------------------------------------------------------------------------------ files
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _atomic_json(path: Path, obj) -> None:
-    _atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-
-
-def _atomic_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 # ------------------------------------------------------------------------------------------ checkpoints
 def _save_checkpoint(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: PretrainConfig,
                      step: int, log: dict) -> None:
@@ -191,11 +171,12 @@ def _save_checkpoint(out: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     for pid, st in sd["state"].items():
         for name, v in st.items():
             tensors[f"opt::{pid}::{name}"] = v if torch.is_tensor(v) else torch.tensor(v)
-    _atomic_safetensors(out / _CKPT, tensors)
+    save_safetensors_atomic(out / _CKPT, tensors)
     groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
-    _atomic_json(out / _CKPT_JSON, {"step": int(step), "config": cfg.training_fields(), "param_groups": groups,
-                                    "sha256": file_sha256(out / _CKPT), "torch": torch.__version__})
-    _atomic_json(out / _LOG, log)
+    write_json_atomic(out / _CKPT_JSON, {"step": int(step), "config": cfg.training_fields(),
+                                         "param_groups": groups, "sha256": file_sha256(out / _CKPT),
+                                         "torch": torch.__version__})
+    write_json_atomic(out / _LOG, log)
 
 
 def _resume(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: PretrainConfig) -> tuple[int, dict | None]:
@@ -376,13 +357,13 @@ def export_weights(model: torch.nn.Module, path: str | Path, cfg: PretrainConfig
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     meta = _metadata(cfg, steps)
-    _atomic_safetensors(p, {k: v.half() for k, v in model.state_dict().items()}, metadata=meta)
+    save_safetensors_atomic(p, {k: v.half() for k, v in model.state_dict().items()}, metadata=meta)
     size = p.stat().st_size
     if size > MAX_WEIGHTS_BYTES:
         raise ValueError(f"{p}: {size} bytes, more than the {MAX_WEIGHTS_BYTES} the package may ship")
     record = {"file": p.name, "sha256": file_sha256(p), "bytes": size, "metadata": meta,
               "rebuild_command": REBUILD_COMMAND}
-    _atomic_json(weights_record_path(p), record)   # the loader below needs it
+    write_json_atomic(weights_record_path(p), record)   # the loader below needs it
     bb = load_teaching_clip(p, show_progress=show_progress)
     record["heldout"] = {str(n): HeldOutPool(n, bb.preprocess, bb.tokenizer).evaluate(bb.model)
                          for n in pools}
@@ -390,7 +371,7 @@ def export_weights(model: torch.nn.Module, path: str | Path, cfg: PretrainConfig
         record["last_logged_eval"] = {k: v for k, v in log["eval"][-1].items()}
     if log and log.get("segments"):
         record["training_segments"] = log["segments"]
-    _atomic_json(weights_record_path(p), record)
+    write_json_atomic(weights_record_path(p), record)
     return record
 
 

@@ -103,3 +103,26 @@ def benchmark_module():
         return loaded[name]
 
     return load
+
+
+@pytest.fixture(scope="session")
+def write_score_inputs():
+    """``write(folder, n, caption, size)``: ``n`` seeded random RGB images ``folder/imgs/im<k>.png`` of
+    ``size`` (height, width) and ``folder/cands.json`` = ``{"im<k>": caption.format(k=k)}``, the inputs
+    of ``python -m neural.score``; returns ``(images folder, candidates file)``."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    def write(folder, n: int = 3, caption: str = "a caption {k}", size: tuple[int, int] = (60, 80)):
+        imgs = folder / "imgs"
+        imgs.mkdir()
+        rng = np.random.default_rng(0)
+        for k in range(n):
+            Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
+        cands = folder / "cands.json"
+        cands.write_text(json.dumps({f"im{k}": caption.format(k=k) for k in range(n)}))
+        return imgs, cands
+
+    return write

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from neural.saved import (
     CONFIG_NAME,
@@ -131,7 +130,7 @@ def test_fp16_storage_halves_the_file_and_loads_the_rounded_weights(metric, trai
 def test_a_killed_save_leaves_the_previous_scorer_whole(trained, probe, tmp_path, monkeypatch):
     """Both files are written beside their final names and renamed: a save that dies while writing the
     weights leaves the folder's earlier scorer loadable, with its own scores."""
-    import neural.saved
+    import neural.checkpoints
 
     _, images, cands, _ = probe
     folder = save_scorer(trained["SPECS"], tmp_path / "specs")
@@ -142,7 +141,7 @@ def test_a_killed_save_leaves_the_previous_scorer_whole(trained, probe, tmp_path
             f.write(b"partial")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(neural.saved, "save_file", dies)
+    monkeypatch.setattr(neural.checkpoints, "save_file", dies)
     with pytest.raises(KeyboardInterrupt):
         save_scorer(trained["SPECS"], folder, dtype="float16")
     assert (folder / WEIGHTS_NAME).read_bytes() == before
@@ -232,16 +231,11 @@ def test_only_trained_scorers_save(random_tiny_backbone, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cli_inputs(tmp_path_factory, random_tiny_backbone):
+def cli_inputs(tmp_path_factory, random_tiny_backbone, write_score_inputs):
     from neural.checkpoints import save_state_dict
 
     d = tmp_path_factory.mktemp("cli")
-    imgs = d / "imgs"
-    imgs.mkdir()
-    rng = np.random.default_rng(0)
-    for k in range(3):
-        Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
-    (d / "cands.json").write_text(json.dumps({f"im{k}": f"a red ball next to a cube {k}" for k in range(3)}))
+    imgs, _ = write_score_inputs(d, 3, "a red ball next to a cube {k}", (48, 64))
     (d / "refs.json").write_text(json.dumps({f"im{k}": [f"a ball {k}", "a cube"] for k in range(3)}))
     parent = save_state_dict(random_tiny_backbone.model, d / "parent.safetensors")
     return d, imgs, parent

@@ -231,23 +231,17 @@ def test_neural_stage_loads_the_shipped_scorers_unless_told_to_train(train_score
     assert {"SPECS", "PAC-S"} <= set(specificity) and "RefPAC-S" in pair
 
 
-def test_score_command_uses_the_shipped_scorers_on_the_teaching_clip(tmp_path, monkeypatch, capsys):
+def test_score_command_uses_the_shipped_scorers_on_the_teaching_clip(tmp_path, monkeypatch, capsys,
+                                                                     write_score_inputs):
     """``python -m neural.score --clip-model teaching``: PAC-S and SPECS are the shipped ones (the summary
-    names the shipped folder); ``--train-scorer`` trains them on the teaching set instead."""
-    from PIL import Image
-
+    names the shipped folder); ``--train-scorers`` trains them on the teaching set instead."""
     import neural.pacs
     import neural.train_scorer
     from neural.score import main
     from neural.shipped_scorers import SCORERS_DIR
 
-    imgs = tmp_path / "imgs"
-    imgs.mkdir()
-    rng = np.random.default_rng(0)
-    for k in range(3):
-        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
-    (tmp_path / "cands.json").write_text(json.dumps({f"im{k}": f"a red circle on grass {k}" for k in range(3)}))
-    base = ["--candidates", str(tmp_path / "cands.json"), "--images", str(imgs), "--clip-model", "teaching",
+    imgs, cands = write_score_inputs(tmp_path, 3, "a red circle on grass {k}")
+    base = ["--candidates", str(cands), "--images", str(imgs), "--clip-model", "teaching",
             "--device", "cpu", "--no-cache", "--quiet"]
     for metric, folder in (("specs", "specs"), ("pac-s", "pacs")):
         summary = tmp_path / f"{metric}.json"
@@ -263,4 +257,4 @@ def test_score_command_uses_the_shipped_scorers_on_the_teaching_clip(tmp_path, m
     monkeypatch.setattr(neural.pacs, "finetune_pacs", refuse)
     for metric in ("specs", "pac-s"):
         with pytest.raises(TrainingCalled):
-            main(base + ["--metric", metric, "--train-scorer"])
+            main(base + ["--metric", metric, "--train-scorers"])

@@ -178,20 +178,13 @@ def test_backbone_for_names_the_teaching_clip(tmp_path):
         backbone_for(None, "teaching", missing, device="cpu", show_progress=False)
 
 
-def test_score_cli_uses_the_teaching_clip_and_stops_on_a_missing_file(exported, tmp_path, capsys):
-    import numpy as np
-    from PIL import Image
-
+def test_score_cli_uses_the_teaching_clip_and_stops_on_a_missing_file(exported, tmp_path, capsys,
+                                                                      write_score_inputs):
     from neural.score import main as score_main
 
     path, _ = exported
-    imgs = tmp_path / "imgs"
-    imgs.mkdir()
-    rng = np.random.default_rng(0)
-    for k in range(2):
-        Image.fromarray(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(imgs / f"im{k}.png")
-    (tmp_path / "cands.json").write_text(json.dumps({f"im{k}": f"a red circle {k}" for k in range(2)}))
-    base = ["--candidates", str(tmp_path / "cands.json"), "--images", str(imgs), "--no-cache", "--quiet",
+    imgs, cands = write_score_inputs(tmp_path, 2, "a red circle {k}")
+    base = ["--candidates", str(cands), "--images", str(imgs), "--no-cache", "--quiet",
             "--clip-model", "teaching", "--device", "cpu", "--out", str(tmp_path / "out.json")]
     score_main(base + ["--clip-pretrained", str(path)])
     out = json.loads((tmp_path / "out.json").read_text())

@@ -41,8 +41,9 @@ __all__ = [
     "make_teaching_set", "TeachingSet", "Scene", "SceneObject", "CaptionFacts", "Mention", "relevant",
     "grade", "facts_holding", "SHAPES", "COLOURS", "TEXTURES", "SIZES", "BACKGROUNDS", "RELATIONS",
     "SYNONYM_GROUPS", "synonym_sets", "GENERATOR_VERSION", "N_CAPTIONS", "AnnotatorStyle",
-    "EVALUATION_SEEDS", "PRETRAIN_SEEDS", "SCORER_TRAINING_SEEDS", "HELDOUT_SEEDS", "PRETRAIN_CHUNK", "seed_purpose",
-    "pretraining_chunk", "scorer_training_set", "heldout_pool_set", "scene_fingerprint", "scene_fingerprints",
+    "EVALUATION_SEEDS", "PRETRAIN_SEEDS", "SCORER_TRAINING_SEEDS", "HELDOUT_SEEDS", "PRETRAIN_CHUNK",
+    "seed_purpose", "pretraining_chunk", "scorer_training_set", "heldout_pool_set", "scene_fingerprint",
+    "scene_fingerprints",
 ]
 
 #: Bumped whenever the generator's or the renderer's output changes (part of the fingerprint, so caches
