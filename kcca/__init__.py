@@ -1,6 +1,7 @@
 """Kernel CCA for image–text ranking (Hodosh, Young & Hockenmaier 2013, Sec. 3.2 and 4.1.3).
 
 * :mod:`kcca.solver` – exact and low-rank (incomplete Cholesky) KCCA, Eq. 3–4, sweeps over n;
+* :mod:`kcca.lowrank` – kernel values on demand and the incomplete Cholesky factor of the low-rank solver;
 * :mod:`kcca.selection` – dev-set model selection over (n, κ) and Borda ensembles;
 * :mod:`kcca.kernel_store` – the fitted kernels, Gram rows and decompositions shared by the systems;
 * :mod:`kcca.systems` – the named systems of Appendix B (Tables 11–12) and ``run_system``;

@@ -1,4 +1,4 @@
-# Size (~850 lines): the exact and low-rank KCCA solvers share the kernel views, centring and n-sweeps of Eq. 3-4.
+# Size (~700 lines): the exact and low-rank KCCA solvers share the kernel views, centring and n-sweeps of Eq. 3-4.
 """Kernel canonical correlation analysis (KCCA) from scratch: exact and low-rank solvers.
 
 Hodosh, Young & Hockenmaier (2013), Sec. 3.2.1, Eq. 3–4; Hardoon, Szedmak & Shawe-Taylor (2004).
@@ -91,6 +91,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
+
+from kcca.lowrank import KernelSource, incomplete_cholesky
 
 __all__ = [
     "KCCA", "KernelSource", "KernelView", "decompose", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
@@ -196,154 +198,13 @@ def cosine_sweep(P: np.ndarray, Q: np.ndarray, ns: Sequence[int]) -> Iterator[tu
         yield n, out
 
 
-# ----------------------------------------------------------------------------- kernel sources
-class KernelSource:
-    """Kernel values pulled on demand for the low-rank solver (never an ``N × N`` matrix).
-
-    Parameters
-    ----------
-    data : array-like or sequence, length N
-        Training items in whatever form ``kernel`` understands (indexed with an integer array, or a
-        list indexed item by item).
-    kernel : callable ``kernel(A, B) -> ndarray (len(A), len(B))``
-        The kernel function between two collections of items.
-    diag : callable ``diag(A) -> ndarray (len(A),)``, optional
-        ``k(a, a)`` for each item; default: computed block-wise from ``kernel``.
-
-    Use :meth:`from_gram` to wrap a precomputed (possibly memory-mapped) Gram matrix.
-    """
-
-    def __init__(self, data, kernel: Callable, diag: Callable | None = None):
-        self.data = data
-        self.kernel = kernel
-        self._diag = diag
-        self._gram: np.ndarray | None = None
-        self.n = len(data)
-
-    @classmethod
-    def from_gram(cls, K) -> "KernelSource":
-        K = np.asarray(K)
-        if K.ndim != 2 or K.shape[0] != K.shape[1]:
-            raise ValueError(f"KernelSource.from_gram: need a square Gram matrix, got shape {K.shape}")
-        src = cls(np.arange(K.shape[0]), kernel=lambda a, b: K[np.ix_(a, b)])
-        src._gram = K
-        return src
-
-    def _take(self, idx: np.ndarray):
-        d = self.data
-        if isinstance(d, np.ndarray) or hasattr(d, "shape"):
-            return d[idx]
-        return [d[int(i)] for i in idx]
-
-    def diag(self) -> np.ndarray:
-        if self._gram is not None:
-            return np.asarray(np.diagonal(self._gram), dtype=np.float64).copy()
-        if self._diag is not None:
-            return np.asarray(self._diag(self.data), dtype=np.float64).reshape(-1)
-        out = np.empty(self.n)
-        for lo in range(0, self.n, 512):
-            idx = np.arange(lo, min(self.n, lo + 512))
-            blk = self._take(idx)
-            out[lo:lo + len(idx)] = np.diagonal(np.asarray(self.kernel(blk, blk), dtype=np.float64))
-        return out
-
-    def column(self, i: int) -> np.ndarray:
-        """``K[:, i]`` (all training items against item ``i``)."""
-        if self._gram is not None:
-            return np.asarray(self._gram[:, i], dtype=np.float64)
-        col = np.asarray(self.kernel(self.data, self._take(np.array([i]))), dtype=np.float64)
-        return col.reshape(-1)
-
-    def rows_against(self, new_data, idx: np.ndarray) -> np.ndarray:
-        """Kernel values of new items against training items ``idx``: ``(len(new), len(idx))``."""
-        return np.asarray(self.kernel(new_data, self._take(np.asarray(idx))), dtype=np.float64)
-
-
-def incomplete_cholesky(
-    source: KernelSource,
-    eta: float = 1e-6,
-    max_rank: int | None = None,
-    dtype=np.float64,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, "partial
-    Gram–Schmidt orthogonalisation"; Bach & Jordan 2002).
-
-    At step ``j`` the item ``i`` with the largest residual diagonal ``d_i`` becomes pivot ``p_j``; its kernel
-    column is pulled from ``source`` and ``G[:, j] = (K[:, i] − G[:, :j] G[i, :j]^T) / \\sqrt{d_i}``;
-    ``d ← d − G[:, j]²``.  Stops when the residual trace ``Σ d`` falls to ``eta · trace(K)``, when the
-    largest residual is numerically zero, or at ``max_rank`` columns.  Costs ``O(N r²)`` time, ``N r``
-    memory and ``r`` kernel columns.  A residual that goes negative (the kernel is not PSD) is set to zero,
-    with a ``RuntimeWarning`` when it is below ``−1e-6 · trace(K)`` (well above float32 rounding).
-
-    Returns
-    -------
-    G : ndarray (N, r), Fortran order
-        ``G[P, :]`` is lower triangular (pivot rows in pivot order).
-    pivots : ndarray of int (r,)
-    """
-    n = source.n
-    d = source.diag().astype(np.float64)
-    if d.shape != (n,) or not np.all(np.isfinite(d)):
-        raise ValueError("incomplete_cholesky: kernel diagonal has the wrong shape or non-finite values")
-    if np.any(d < -1e-8 * max(1.0, float(np.abs(d).max()))):
-        raise ValueError("incomplete_cholesky: kernel has negative diagonal entries (not PSD)")
-    d = np.maximum(d, 0.0)
-    total = float(d.sum())
-    r_max = n if max_rank is None else max(1, min(n, int(max_rank)))
-    G = np.zeros((n, r_max), dtype=dtype, order="F")
-    pivots: list[int] = []
-    tiny = 1e-12 * max(total / max(n, 1), 1e-300)
-    # The loop is BLAS-2 (one GEMV per pivot): extra BLAS threads only add wake-up overhead, which is
-    # catastrophic on a loaded machine, so it runs single-threaded.
-    with _single_blas_thread():
-        most_negative = _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
-    if most_negative < -1e-6 * total:
-        # an indefinite kernel (e.g. Hodosh Eq. 27's max of two similarities): the exact solver drops its
-        # negative eigenvalues; here the negative residuals are set to zero, so G G^T stays PSD
-        warnings.warn(f"kernel matrix is not positive semidefinite (incomplete Cholesky residual diagonal "
-                      f"{most_negative:.3g} vs trace {total:.3g}); negative residuals are set to zero",
-                      RuntimeWarning, stacklevel=3)
-    r = len(pivots)
-    return np.asfortranarray(G[:, :r]), np.asarray(pivots, dtype=np.int64)
-
-
+# ------------------------------------------------------------------------------ BLAS threads
 def _blas_threads(n: int | None):
     """Context limiting BLAS/LAPACK threads to ``n`` (``None``: leave the library default)."""
     if n is None:
         return contextlib.nullcontext()
     return threadpool_limits(limits=int(n), user_api="blas")
 
-
-def _single_blas_thread():
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:
-    """The pivot loop of :func:`incomplete_cholesky`; returns the most negative residual diagonal met
-    (0 for a PSD kernel up to rounding), before it is set to zero."""
-    most_negative = 0.0
-    for j in range(r_max):
-        if total <= 0 or d.sum() <= eta * total:
-            break
-        i = int(np.argmax(d))
-        if d[i] <= tiny:
-            break
-        col = source.column(i)
-        if not np.all(np.isfinite(col)):
-            raise ValueError(f"incomplete_cholesky: kernel column {i} contains NaN or infinite values")
-        if j:
-            col = col - G[:, :j] @ G[i, :j]
-        g = col / math.sqrt(d[i])
-        g[pivots] = 0.0  # exact zeros above the diagonal of the pivot block
-        g[i] = math.sqrt(d[i])
-        G[:, j] = g
-        d -= g * g
-        d[pivots] = 0.0
-        d[i] = 0.0
-        most_negative = min(most_negative, float(d.min()))
-        np.maximum(d, 0.0, out=d)
-        pivots.append(i)
-    return most_negative
 
 
 # ------------------------------------------------------------------------------ spectral views
