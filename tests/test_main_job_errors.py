@@ -443,7 +443,7 @@ def test_options_are_checked_once_into_frozen_run_options(tmp_path, monkeypatch)
 def test_cache_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
     """--cache-dir is checked up front with corpora.cache.check_cache_dir (not only created): its error
     names the folder, exit 2, nothing written."""
-    import experiments.options
+    import experiments.option_checks
     from corpora.cache import CacheDirError
     from experiments.flickr8k_kcca import main
 
@@ -453,7 +453,7 @@ def test_cache_dir_that_cannot_be_written_is_refused_before_any_work(tmp_path, c
         seen.append(path)
         raise CacheDirError(f"cache folder {path} is not writable: Permission denied")
 
-    monkeypatch.setattr(experiments.options, "check_cache_dir", refuse)
+    monkeypatch.setattr(experiments.option_checks, "check_cache_dir", refuse)
     out = tmp_path / "out"
     assert main(["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress",
                  "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 2

@@ -1,0 +1,85 @@
+"""What the main job's checked options imply (derived choices, no checks): which backbone kind the run
+uses, whether the shipped scorers are loaded, which scorers train, whether they train on the CPU, the
+default output folder.  Each takes the :class:`experiments.options.RunOptions` of the run."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from experiments.backbone_specs import BackboneSpec
+
+
+# ``RunOptions`` in the annotations below is :class:`experiments.options.RunOptions`, not imported:
+# experiments.options imports this module (annotations are not evaluated here).
+#: PAC-S on a generated corpus: positive tuples from this many train / dev images (``--quick``: 300 train).
+PACS_TRAIN_IMAGES, PACS_DEV_IMAGES = 700, 150
+
+
+def uses_tiny_clip(options: RunOptions) -> bool:
+    """Whether ``--clip-model`` selects the tiny CLIP trained here, inside the run (``tiny``,
+    ``tiny-clip`` or ``tiny-trained``, :data:`neural.names.TINY_MODEL_NAMES`: the course exercise "train
+    your own CLIP")."""
+    from neural.names import is_tiny_model  # torch-free; imported on use like every neural module
+
+    return is_tiny_model(options.clip_model)
+
+
+def uses_teaching_clip(options: RunOptions) -> bool:
+    """Whether the run uses the shipped pretrained teaching CLIP zero-shot: ``--clip-model`` absent (the
+    offline default), ``teaching`` or ``teaching-clip``."""
+    from neural.names import is_teaching_model  # torch-free
+
+    return is_teaching_model(options.clip_model, default=True)
+
+
+def uses_small_clip(options: RunOptions) -> bool:
+    """Whether the backbone is one of the small offline CLIPs (teaching or tiny), whose fine-tuned scorers
+    use the small-model recipes."""
+    from neural.names import is_small_offline_model  # torch-free
+
+    return is_small_offline_model(options.clip_model)
+
+
+def uses_shipped_scorers(options: RunOptions, spec: BackboneSpec | None = None) -> bool:
+    """Whether PAC-S, L-CLIPScore, BRIDGE and SPECS on backbone ``spec`` (default: the ``--clip-model``
+    one) are loaded from the shipped scorers (:mod:`neural.shipped_scorers`) instead of fine-tuned in the
+    run: the backbone is the shipped teaching CLIP (its name, or no ``--clip-model``; no weights file
+    given), ``--recipe auto`` and no ``--train-scorers``.  ``--pacs-positives`` still fine-tunes PAC-S
+    here on the tuples given."""
+    from neural.names import is_teaching_model  # torch-free
+
+    model, pretrained = (options.clip_model, options.clip_pretrained) if spec is None else (spec.model, spec.pretrained)
+    return (not options.train_scorers and options.recipe == "auto" and pretrained is None
+            and is_teaching_model(model, default=True))
+
+
+def default_out_dir(corpus_name: str) -> Path:
+    """``runs/<corpus>-<UTC timestamp>/``, the default ``--out``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{corpus_name}-{stamp}"
+
+
+def corpus_label(data: Path | None) -> str:
+    """The corpus part of the default output folder: ``teaching``, or the ``--data`` folder's name."""
+    return "teaching" if data is None else Path(data).resolve().name.lower() or "flickr8k"
+
+
+def trained_scorers(options: RunOptions) -> list[str]:
+    """The trained scorers (:data:`neural.recipes.TRAINED_SCORERS`) the run will train: PAC-S only with
+    generated positives (the teaching set, or ``--pacs-positives``)."""
+    names = {n[3:] if n.startswith("Ref") else n for n in options.neural}
+    out = [s for s in ("PAC-S", "L-CLIPScore", "BRIDGE", "SPECS") if s in names]
+    if "PAC-S" in out and options.data is not None and not options.pacs_positives:
+        out.remove("PAC-S")
+    return out
+
+
+def trains_on_cpu(options: RunOptions) -> bool:
+    """Whether the neural scorers run on the CPU (``--device cpu``, or ``auto`` without CUDA)."""
+    if options.device == "cpu":
+        return True
+    if options.device == "cuda":
+        return False
+    import torch  # lazy: only asked for a backbone that will train with a paper recipe
+
+    return not torch.cuda.is_available()
