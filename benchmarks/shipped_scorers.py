@@ -50,14 +50,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write the table here")
     args = ap.parse_args(argv)
     from neural.clipscore import CLIPScore  # lazy: torch-heavy
-    from neural.shipped_scorers import SCORER_FOLDERS, load_shipped_scorer, read_manifest
+    from neural.registry import shipped_folders
+    from neural.shipped_scorers import load_shipped_scorer, read_manifest
     from neural.specs import specificity_on_corpus
     from neural.teaching_clip import load_teaching_clip
 
     corpus = make_teaching_set(seed=args.seed)
     cache = DiskCache(args.cache_dir) if args.cache_dir else None
     bb = load_teaching_clip(device="cpu", show_progress=False)
-    shipped = {m: load_shipped_scorer(m, bb, args.shipped) for m in SCORER_FOLDERS}
+    shipped = {m: load_shipped_scorer(m, bb, args.shipped) for m in shipped_folders()}
     inrun, _ = train_scorers(bb, corpus, seed=0, cache=cache, show_progress=False)
     pair, spec = pair_scorers({"CLIP-S": CLIPScore(bb)}, corpus, cache, "")
     groups = [(inrun, " (in-run)"), (shipped, " (shipped)")]

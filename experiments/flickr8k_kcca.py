@@ -25,8 +25,6 @@ import textwrap
 
 from experiments.errors import PipelineError
 from experiments.options import (
-    ALL_NEURAL,
-    DEFAULT_NEURAL,
     DEFAULT_SYSTEMS,
     QUICK_SYSTEMS,
     RunOptions,
@@ -35,6 +33,7 @@ from experiments.options import (
 )
 from experiments.pipeline import run
 from experiments.report import console_tables
+from neural.registry import scorer_names
 
 
 def positive_int(text: str) -> int:
@@ -58,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
             systems (classical, --systems): {', '.join(available_systems())}
             default systems: {', '.join(DEFAULT_SYSTEMS)}
             --quick systems: {', '.join(QUICK_SYSTEMS)}
-            neural scorers (--metrics): {', '.join(ALL_NEURAL)}
-            default scorers: {', '.join(DEFAULT_NEURAL)}
+            neural scorers (--metrics): {', '.join(scorer_names())}
+            default scorers: all of them
 
             environment:
               ITR_CACHE_DIR          default --cache-dir (else ~/.cache/image-text-ranking); the compiled

@@ -1,6 +1,5 @@
-# Size (~680 lines): the neural stage as one unit: per-backbone runs, their answered judgments and the stage cache.
-"""The main job's neural stage: the CLIP family (CLIP-S, PAC-S, L-CLIPScore, BRIDGE, SPECS and the
-reference-based variants) on the tiny CLIP trained here or open_clip backbones — test-pool score
+"""The main job's neural stage: the registered CLIP-family scorers (:mod:`neural.registry`: CLIP-S, PAC-S,
+L-CLIPScore, BRIDGE, SPECS and the reference-based variants, and any family registered since) on the tiny CLIP trained here or open_clip backbones — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
 lets a warm re-run skip the whole stage without importing torch.
 
@@ -8,8 +7,11 @@ Several backbones (``--backbone NAME=…`` and ``SCORER@NAME``, :mod:`experiment
 a time: each is loaded once, its scorers score the test pool, the specificity units and the human
 judgments, and it is released (``del``, garbage collection, the CUDA cache emptied) before the next.
 
-Every :mod:`neural` module is imported inside the functions that use it, never at module top: a warm
-re-run reads the stage from its cache and must not import torch.
+Each scorer family (:class:`neural.family.ScorerFamily`) says how it is obtained (its release file, its
+shipped copy, trained here), which variants it has, what its outputs record and how it scores pairs;
+this stage only iterates over the families of the scorers asked for.  The torch-free :mod:`neural`
+modules (the registry, the families' declarations) are imported at module top; every other one inside
+the functions that use it: a warm re-run reads the stage from its cache and must not import torch.
 """
 from __future__ import annotations
 
@@ -41,29 +43,14 @@ from experiments.human_stage import (
     judgment_protocols,
     restrict_rows,
 )
-from experiments.options import (
-    MIN_PACS_TUPLES,
-    PACS_DEV_IMAGES,
-    PACS_TRAIN_IMAGES,
-    RunOptions,
-    uses_shipped_scorers,
-)
+from experiments.options import RunOptions, uses_shipped_scorers
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
+from neural.family import TrainSettings
+from neural.registry import family_for
 
 log = logging.getLogger(JOB_LOGGER)
-
-#: Weights formats (:data:`neural.checkpoints.FORMATS`) that are a scorer's own fine-tuned release: that
-#: scorer uses such a backbone as it is (no fine-tuning here).  A SPECS checkpoint read as format
-#: ``"specs"`` makes ``SPECS@NAME`` score with it directly.
-RELEASED_FORMATS = {"pacs": "PAC-S", "specs": "SPECS"}
-
-
-def released_scorer(bb) -> str | None:
-    """The scorer whose release ``bb``'s weights file is (:data:`RELEASED_FORMATS`), else ``None``."""
-    return RELEASED_FORMATS.get(getattr(bb, "weights_format", ""))
-
 
 def backbone_row(spec: BackboneSpec, bb, scorers: Sequence[str]) -> dict:
     """The backbones table's row of one backbone: name, architecture, weights source and format, the first
@@ -113,24 +100,6 @@ def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache, 
                             **({"steps": steps} if tiny else {}))
     except (WeightsError, FileNotFoundError, RuntimeError, ValueError) as exc:
         raise PipelineError(str(exc) if spec.is_default else f"--backbone {spec.name}: {exc}") from exc
-
-
-def _split_tuples(tuples, *, seed: int, val_share: float = 0.1):
-    """Seeded train / validation split of user-supplied PAC-S tuples (validation: ≥ 2 tuples)."""
-    from neural.pacs import PositiveTuples
-
-    n = len(tuples)
-    if n < MIN_PACS_TUPLES:
-        raise PipelineError(f"--pacs-positives: need at least {MIN_PACS_TUPLES} tuples (got {n})")
-    perm = np.random.default_rng(seed).permutation(n)
-    n_val = max(2, int(round(n * val_share)))
-    parts = []
-    for idx, tag in ((perm[n_val:], "train"), (perm[:n_val], "val")):
-        ident = None if tuples.identity is None else {**tuples.identity, "part": tag, "seed": seed}
-        parts.append(PositiveTuples(images=[tuples.images[i] for i in idx], texts=[tuples.texts[i] for i in idx],
-                                    gen_images=[tuples.gen_images[i] for i in idx],
-                                    gen_texts=[tuples.gen_texts[i] for i in idx], identity=ident))
-    return parts[0], parts[1]
 
 
 def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
@@ -211,23 +180,25 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     prov = {"backbone": bb.provenance(), "backbone_row": backbone_row(spec, bb, names)}
     device = prov["backbone"].get("device")
     train_ids = neural_train_ids(corpus, options)   # None: the whole train split
-    shipped = uses_shipped_scorers(options, spec) and _is_shipped_parent(bb)   # load, do not train, the four
+    shipped = uses_shipped_scorers(options, spec) and _is_shipped_parent(bb)   # load, do not train
+    settings = TrainSettings(seed=options.seed, cache=cache, show_progress=not options.no_progress,
+                             image_ids=train_ids, quick=options.quick, positives=options.pacs_positives)
     scorers: dict[str, object] = {}      # retrieval + pair scoring
     ref_scorers: dict[str, object] = {}  # pair scoring with references
-    if "CLIP-S" in names or "RefCLIP-S" in names:
-        _add_clipscore(bb, scorers, ref_scorers)
-    if "PAC-S" in names or "RefPAC-S" in names:
-        _add_pacs(bb, corpus, options, cache, scorers, ref_scorers, prov, timings, shipped=shipped)
-    if "L-CLIPScore" in names or "RefL-CLIPScore" in names:
-        _add_lclip(bb, corpus, options, cache, train_ids, scorers, ref_scorers, prov, timings, shipped=shipped)
-    bridge = (_fit_bridge(bb, corpus, options, cache, train_ids, timings, shipped=shipped)
-              if "BRIDGE" in names else None)
-    if "SPECS" in names:
-        _add_specs(bb, spec, corpus, options, cache, train_ids, scorers, prov, timings, shipped=shipped)
-    recipes = _recipes_used(names, options, bb)
-    # where each fine-tuned scorer comes from (PAC-S on --pacs-positives is always trained here)
-    origin = {b: "shipped" if shipped and not (b == "PAC-S" and options.pacs_positives) else "this run"
-              for b in recipes}
+    origin: dict[str, str] = {}          # where each fine-tuned scorer comes from
+    fams = list(dict.fromkeys(family_for(n) for n in names))
+    for fam in fams:
+        t = time.perf_counter()
+        scorer, from_shipped = obtain_scorer(fam, bb, corpus, options, settings, shipped=shipped)
+        scorers[fam.name], ref = fam.variants(scorer)
+        if ref is not None:
+            ref_scorers[fam.reference_name] = ref
+        if fam.provenance_key:
+            prov[fam.provenance_key] = fam.backbone_of(scorer).provenance()
+        if fam.trained:
+            timings[fam.name] = time.perf_counter() - t
+            origin[fam.name] = "shipped" if from_shipped else "this run"
+    recipes = {f.name: f.recipe(bb, options.recipe).name for f in fams if f.trained}
     prov["training_recipes"] = {b: f"shipped ({r}, trained once on the scorer training set)"
                                 if origin[b] == "shipped" else r for b, r in recipes.items()}
     if origin:   # the backbones table says where the fine-tuned scorers come from
@@ -236,15 +207,16 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     if shipped:
         prov["shipped_scorers"] = _shipped_record(names)
 
-    outputs = _retrieval_outputs(bb, corpus, pools["test"], names, scorers, bridge, cache, timings)
-    pair = _pair_scorers(corpus, names, scorers, ref_scorers, bridge, cache)
+    outputs = _retrieval_outputs(corpus, pools["test"], names, scorers, cache, timings)
+    pair = _pair_scorers(corpus, names, scorers, ref_scorers, cache)
     specificity: dict = {}
     if isinstance(corpus, GeneratedCorpus):   # the corpus can produce detail units
-        specificity = _specificity(corpus, names, scorers, options, cache, timings)
-    if not live and "L-CLIPScore" in scorers and "L-CLIPScore" in names:   # parameters and throughput vs the teacher
-        from neural.clipscore import CLIPScore   # lazy: a warm re-run must not import torch
-
-        prov["lclip_vs_teacher"] = student_vs_teacher(scorers["L-CLIPScore"], CLIPScore(bb), corpus, pools["test"])
+        specificity = _specificity(corpus, names, {k: v for k, v in scorers.items() if family_for(k).specificity},
+                                   options, cache, timings)
+    if not live:   # e.g. L-CLIPScore's parameters and throughput against its teacher
+        for fam in fams:
+            if fam.name in names:
+                prov.update(fam.extra_provenance(scorers[fam.name], bb, corpus, pools["test"]))
     label = {n: scorer_label(n, spec.name) for n in {*outputs, *pair, *specificity}}
     outputs = {label[k]: dataclasses.replace(v, name=label[k]) for k, v in outputs.items()}
     pair = {label[k]: v for k, v in pair.items()}
@@ -256,42 +228,22 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     pair = answer_judgments(corpus, pair, cache, lambda: run_backbone(corpus, pools, names, spec, options, cache,
                                                                       live=True)[1])
     timings["human judgments"] = time.perf_counter() - t
-    del bb, scorers, ref_scorers, bridge   # the last references to the backbone and its fine-tunes
+    del bb, scorers, ref_scorers   # the last references to the backbone and its fine-tunes
     release_backbone_memory(device)
     return outputs, pair, specificity, prov
-
-
-def _recipe(scorer: str, options: RunOptions, bb):
-    """The training recipe of ``scorer`` on backbone ``bb`` (:func:`neural.recipes.recipe_for`:
-    ``--recipe``, else the small recipes for the tiny / teaching CLIP and each paper's for any other
-    backbone), logged."""
-    from neural.recipes import recipe_for  # torch-free; with the other neural imports, on use
-
-    recipe = recipe_for(scorer, bb, options.recipe)
-    log.info("%s: training recipe %s", scorer, recipe.name)
-    return recipe
-
-
-def _recipes_used(names: Sequence[str], options: RunOptions, bb) -> dict[str, str]:
-    """``{scorer: recipe name}`` of the trained scorers among ``names`` on backbone ``bb`` (for the
-    provenance)."""
-    from neural.recipes import TRAINED_SCORERS, recipe_for  # torch-free
-
-    bases = dict.fromkeys(n[3:] if n.startswith("Ref") else n for n in names)
-    return {b: recipe_for(b, bb, options.recipe).name for b in bases if b in TRAINED_SCORERS}
 
 
 def _shipped_record(names: Sequence[str]) -> dict:
     """The provenance of the shipped scorers a run loads: the training set and, per scorer, its weights'
     SHA-256 and its model-card figures (:func:`neural.shipped_scorers.read_manifest`)."""
-    from neural.shipped_scorers import SCORER_FOLDERS, read_manifest  # lazy: a warm re-run must not import torch
+    from neural.shipped_scorers import read_manifest  # lazy: a warm re-run must not import torch
 
     manifest = read_manifest()
-    bases = {n[3:] if n.startswith("Ref") else n for n in names}
+    bases = {family_for(n).name for n in names}
     return {"training_set": manifest.get("training_set"), "training_seed": manifest.get("training_seed"),
             "scorers": {m: {"weights_sha256": e["files"]["weights.safetensors"]["sha256"],
                             "heldout": e.get("heldout")}
-                        for m, e in manifest["scorers"].items() if m in bases and m in SCORER_FOLDERS}}
+                        for m, e in manifest["scorers"].items() if m in bases and family_for(m).shipped_folder}}
 def judged_rows(corpus: Corpus) -> list[tuple[str, object]]:
     """``[(protocol, rows)]``: the judgment rows the human-correlation stage gives an image-based scorer
     (:func:`experiments.human_stage.human_correlation_table`: Flickr8k-Expert and -CF rows whose image is
@@ -359,114 +311,43 @@ def answer_judgments(corpus: Corpus, pair: Mapping[str, PairScorer], cache: Disk
     return out
 
 
-# The scorer families.  Each adds its reference-free scorer to ``scorers`` and its reference-based variant
-# to ``ref_scorers``, records its backbone's provenance and its time; the ``neural`` imports stay inside
-# (a warm re-run must not import torch, see the module docstring).
-def _add_clipscore(bb, scorers: dict, ref_scorers: dict) -> None:
-    """CLIP-S and RefCLIP-S on the backbone as given."""
-    from neural.clipscore import CLIPScore   # lazy: a warm re-run must not import torch
-
-    scorers["CLIP-S"] = CLIPScore(bb)
-    ref_scorers["RefCLIP-S"] = CLIPScore(bb, reference_based=True)
+def training_recipe(fam, options: RunOptions, bb):
+    """The recipe family ``fam`` trains with on backbone ``bb`` (:meth:`neural.family.ScorerFamily.recipe`:
+    ``--recipe``, else the small recipes for the tiny / teaching CLIP and each paper's for any other
+    backbone), logged."""
+    recipe = fam.recipe(bb, options.recipe)
+    log.info("%s: training recipe %s", fam.name, recipe.name)
+    return recipe
 
 
-def _add_pacs(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, scorers: dict, ref_scorers: dict,
-              prov: dict, timings: dict, *, shipped: bool = False) -> None:
-    """PAC-S and RefPAC-S on the backbone fine-tuned on positive tuples (``--pacs-positives``; else with
-    ``shipped`` the shipped PAC-S, :mod:`neural.shipped_scorers`; else the teaching set's generated ones;
-    else the backbone as given, with a warning).  A backbone read from a PAC-S release file (format
-    ``"pacs"``, :data:`RELEASED_FORMATS`) is already PAC-S: used as it is."""
-    from corpora.base import GeneratedCorpus, MissingImagesError
-    # lazy: a warm re-run must not import torch
-    from neural.pacs import PACScore, RefPACScore, finetune_pacs, load_tuples, teaching_tuples
+def obtain_scorer(fam, bb, corpus: Corpus, options: RunOptions, settings, *, shipped: bool) -> tuple[object, bool]:
+    """``(scorer, from the shipped copy)`` of family ``fam`` (:class:`neural.family.ScorerFamily`) on
+    backbone ``bb``: a backbone read from the family's own release file (:attr:`release_format`) as it is;
+    with ``shipped`` the shipped scorer (:mod:`neural.shipped_scorers`) where the family has one and
+    prefers it; else trained here with its recipe (``--recipe``,
+    :meth:`~neural.family.ScorerFamily.recipe`); a family that is not trained scores with the backbone
+    as given, as does a trained one without training data (with a warning)."""
+    from neural.family import NoTrainingData, TrainingDataError  # torch-free; with the other neural imports
 
-    t = time.perf_counter()
-    show = not options.no_progress
-    pacs_bb = bb
-    if released_scorer(bb) == "PAC-S":
-        log.info("PAC-S: %s is a PAC-S release file; scoring with it as it is (no fine-tuning here%s)",
-                 bb.name, ", --pacs-positives not used" if options.pacs_positives else "")
-    elif options.pacs_positives:
-        try:
-            tuples = load_tuples(options.pacs_positives)
-        except (ValueError, MissingImagesError) as exc:  # the file changed since the up-front check
-            raise PipelineError(f"--pacs-positives: {exc}") from exc
-        train, val = _split_tuples(tuples, seed=options.seed)
-        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
-    elif shipped:
-        pacs_bb = _load_shipped("PAC-S", bb).backbone
-    elif isinstance(corpus, GeneratedCorpus):
-        n_img = 300 if options.quick else PACS_TRAIN_IMAGES
-        train = teaching_tuples(corpus, "train", seed=options.seed, max_images=n_img)
-        val = teaching_tuples(corpus, "dev", seed=options.seed, max_images=PACS_DEV_IMAGES)
-        pacs_bb = finetune_pacs(bb, train, val, _recipe("PAC-S", options, bb), cache=cache, show_progress=show)
-    else:
-        log.warning("PAC-S: no generated positives for %s (pass --pacs-positives FILE, or load the "
-                    "official PAC-S checkpoint with --clip-pretrained); scoring with the PAC-S formula "
-                    "on the backbone as given", corpus.name)
-    prov["pacs_backbone"] = pacs_bb.provenance()
-    scorers["PAC-S"] = PACScore(pacs_bb)
-    ref_scorers["RefPAC-S"] = RefPACScore(pacs_bb)
-    timings["PAC-S"] = time.perf_counter() - t
-
-
-def _add_lclip(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
-               scorers: dict, ref_scorers: dict, prov: dict, timings: dict, *, shipped: bool = False) -> None:
-    """L-CLIPScore and RefL-CLIPScore: the student distilled from the backbone on the training split (with
-    ``shipped``: the shipped student, :mod:`neural.shipped_scorers`)."""
-    from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus  # lazy: no torch on a warm run
-
-    t = time.perf_counter()
-    if shipped:
-        student = _load_shipped("L-CLIPScore", bb).backbone
-    else:
-        cfg = LCLIPConfig.from_recipe(_recipe("L-CLIPScore", options, bb), seed=options.seed)
-        student = train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache,
-                                        show_progress=not options.no_progress, image_ids=train_ids)
-    prov["lclip_student"] = student.provenance()
-    scorers["L-CLIPScore"] = LCLIPScore(student)
-    ref_scorers["RefL-CLIPScore"] = LCLIPScore(student, name="RefL-CLIPScore")
-    timings["L-CLIPScore"] = time.perf_counter() - t
-
-
-def _fit_bridge(bb, corpus: Corpus, options: RunOptions, cache: DiskCache, train_ids: list[str] | None,
-                timings: dict, *, shipped: bool = False):
-    """BRIDGE fitted on the training split (it scores pools and pairs itself, see :func:`_run_neural`);
-    with ``shipped`` the shipped mapping module (:mod:`neural.shipped_scorers`)."""
-    from neural.bridge import BRIDGE, BridgeConfig  # lazy: a warm re-run must not import torch
-
-    t = time.perf_counter()
-    if shipped:
-        bridge = _load_shipped("BRIDGE", bb)
-    else:
-        cfg = BridgeConfig.from_recipe(_recipe("BRIDGE", options, bb), seed=options.seed)
-        bridge = BRIDGE(bb, cfg).fit(corpus, "train", cache=cache, show_progress=not options.no_progress,
-                                     image_ids=train_ids)
-    timings["BRIDGE"] = time.perf_counter() - t
-    return bridge
-
-
-def _add_specs(bb, spec: BackboneSpec, corpus: Corpus, options: RunOptions, cache: DiskCache,
-               train_ids: list[str] | None, scorers: dict, prov: dict, timings: dict, *,
-               shipped: bool = False) -> None:
-    """SPECS: the backbone fine-tuned for specificity on the training split (no reference-based variant);
-    a backbone read from a SPECS release file (format ``"specs"``, :data:`RELEASED_FORMATS`) is used as it
-    is; with ``shipped`` the shipped fine-tune (:mod:`neural.shipped_scorers`)."""
-    from neural.specs import SPECSConfig, SPECSScore, train_specs  # lazy: a warm re-run must not import torch
-
-    t = time.perf_counter()
-    if released_scorer(bb) == "SPECS":
-        log.info("SPECS: %s is a SPECS release file; scoring with it as it is (no fine-tuning here)", bb.name)
-        specs_bb = bb
-    elif shipped:
-        specs_bb = _load_shipped("SPECS", bb).backbone
-    else:
-        cfg = SPECSConfig.from_recipe(_recipe("SPECS", options, bb), seed=options.seed)
-        specs_bb = train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=not options.no_progress,
-                               image_ids=train_ids)
-    prov["specs_backbone"] = specs_bb.provenance()
-    scorers["SPECS"] = SPECSScore(specs_bb)
-    timings["SPECS"] = time.perf_counter() - t
+    if fam.release_format and getattr(bb, "weights_format", "") == fam.release_format:
+        log.info("%s: %s is a %s release file; scoring with it as it is (no fine-tuning here%s)", fam.name,
+                 bb.name, fam.name, ", --pacs-positives not used" if not fam.prefers_shipped(settings) else "")
+        return fam.untrained(bb), False
+    if shipped and fam.shipped_folder and fam.prefers_shipped(settings):
+        return _load_shipped(fam, bb), True
+    if not fam.trained:
+        return fam.untrained(bb), False
+    recipe = training_recipe(fam, options, bb)
+    try:
+        return fam.train(bb, corpus, recipe, settings), False
+    except TrainingDataError as exc:
+        raise PipelineError(str(exc)) from exc
+    except NoTrainingData as exc:
+        fallback = fam.untrained(bb)
+        if fallback is None:
+            raise PipelineError(f"{fam.name}: {exc}") from exc
+        log.warning("%s; scoring with the %s formula on the backbone as given", exc, fam.name)
+        return fallback, False
 
 
 def _is_shipped_parent(bb) -> bool:
@@ -476,23 +357,24 @@ def _is_shipped_parent(bb) -> bool:
     return is_shipped_teaching_clip(bb)
 
 
-def _load_shipped(metric: str, bb):
-    """``metric``'s shipped scorer on the teaching CLIP ``bb`` (:func:`neural.shipped_scorers.load_shipped_scorer`;
+def _load_shipped(fam, bb):
+    """The family's shipped scorer on the teaching CLIP ``bb`` (:func:`neural.shipped_scorers.load_shipped_scorer`;
     a missing or damaged file is a :class:`PipelineError` naming it and the rebuild command)."""
     from neural.shipped_scorers import ShippedScorerError, load_shipped_scorer  # lazy: no torch on a warm run
 
     try:
-        scorer = load_shipped_scorer(metric, bb)
+        scorer = load_shipped_scorer(fam.name, bb)
     except ShippedScorerError as exc:
         raise PipelineError(str(exc)) from exc
-    log.info("%s: the shipped scorer (%s), trained once from the teaching CLIP; not trained here", metric,
-             (scorer.clip if metric == "BRIDGE" else scorer.backbone).shipped["weights_sha256"][:12])
+    log.info("%s: the shipped scorer (%s), trained once from the teaching CLIP; not trained here", fam.name,
+             fam.backbone_of(scorer).shipped["weights_sha256"][:12])
     return scorer
 
 
-def _retrieval_outputs(bb, corpus: Corpus, pool: RankingPool, names: list[str], scorers: Mapping[str, object],
-                       bridge, cache: DiskCache, timings: dict) -> dict[str, SystemOutput]:
-    """Retrieval on the test pool: every reference-free scorer asked for, and BRIDGE."""
+def _retrieval_outputs(corpus: Corpus, pool: RankingPool, names: list[str], scorers: Mapping[str, object],
+                       cache: DiskCache, timings: dict) -> dict[str, SystemOutput]:
+    """Retrieval on the test pool: every reference-free scorer asked for (each family says what its output
+    records, :meth:`~neural.family.ScorerFamily.retrieval_config`)."""
     from neural.base import affinity_for_pool  # lazy: a warm re-run must not import torch
 
     outputs: dict[str, SystemOutput] = {}
@@ -502,32 +384,20 @@ def _retrieval_outputs(bb, corpus: Corpus, pool: RankingPool, names: list[str], 
             continue
         S = affinity_for_pool(sc, corpus, pool, cache=cache)
         outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
-                                     config={"backbone": sc.backbone.name, "weights_id": sc.backbone.weights_id})
-    if bridge is not None:   # templates from the source chosen at fit time (BRIDGE.affinity)
-        S = affinity_for_pool(bridge, corpus, pool, cache=cache)
-        outputs["BRIDGE"] = SystemOutput(name="BRIDGE", family="neural", test=ScoreMatrices.from_affinity(S),
-                                         config={"backbone": bb.name, "weights_id": bb.weights_id,
-                                                 "template_source": bridge.source_for(corpus)})
+                                     config=family_for(name).retrieval_config(sc, corpus))
     timings["neural retrieval"] = time.perf_counter() - t
     return outputs
 
 
 def _pair_scorers(corpus: Corpus, names: list[str], scorers: Mapping[str, object],
-                  ref_scorers: Mapping[str, object], bridge, cache: DiskCache) -> dict[str, PairScorer]:
-    """Pair scorers for the human-correlation tables (the reference-based variants use the references)."""
-    from neural.base import CorpusPairScorer  # lazy: a warm re-run must not import torch
-
+                  ref_scorers: Mapping[str, object], cache: DiskCache) -> dict[str, PairScorer]:
+    """Pair scorers for the human-correlation tables (the reference-based variants use the references;
+    :meth:`~neural.family.ScorerFamily.pair_scorer`)."""
     pair: dict[str, PairScorer] = {}
-    for name, sc in scorers.items():
-        if name in names:
-            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=False)
-    for name, sc in ref_scorers.items():
-        if name in names:
-            pair[name] = CorpusPairScorer(sc, corpus, cache, use_references=True)
-    if bridge is not None:
-        from neural.bridge import BridgePairScorer  # lazy: a warm re-run must not import torch
-
-        pair["BRIDGE"] = BridgePairScorer(bridge, corpus)
+    for group, use_references in ((scorers, False), (ref_scorers, True)):
+        for name, sc in group.items():
+            if name in names:
+                pair[name] = family_for(name).pair_scorer(sc, corpus, cache, use_references=use_references)
     return pair
 
 
@@ -562,37 +432,6 @@ def _specificity(corpus: Corpus, names: list[str], scorers: Mapping[str, object]
     for k, v in specificity.items():
         log.info("specificity %-14s SR_pos %5.1f %%  SR_neg %5.1f %%", k, 100 * v["SR_pos"], 100 * v["SR_neg"])
     return specificity
-
-
-def student_vs_teacher(student, teacher, corpus: Corpus, pool: RankingPool, repeats: int = 2) -> dict:
-    """Parameter counts and measured scoring throughput of L-CLIPScore's student and its teacher (CLIP-S
-    on the same backbone): each scores every test-pool caption against its own image (image and text
-    encoding and the score; the images are loaded before the clock starts), timed with
-    :func:`time.perf_counter`, best of ``repeats``.
-
-    Returns
-    -------
-    dict
-        ``{"student_params", "teacher_params", "timing": {"student": {...}, "teacher": {...}}}``, each
-        timing ``{"seconds", "captions", "captions_per_s"}`` (wall-clock: the pipeline files it under
-        ``timings_s``).
-    """
-    from neural.lclip import count_parameters   # lazy: a warm re-run must not import torch
-
-    images = [corpus.load_image(i) for i in pool.image_ids]
-    ims = [images[int(r)] for r in pool.gold_image]       # each caption with the image it was written for
-    caps = [c.text for c in pool.captions]
-    timing = {}
-    for role, sc in (("student", student), ("teacher", teacher)):
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            sc.score(ims, caps)
-            best = min(best, time.perf_counter() - t0)
-        timing[role] = {"seconds": round(best, 4), "captions": len(caps),
-                        "captions_per_s": round(len(caps) / best, 3) if best > 0 else None}
-    return {"student_params": int(count_parameters(student.backbone.model)),
-            "teacher_params": int(count_parameters(teacher.backbone.model)), "timing": timing}
 
 
 #: Layout version of the ``neural_stage`` cache entries (bump when what is stored changes).

@@ -12,12 +12,11 @@ from experiments.backbone_specs import BackboneSpec
 from experiments.option_choices import trained_scorers, trains_on_cpu
 from experiments.option_lists import OptionError, problem_lines
 from kernels.image.codebook import codebook_folder_images
+from neural.families.pacs import MIN_PACS_TUPLES
 
 
 # ``RunOptions`` in the annotations below is :class:`experiments.options.RunOptions`, not imported:
 # experiments.options imports this module (annotations are not evaluated here).
-#: ``--pacs-positives`` needs this many tuples: at least 2 for validation and 2 for training.
-MIN_PACS_TUPLES = 4
 #: The smallest teaching set (``--teaching-size``).
 MIN_TEACHING_SIZE = 60
 
@@ -298,6 +297,7 @@ def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce
         One line: the estimates and how to go ahead.
     """
     from neural.recipes import cpu_training_refusal, is_small_backbone  # torch-free
+    from neural.registry import recipe_for
 
     if options.recipe == "small" or (options.recipe == "auto" and is_small_backbone(options.clip_model)):
         return
@@ -305,7 +305,8 @@ def check_cpu_training(options: RunOptions, *, seconds_per_sample=None, announce
     if not scorers or not trains_on_cpu(options):
         return
     n_train = (int(round(0.7 * options.n_teaching_images)) if options.data is None else FLICKR8K_TRAIN_IMAGES)
-    message = cpu_training_refusal(scorers, options.clip_model, options.recipe, options.train_on_cpu,
+    recipes = [recipe_for(s, options.clip_model, options.recipe) for s in scorers]
+    message = cpu_training_refusal(recipes, options.train_on_cpu,
                                    seconds_per_sample or (lambda: backbone_seconds_per_sample(options)),
                                    n_train, announce)
     if message:

@@ -6,13 +6,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from experiments.backbone_specs import BackboneSpec
+from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, split_scorer
+from neural.families.pacs import PACS_DEV_IMAGES, PACS_TRAIN_IMAGES
+from neural.registry import family_for, trained_names
+
+__all__ = ["PACS_TRAIN_IMAGES", "PACS_DEV_IMAGES", "uses_tiny_clip", "uses_teaching_clip", "uses_small_clip",
+           "uses_shipped_scorers", "default_out_dir", "corpus_label", "trained_scorers", "trains_on_cpu"]
 
 
 # ``RunOptions`` in the annotations below is :class:`experiments.options.RunOptions`, not imported:
 # experiments.options imports this module (annotations are not evaluated here).
-#: PAC-S on a generated corpus: positive tuples from this many train / dev images (``--quick``: 300 train).
-PACS_TRAIN_IMAGES, PACS_DEV_IMAGES = 700, 150
 
 
 def uses_tiny_clip(options: RunOptions) -> bool:
@@ -65,10 +68,11 @@ def corpus_label(data: Path | None) -> str:
 
 
 def trained_scorers(options: RunOptions) -> list[str]:
-    """The trained scorers (:data:`neural.recipes.TRAINED_SCORERS`) the run will train: PAC-S only with
+    """The trained scorers (:func:`neural.registry.trained_names`) the run will train: PAC-S only with
     generated positives (the teaching set, or ``--pacs-positives``)."""
-    names = {n[3:] if n.startswith("Ref") else n for n in options.neural}
-    out = [s for s in ("PAC-S", "L-CLIPScore", "BRIDGE", "SPECS") if s in names]
+    # the default backbone's scorers (a qualified SCORER@NAME runs on a named backbone)
+    names = {family_for(n).name for n in options.neural if split_scorer(n)[1] == DEFAULT_BACKBONE}
+    out = [s for s in trained_names() if s in names]
     if "PAC-S" in out and options.data is not None and not options.pacs_positives:
         out.remove("PAC-S")
     return out

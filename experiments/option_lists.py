@@ -8,18 +8,13 @@ from collections.abc import Callable, Sequence
 
 from experiments.backbone_specs import BackboneSpec, qualify_scorers
 from experiments.errors import PipelineError
+from neural.registry import scorer_names
 
 
 #: Default classical systems: NN, BoW1, BoW5, TagRank, TRI5, TRI5SEM and the ^Histo contrasts.
 DEFAULT_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TagRank", "TRI5", "TRI5^Histo",
                    "TRI5SEM")
 QUICK_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "TRI5", "TRI5^Histo", "TRI5SEM")
-#: Neural scorers that rank (retrieval) and score pairs (human correlation).
-ALL_NEURAL = ("CLIP-S", "RefCLIP-S", "PAC-S", "RefPAC-S", "L-CLIPScore", "RefL-CLIPScore", "BRIDGE", "SPECS")
-DEFAULT_NEURAL = ALL_NEURAL
-#: Reference-based scorers cannot rank a pool (their references would leak the answer): they only
-#: enter the human-correlation table.
-REFERENCE_BASED = ("RefCLIP-S", "RefPAC-S", "RefL-CLIPScore")
 
 
 class OptionError(PipelineError, ValueError):
@@ -106,7 +101,7 @@ def requested_methods(systems: str | None, metrics: str | None, *, quick: bool,
     ----------
     systems, metrics : str or None
         ``--systems`` / ``--metrics`` as given (``None``: the defaults, :data:`DEFAULT_SYSTEMS` or
-        :data:`QUICK_SYSTEMS`, and :data:`DEFAULT_NEURAL`).
+        :data:`QUICK_SYSTEMS`, and every registered neural scorer, :func:`neural.registry.scorer_names`).
     quick : bool
         ``--quick`` (its smaller default system list).
     backbones : sequence of BackboneSpec, optional
@@ -131,8 +126,8 @@ def requested_methods(systems: str | None, metrics: str | None, *, quick: bool,
 
     default = [canonical_name(s) for s in (QUICK_SYSTEMS if quick else DEFAULT_SYSTEMS)]
     chosen = parse_list(systems, default, None, "--systems", split=system_names, all_names=available_systems())
-    items = parse_list(metrics, DEFAULT_NEURAL, None, "--metrics", all_names=ALL_NEURAL)
-    neural, problems = qualify_scorers(items, ALL_NEURAL, backbones)
+    items = parse_list(metrics, scorer_names(), None, "--metrics", all_names=scorer_names())
+    neural, problems = qualify_scorers(items, scorer_names(), backbones)
     if problems:
         raise OptionError(problem_lines(problems))
     return chosen, neural

@@ -10,7 +10,7 @@ backbones and the CPU) and :mod:`experiments.option_choices` (what the options i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from corpora.teaching import EVALUATION_SEEDS
@@ -50,11 +50,8 @@ from experiments.option_choices import (
     uses_tiny_clip,
 )
 from experiments.option_lists import (
-    ALL_NEURAL,
-    DEFAULT_NEURAL,
     DEFAULT_SYSTEMS,
     QUICK_SYSTEMS,
-    REFERENCE_BASED,
     OptionError,
     add_benchmark_file_options,
     available_systems,
@@ -64,6 +61,7 @@ from experiments.option_lists import (
     requested_methods,
     split_commas,
 )
+from neural.registry import scorer_names
 
 
 __all__ = ["RunOptions", "BENCHMARK_OPTIONS", "FLICKR8K_TRAIN_IMAGES", "MIN_PACS_TUPLES", "MIN_TEACHING_SIZE",
@@ -71,7 +69,7 @@ __all__ = ["RunOptions", "BENCHMARK_OPTIONS", "FLICKR8K_TRAIN_IMAGES", "MIN_PACS
            "check_cpu_training", "check_data_folder", "check_neural_options", "check_pretrained", "make_folders",
            "PACS_DEV_IMAGES", "PACS_TRAIN_IMAGES", "corpus_label", "default_out_dir", "trained_scorers",
            "trains_on_cpu", "uses_shipped_scorers", "uses_small_clip", "uses_teaching_clip", "uses_tiny_clip",
-           "ALL_NEURAL", "DEFAULT_NEURAL", "DEFAULT_SYSTEMS", "QUICK_SYSTEMS", "REFERENCE_BASED", "OptionError",
+           "DEFAULT_SYSTEMS", "QUICK_SYSTEMS", "OptionError",
            "add_benchmark_file_options", "available_systems", "parse_list", "problem_lines", "reference_choice",
            "requested_methods", "split_commas"]
 
@@ -91,7 +89,7 @@ class RunOptions:
     systems : tuple of str
         The classical systems to run (canonical names).
     neural : tuple of str
-        The neural scorers to run.
+        The neural scorers to run (default: every registered one, :func:`neural.registry.scorer_names`).
     quick : bool
         The smaller class-demo defaults.
     full_selection : bool
@@ -142,7 +140,7 @@ class RunOptions:
     teaching_size: int | None = None
     skip_missing_images: bool = False
     systems: tuple[str, ...] = DEFAULT_SYSTEMS
-    neural: tuple[str, ...] = DEFAULT_NEURAL
+    neural: tuple[str, ...] = field(default_factory=scorer_names)
     quick: bool = False
     full_selection: bool = False
     codebook_images: Path | None = None

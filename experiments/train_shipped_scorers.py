@@ -33,7 +33,7 @@ from corpora.teaching import (
     scene_fingerprints,
     scorer_training_set,
 )
-from experiments.options import PACS_DEV_IMAGES, PACS_TRAIN_IMAGES
+from neural.registry import shipped_folders
 
 #: Sizes of the training set (as the main job's default corpus: ``make_teaching_set()``).
 N_IMAGES, N_TRAIN, N_DEV = 2000, 1400, 300
@@ -57,37 +57,16 @@ def training_set(index: int = 0, eval_seed: int | None = 0, *, n_images: int | N
 
 
 def train_scorers(bb, corpus, *, seed: int = 0, cache=None, show_progress: bool = True) -> tuple[dict, dict]:
-    """``({metric: scorer}, {metric: seconds})``: PAC-S, L-CLIPScore, BRIDGE and SPECS trained from
-    backbone ``bb`` on ``corpus``'s train split (PAC-S validated on its dev split) exactly as the main job
-    trains them in-run (recipes :func:`neural.recipes.recipe_for` ``auto``)."""
-    from neural.bridge import BRIDGE, BridgeConfig  # lazy: torch-heavy, after the argument check
-    from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
-    from neural.pacs import PACScore, finetune_pacs, teaching_tuples
-    from neural.recipes import recipe_for
-    from neural.specs import SPECSConfig, SPECSScore, train_specs
-
-    def pacs():
-        train = teaching_tuples(corpus, "train", seed=seed, max_images=PACS_TRAIN_IMAGES)
-        val = teaching_tuples(corpus, "dev", seed=seed, max_images=PACS_DEV_IMAGES)
-        return PACScore(finetune_pacs(bb, train, val, recipe_for("PAC-S", bb, "auto"), cache=cache,
-                                      show_progress=show_progress))
-
-    def lclip():
-        cfg = LCLIPConfig.from_recipe(recipe_for("L-CLIPScore", bb, "auto"), seed=seed)
-        return LCLIPScore(train_lclip_on_corpus(bb, corpus, "train", cfg, cache=cache, show_progress=show_progress))
-
-    def bridge():
-        cfg = BridgeConfig.from_recipe(recipe_for("BRIDGE", bb, "auto"), seed=seed)
-        return BRIDGE(bb, cfg).fit(corpus, "train", cache=cache, show_progress=show_progress)
-
-    def specs():
-        cfg = SPECSConfig.from_recipe(recipe_for("SPECS", bb, "auto"), seed=seed)
-        return SPECSScore(train_specs(bb, corpus, "train", cfg, cache=cache, show_progress=show_progress))
+    """``({metric: scorer}, {metric: seconds})``: every family with a shipped copy (PAC-S, L-CLIPScore,
+    BRIDGE, SPECS) trained from backbone ``bb`` on ``corpus``'s train split (PAC-S validated on its dev
+    split) exactly as the main job trains them in-run (:func:`neural.train_scorer.train_scorer`, recipes
+    ``auto``)."""
+    from neural.train_scorer import train_scorer  # lazy: torch-heavy, after the argument check
 
     scorers, seconds = {}, {}
-    for metric, build in (("PAC-S", pacs), ("L-CLIPScore", lclip), ("BRIDGE", bridge), ("SPECS", specs)):
+    for metric in shipped_folders():   # every family with a shipped copy
         t = time.perf_counter()
-        scorers[metric] = build()
+        scorers[metric] = train_scorer(metric, bb, corpus, seed=seed, cache=cache, show_progress=show_progress)
         seconds[metric] = round(time.perf_counter() - t, 1)
         print(f"  trained {metric:<12} {seconds[metric]:6.1f} s", flush=True)
     return scorers, seconds
@@ -110,20 +89,19 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
         MANIFEST_VERSION,
         MAX_FILE_BYTES,
         REBUILD_COMMAND,
-        SCORER_FOLDERS,
         heldout_figures,
     )
     from neural.teaching_clip import cpu_name
 
     entries = {}
     for metric, scorer in scorers.items():
-        folder = save_scorer(scorer, out / SCORER_FOLDERS[metric], dtype="float16")
+        folder = save_scorer(scorer, out / shipped_folders()[metric], dtype="float16")
         files = {f.name: {"bytes": f.stat().st_size, "sha256": file_sha256(f)} for f in sorted(folder.iterdir())}
         for name, rec in files.items():
             print(f"  {metric:<12} {name:<20} {rec['bytes']:>10,d} B  sha256 {rec['sha256']}", flush=True)
             if rec["bytes"] > MAX_FILE_BYTES:
                 raise RuntimeError(f"{folder / name}: {rec['bytes']} bytes, over the {MAX_FILE_BYTES}-byte limit")
-        entries[metric] = {"folder": SCORER_FOLDERS[metric], "files": files, "train_seconds": seconds.get(metric),
+        entries[metric] = {"folder": shipped_folders()[metric], "files": files, "train_seconds": seconds.get(metric),
                            "heldout": heldout_figures(load_scorer(folder, parent), metric, CARD_POOL_IMAGES)}
     manifest = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "rebuild_command": REBUILD_COMMAND,
@@ -132,7 +110,7 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
                          "n_images": len(corpus.image_ids), "splits": {k: len(v) for k, v in corpus.splits.items()},
                          "fingerprint": corpus.fingerprint},
         "parent": {"name": "teaching-clip", "file_sha256": teaching_weights_sha256(None)},
-        "training_seed": seed, "recipes": "neural.recipes.recipe_for(metric, teaching CLIP, 'auto')",
+        "training_seed": seed, "recipes": "neural.registry.recipe_for(metric, teaching CLIP, 'auto')",
         "storage_dtype": "float16", "heldout_pool": {"function": "corpora.teaching.heldout_pool_set",
                                                      "images": CARD_POOL_IMAGES, "index": 0},
         "hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "platform": platform.platform()},

@@ -19,7 +19,12 @@ scorer; no module imports another's private helpers):
   (PAC-S / RefPAC-S, Sarto et al. 2023; user positives read by :mod:`neural.positives`), :mod:`neural.lclip` (L-CLIPScore), :mod:`neural.bridge`
   (BRIDGE, with :mod:`neural.bridge_templates`), :mod:`neural.specs` (SPECS, with
   :mod:`neural.specificity` and :mod:`neural.text_units`);
-* :mod:`neural.saved` — trained scorers saved (safetensors + ``scorer.json``) and loaded back;
+* :mod:`neural.family` — :class:`~neural.family.ScorerFamily`, the contract of one metric (names,
+  recipes, training, saving and loading, shipped copy); :mod:`neural.families` — the built-in families,
+  one module each; :mod:`neural.registry` — the families the command lines and the main job iterate over
+  (:func:`~neural.registry.register_family` adds one);
+* :mod:`neural.saved` — trained scorers saved (safetensors + ``scorer.json``) and loaded back, with the
+  parts the families share in :mod:`neural.saved_parts`;
 * :mod:`neural.train_scorer` — ``python -m neural.train_scorer``: train one on the teaching set and save it;
 * :mod:`neural.score` — ``python -m neural.score`` command line (any metric; ``--scorer`` for saved ones).
 

@@ -12,7 +12,8 @@ frozen, optimiser, precision, and a cap on the training images.  Two families:
   Each recipe's ``sources`` names, field by field, where a value comes from; a value we could not
   confirm says ``"unconfirmed: …"`` (our choice, stated as such, never a silent invention).
 
-:func:`recipe_for` is the rule: small offline CLIP → small recipe, any other backbone → the paper's.
+:meth:`neural.family.ScorerFamily.recipe` is the rule (through :func:`neural.registry.recipe_for`): small
+offline CLIP → small recipe, any other backbone → the paper's; each family declares its recipes.
 :func:`estimate_cpu_seconds` and :func:`cpu_training_refusal` guard a paper recipe on a CPU: the main job
 measures a few forward/backward steps of the actual architecture and refuses without a go-ahead.
 
@@ -27,16 +28,12 @@ from dataclasses import dataclass, field
 
 from neural.names import is_teaching_model, is_tiny_model
 
-__all__ = ["Recipe", "RECIPES", "TRAINED_SCORERS", "RECIPE_FAMILIES", "get_recipe", "recipe_for",
-           "is_small_backbone", "estimate_cpu_seconds", "cpu_training_message", "measure_seconds_per_sample",
-           "cpu_training_refusal"]
+__all__ = ["Recipe", "RECIPES", "RECIPE_FAMILIES", "get_recipe", "small_kind", "is_small_backbone",
+           "estimate_cpu_seconds", "cpu_training_message", "measure_seconds_per_sample", "cpu_training_refusal"]
 
-#: The scorers whose backbone (or module) is trained here, by their main-job names.
-TRAINED_SCORERS = ("PAC-S", "L-CLIPScore", "BRIDGE", "SPECS")
-#: ``--recipe`` values: ``auto`` (:func:`recipe_for`'s rule), ``small`` or ``paper`` for every scorer.
+#: ``--recipe`` values: ``auto`` (:meth:`neural.family.ScorerFamily.recipe`'s rule), ``small`` or ``paper``
+#: for every scorer.
 RECIPE_FAMILIES = ("auto", "small", "paper")
-#: The recipe-name prefix of each scorer.
-_PREFIX = {"PAC-S": "pacs", "L-CLIPScore": "lclip", "BRIDGE": "bridge", "SPECS": "specs"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +43,7 @@ class Recipe:
     Attributes
     ----------
     name, scorer : str
-        ``"pacs-paper"`` …; the scorer (one of :data:`TRAINED_SCORERS`).
+        ``"pacs-paper"`` …; the scorer (a trained family's name, :mod:`neural.registry`).
     batch_size : int
         Samples per forward pass (the contrastive batch).
     lr, weight_decay : float
@@ -103,8 +100,6 @@ class Recipe:
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        if self.scorer not in TRAINED_SCORERS:
-            raise ValueError(f"recipe {self.name!r}: unknown scorer {self.scorer!r}")
         if self.schedule not in ("constant", "cosine"):
             raise ValueError(f"recipe {self.name!r}: schedule {self.schedule!r} is not 'constant' or 'cosine'")
         if self.precision not in ("fp32", "amp"):
@@ -280,12 +275,13 @@ def is_small_backbone(backbone) -> bool:
     """Whether ``backbone`` (a :class:`~neural.backbone.Backbone`, or a ``--clip-model`` name; ``None``:
     the default tiny CLIP) is one of the small offline CLIPs: the in-run tiny CLIP or the teaching CLIP.
     A backbone object is recognised by its architecture name (``arch``)."""
-    kind = _small_kind(backbone)
+    kind = small_kind(backbone)
     return kind is not None
 
 
-def _small_kind(backbone) -> str | None:
-    """``"tiny"``, ``"teaching"`` or ``None`` (a real backbone)."""
+def small_kind(backbone) -> str | None:
+    """``"tiny"``, ``"teaching"`` or ``None`` (a real backbone) for a Backbone or a ``--clip-model`` name
+    (``None``: the default teaching CLIP)."""
     if backbone is None or isinstance(backbone, str):
         if is_tiny_model(backbone):
             return "tiny"
@@ -298,39 +294,6 @@ def _small_kind(backbone) -> str | None:
     if arch == TINY_ARCH:
         return "tiny"
     return "teaching" if arch == TEACHING_ARCH else None
-
-
-def recipe_for(scorer: str, backbone, family: str = "auto") -> Recipe:
-    """The recipe to train ``scorer`` on ``backbone`` with.
-
-    Parameters
-    ----------
-    scorer : str
-        One of :data:`TRAINED_SCORERS` (a reference-based name such as ``RefPAC-S`` maps to its scorer).
-    backbone : Backbone, str or None
-        The backbone, or its ``--clip-model`` name (``None``: the default, the teaching CLIP).
-    family : ``"auto"`` | ``"small"`` | ``"paper"``
-        ``"auto"``: the small recipe for the small offline CLIPs (:func:`is_small_backbone`), the
-        paper's for every other backbone; ``"small"`` / ``"paper"``: that family whatever the backbone.
-
-    Returns
-    -------
-    Recipe
-        ``specs-teaching`` rather than ``specs-small`` for the teaching CLIP (the main job's SPECS steps
-        for it have always been 40).
-    """
-    base = scorer[3:] if scorer.startswith("Ref") else scorer
-    if base not in _PREFIX:
-        raise ValueError(f"no training recipe for scorer {scorer!r} (trained scorers: {', '.join(TRAINED_SCORERS)})")
-    if family not in RECIPE_FAMILIES:
-        raise ValueError(f"recipe family {family!r}: choose from {', '.join(RECIPE_FAMILIES)}")
-    kind = _small_kind(backbone)
-    small = kind is not None if family == "auto" else family == "small"
-    if not small:
-        return RECIPES[f"{_PREFIX[base]}-paper"]
-    if base == "SPECS" and kind == "teaching":
-        return SPECS_TEACHING
-    return RECIPES[f"{_PREFIX[base]}-small"]
 
 
 # ---------------------------------------------------------------------------- the CPU guard
@@ -374,19 +337,13 @@ def measure_seconds_per_sample(model, image_size: int, context_length: int, *, b
     return best / batch
 
 
-def cpu_training_refusal(scorers, clip_model: str | None, family: str, go_ahead: bool,
-                         seconds_per_sample: Callable[[], float], n_train: int | None,
+def cpu_training_refusal(recipes, go_ahead: bool, seconds_per_sample: Callable[[], float], n_train: int | None,
                          announce: Callable[[str], None] = print) -> str | None:
-    """The main job's up-front guard: with a paper recipe on the CPU, print the estimate of each trained
-    scorer (``announce``) and return the refusal message unless ``go_ahead``; ``None`` when nothing needs
-    refusing (no trained scorer, or only small recipes).  ``seconds_per_sample`` is called once, only
-    when some paper recipe would run."""
-    recipes = []
-    for s in scorers:
-        base = s[3:] if s.startswith("Ref") else s
-        r = recipe_for(base, clip_model, family) if base in TRAINED_SCORERS else None
-        if r is not None and r.name.endswith("-paper") and r not in recipes:
-            recipes.append(r)
+    """The main job's up-front guard: with paper recipes on the CPU (``recipes``: those of the scorers
+    the run trains), print each one's estimate (``announce``) and return the refusal message unless
+    ``go_ahead``; ``None`` when nothing needs refusing (no paper recipe).  ``seconds_per_sample`` is
+    called once, only when some paper recipe would run."""
+    recipes = [r for r in dict.fromkeys(recipes) if r.name.endswith("-paper")]
     if not recipes:
         return None
     per = seconds_per_sample()

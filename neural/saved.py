@@ -9,11 +9,15 @@ A saved scorer is a folder of two files:
     run), a description of the training data, the **parent** backbone's identity (name, architecture,
     structure hash, preprocessing, tokenizer and the SHA-256 of its state dict,
     :func:`~neural.checkpoints.state_dict_sha256`), the SHA-256 and storage type (fp32, or fp16 to halve
-    the file) of the saved tensors and the library versions.
+    the file) of the saved tensors, the library versions, and ``fields_sha256``: the SHA-256 of every
+    entry that decides the scores (:data:`SCORED_FIELDS`).  Reading refuses, naming the file and the
+    field, a setting out of range (``w`` not a finite number in (0, 100], a prompt that is not text) and
+    any scored entry that was edited after saving (its SHA-256 is not the recorded one).
 ``weights.safetensors``
     The tensors (read with :func:`safetensors.torch.load_file`: nothing is ever unpickled).
 
-What the weights hold, and whether loading needs the parent backbone:
+Each scorer family (:mod:`neural.families`, :meth:`neural.family.ScorerFamily.parts` / ``load``) says
+what its weights hold and whether loading needs the parent backbone; the built-in ones:
 
 ============  ==============================================================  ==============
 metric        weights                                                          parent needed
@@ -38,11 +42,11 @@ scores (same device and precision).
 """
 from __future__ import annotations
 
-import copy
+import hashlib
 import json
+import math
 import platform
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -50,59 +54,55 @@ import torch
 from safetensors.torch import load_file
 
 from corpora.jsondata import write_json_atomic
-from neural.backbone import Backbone, backbone_from_model
-from neural.bridge import BRIDGE, BridgeConfig
-from neural.checkpoints import WeightsError, save_safetensors_atomic, state_dict_sha256
-from neural.lclip import LCLIPScore, MultiplexedCLIP
-from neural.pacs import PACScore
-from neural.specs import SPECSScore, stretch_backbone
+from neural.backbone import Backbone
+from neural.checkpoints import save_safetensors_atomic, state_dict_sha256
+from neural.registry import family_for, family_of_scorer, families
+from neural.saved_parts import ScorerFormatError, backbone_record
 
 #: The ``"format"`` entry of every ``scorer.json``.
 FORMAT = "itr-saved-scorer"
-#: Layout version; a file of another version is refused.
-FORMAT_VERSION = 1
+#: Layout version; a file of another version is refused (version 2 records :data:`SCORED_FIELDS`' hashes).
+FORMAT_VERSION = 2
 CONFIG_NAME = "scorer.json"
 WEIGHTS_NAME = "weights.safetensors"
 #: Storage types of a saved scorer's floating-point tensors (``scorer.json`` ``weights.dtype``).
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-#: The metrics that can be saved (the ``"metric"`` entry), and whether loading needs the parent backbone.
-SAVED_METRICS = {"PAC-S": True, "L-CLIPScore": False, "BRIDGE": True, "SPECS": False}
+#: The ``scorer.json`` entries that decide a loaded scorer's scores (the metric, its settings ``w`` /
+#: prompt / name, the architecture, the backbone and parent records, the recipe a loader reads, the
+#: BRIDGE caption bank): each is recorded with its SHA-256 (``fields_sha256``, one per entry and, for an
+#: object, per key), so an edited one is refused by name.  The weights carry their own SHA-256; the
+#: training record, the data description and the versions are descriptive.
+SCORED_FIELDS = ("metric", "needs_parent", "scorer", "architecture", "backbone", "parent", "recipe", "bridge")
+#: The largest scale ``w`` a saved scorer may have (the papers' are 1, 2 and 2.5).
+MAX_W = 100.0
+#: The longest prompt a saved scorer may have (characters).
+MAX_PROMPT_CHARS = 1000
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "CONFIG_NAME", "WEIGHTS_NAME", "SAVED_METRICS", "STORAGE_DTYPES",
-           "ScorerFormatError", "backbone_record", "save_scorer", "load_scorer", "stored_tensor",
-           "rounded_state_sha256", "read_scorer_config", "scorer_identity"]
-
-
-class ScorerFormatError(WeightsError):
-    """A saved scorer cannot be read or does not match (its parent, its recorded hashes); the message
-    names the file."""
-
-
-def _quick_gelu(model: torch.nn.Module) -> bool:
-    return any(type(m).__name__ == "QuickGELU" for m in model.modules())
-
-
-def _structure_record(bb: Backbone) -> dict:
-    """The parts of :func:`backbone_record` that do not depend on the weights."""
-    return {"structure": bb.model_config_id, "preprocess": repr(bb.preprocess),
-            "tokenizer": f"{type(bb.tokenizer).__module__}.{type(bb.tokenizer).__name__}/{int(bb.context_length)}"}
+__all__ = ["FORMAT", "FORMAT_VERSION", "CONFIG_NAME", "WEIGHTS_NAME", "STORAGE_DTYPES", "SCORED_FIELDS", "MAX_W",
+           "MAX_PROMPT_CHARS", "ScorerFormatError", "backbone_record", "save_scorer", "load_scorer",
+           "stored_tensor", "rounded_state_sha256", "read_scorer_config", "scorer_identity", "fields_sha256",
+           "saved_metrics"]
 
 
-def backbone_record(bb: Backbone) -> dict:
-    """The identity of a backbone as a saved scorer records it (its parent's, or its own).
+def saved_metrics() -> dict[str, bool]:
+    """``{metric: loading needs the parent}`` of the families that can be saved (:mod:`neural.registry`)."""
+    return {f.name: f.needs_parent for f in families() if f.savable}
 
-    Returns
-    -------
-    dict
-        ``name``, ``arch``, ``weights_id``, ``state_dict_sha256`` (the full hash of the current weights),
-        ``structure`` (:attr:`~neural.backbone.Backbone.model_config_id`), ``quick_gelu``, ``preprocess``
-        (its ``repr``), ``tokenizer`` (class and context length), ``context_length``, ``precision`` and
-        ``source``.
-    """
-    return {"name": bb.name, "arch": bb.arch, "weights_id": bb.current_weights_id(),
-            "state_dict_sha256": state_dict_sha256(bb.model.state_dict()), **_structure_record(bb),
-            "quick_gelu": _quick_gelu(bb.model), "context_length": int(bb.context_length),
-            "precision": bb.precision, "source": bb.source}
+
+def fields_sha256(config: Mapping) -> dict[str, str]:
+    """The SHA-256 of each of :data:`SCORED_FIELDS` in ``config`` (canonical JSON: sorted keys): one per
+    entry, and one per key of an entry that is an object (``"scorer.prompt"``), so a change is named."""
+    def digest(value) -> str:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    out = {}
+    for field in SCORED_FIELDS:
+        value = config.get(field)
+        out[field] = digest(value)
+        if isinstance(value, Mapping):
+            out.update({f"{field}.{k}": digest(v) for k, v in value.items()})
+    return out
 
 
 def scorer_identity(config: Mapping, folder: str | Path | None = None) -> dict:
@@ -111,6 +111,8 @@ def scorer_identity(config: Mapping, folder: str | Path | None = None) -> dict:
     return {"metric": config.get("metric"), "name": (config.get("scorer") or {}).get("name"),
             "path": None if folder is None else str(folder),
             "format_version": config.get("format_version"),
+            "config_sha256": hashlib.sha256(json.dumps(config.get("fields_sha256"), sort_keys=True)
+                                            .encode("utf-8")).hexdigest(),
             "weights_sha256": (config.get("weights") or {}).get("sha256"),
             "backbone_sha256": (config.get("backbone") or {}).get("state_dict_sha256"),
             "parent": {k: parent.get(k) for k in ("name", "arch", "state_dict_sha256")}}
@@ -122,10 +124,10 @@ def save_scorer(scorer, path: str | Path, *, dtype: str = "float32") -> Path:
 
     Parameters
     ----------
-    scorer : PACScore, LCLIPScore, SPECSScore or BRIDGE
-        As made by :func:`~neural.pacs.finetune_pacs`, :func:`~neural.lclip.train_lclip`,
-        :meth:`~neural.bridge.BRIDGE.fit` or :func:`~neural.specs.train_specs` (their backbones record the
-        parent they were trained from).
+    scorer : object
+        A trained scorer of a registered family that can be saved (:meth:`neural.family.ScorerFamily.parts`:
+        PAC-S, L-CLIPScore, BRIDGE, SPECS as their trainers make them — their backbones record the
+        parent they were trained from — or a family registered since).
     path : path
         The folder.
     dtype : {"float32", "float16"}
@@ -147,32 +149,25 @@ def save_scorer(scorer, path: str | Path, *, dtype: str = "float32") -> Path:
         The scorer's backbone does not record its parent (e.g. PAC-S on a backbone that was never
         fine-tuned here: nothing to save) or BRIDGE was not fitted.
     """
-    if isinstance(scorer, BRIDGE):
-        metric, tensors, parts = "BRIDGE", *_bridge_parts(scorer)
-    elif isinstance(scorer, PACScore):
-        metric, tensors, parts = "PAC-S", *_pacs_parts(scorer)
-    elif isinstance(scorer, LCLIPScore):
-        metric, tensors, parts = "L-CLIPScore", *_lclip_parts(scorer)
-    elif isinstance(scorer, SPECSScore):
-        metric, tensors, parts = "SPECS", *_specs_parts(scorer)
-    else:
-        raise TypeError(f"cannot save a {type(scorer).__name__}: saved scorers are PAC-S, L-CLIPScore, BRIDGE "
-                        "and SPECS (CLIP-S has no trained weights: its backbone is the whole scorer)")
+    family = family_of_scorer(scorer)   # TypeError: not a savable scorer
+    metric = family.name
+    tensors, parts = family.parts(scorer)
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"save_scorer: dtype must be one of {sorted(STORAGE_DTYPES)}, got {dtype!r}")
     tensors = {k: stored_tensor(v, dtype) for k, v in tensors.items()}
-    if dtype != "float32" and metric != "BRIDGE":   # the backbone holds the rounded values once loaded
-        parts["backbone"] = {**parts["backbone"],
-                             "state_dict_sha256": rounded_state_sha256(scorer.backbone.model.state_dict(), tensors)}
+    if dtype != "float32" and family.weights_in_backbone:   # the backbone holds the rounded values once loaded
+        parts["backbone"] = {**parts["backbone"], "state_dict_sha256": rounded_state_sha256(
+            family.backbone_of(scorer).model.state_dict(), tensors)}
     import open_clip  # lazy: seconds to import; already loaded with any backbone
 
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, "metric": metric,
-              "needs_parent": SAVED_METRICS[metric], **parts,
+              "needs_parent": family.needs_parent, **parts,
               "weights": {"file": WEIGHTS_NAME, "sha256": state_dict_sha256(tensors), "dtype": dtype,
                           "n_tensors": len(tensors),
                           "n_values": int(sum(t.numel() for t in tensors.values()))},
               "versions": {"torch": torch.__version__, "open_clip": getattr(open_clip, "__version__", "unknown"),
                            "numpy": np.__version__, "python": platform.python_version()}}
+    config["fields_sha256"] = fields_sha256(json.loads(json.dumps(config)))   # as read back
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     # each file written beside its final name and renamed over it: a killed save leaves whole files
@@ -200,73 +195,6 @@ def rounded_state_sha256(state: Mapping[str, torch.Tensor], stored: Mapping[str,
         if k in merged:
             merged[k] = v.to(merged[k].dtype)
     return state_dict_sha256(merged)
-
-
-def _parent_of(bb: Backbone, metric: str) -> Backbone:
-    parent = getattr(bb, "parent", None)
-    if parent is None:
-        raise ValueError(f"{metric}: the backbone {bb.name!r} records no parent (it was not trained here by "
-                         f"this toolkit's {metric} trainer), so there is no trained scorer to save")
-    return parent
-
-
-def _pacs_parts(scorer: PACScore) -> tuple[dict, dict]:
-    bb = scorer.backbone
-    parent = _parent_of(bb, "PAC-S")
-    psd, sd = parent.model.state_dict(), bb.model.state_dict()
-    if set(psd) != set(sd):
-        raise ValueError("PAC-S: the fine-tuned model's state dict has other entries than its parent's")
-    delta = {k: v for k, v in sd.items()
-             if not (v.dtype == psd[k].dtype and v.shape == psd[k].shape and torch.equal(v, psd[k]))}
-    training = getattr(bb, "training", {}) or {}
-    return delta, {
-        "scorer": {"name": scorer.name, "w": scorer.w, "prompt": scorer.prompt,
-                   "reference_based": scorer.reference_based},
-        "architecture": {"kind": "CLIP fine-tune (delta: the entries that differ from the parent)",
-                         "delta_keys": sorted(delta)},
-        "backbone": backbone_record(bb), "parent": backbone_record(parent),
-        "recipe": training.get("config"), "training_data": training.get("data"),
-        "training": {k: training.get(k) for k in ("best_iteration", "final_train_loss", "history")}}
-
-
-def _lclip_parts(scorer: LCLIPScore) -> tuple[dict, dict]:
-    bb = scorer.backbone
-    teacher = _parent_of(bb, "L-CLIPScore")
-    training = getattr(bb, "training", {}) or {}
-    return dict(bb.model.state_dict()), {
-        "scorer": {"name": scorer.name, "w": scorer.w, "prompt": scorer.prompt},
-        "architecture": {"kind": "L-CLIPScore student (whole model)", "student": dict(bb.model.config)},
-        "backbone": backbone_record(bb), "parent": backbone_record(teacher),
-        "recipe": training.get("config"), "training_data": training.get("data")}
-
-
-def _specs_parts(scorer: SPECSScore) -> tuple[dict, dict]:
-    bb = scorer.backbone
-    parent = _parent_of(bb, "SPECS")
-    training = getattr(bb, "specs_training", {}) or {}
-    return dict(bb.model.state_dict()), {
-        "scorer": {"name": scorer.name, "w": scorer.w, "prompt": scorer.prompt},
-        "architecture": {"kind": "SPECS long-context fine-tune (whole model)", "stretch": dict(bb.stretch)},
-        "backbone": backbone_record(bb), "parent": backbone_record(parent),
-        "recipe": training.get("config"), "training_data": training.get("data"),
-        "training": {"losses": training.get("losses")}}
-
-
-def _bridge_parts(scorer: BRIDGE) -> tuple[dict, dict]:
-    if not hasattr(scorer, "template_source"):
-        raise ValueError("BRIDGE: not fitted (call fit first): there is no trained mapping module to save")
-    sd = dict(scorer.trainable_modules().state_dict())
-    return sd, {
-        "scorer": {"name": scorer.name},
-        "architecture": {"kind": "BRIDGE mapping module psi + L3 head (the CLIP stays frozen)",
-                         "text_width": scorer.text_width, "vision_width": scorer.vision_width,
-                         "embed_dim": scorer.embed_dim},
-        "backbone": backbone_record(scorer.clip), "parent": backbone_record(scorer.clip),
-        "recipe": asdict(scorer.config), "training_data": getattr(scorer, "fit_data", None),
-        "bridge": {"template_source": scorer.template_source, "captions_file": scorer.captions_file,
-                   "bank_texts": list(scorer.bank_texts),
-                   "bank_tags": [None if t is None else list(t) for t in scorer.bank_tags]},
-        "training": {"losses": scorer.log}}
 
 
 # ============================================================================ load
@@ -299,13 +227,61 @@ def read_scorer_config(path: str | Path) -> dict:
     if config.get("format_version") != FORMAT_VERSION:
         raise ScorerFormatError(f"{cfg_path}: format version {config.get('format_version')!r}; this toolkit "
                                 f"reads version {FORMAT_VERSION}")
-    if config.get("metric") not in SAVED_METRICS:
+    if config.get("metric") not in saved_metrics():
         raise ScorerFormatError(f"{cfg_path}: unknown metric {config.get('metric')!r} (expected one of "
-                                f"{sorted(SAVED_METRICS)})")
+                                f"{sorted(saved_metrics())})")
     for key in ("scorer", "architecture", "backbone", "parent", "weights"):
         if not isinstance(config.get(key), dict):
             raise ScorerFormatError(f"{cfg_path}: entry {key!r} missing or not an object")
+    check_scorer_settings(cfg_path, config["scorer"])
+    check_fields_sha256(cfg_path, config)
     return config
+
+
+def check_scorer_settings(cfg_path: Path, settings: Mapping) -> None:
+    """Refuse scorer settings out of range: ``w`` a finite number in (0, :data:`MAX_W`], ``prompt`` text
+    (or ``null``) of at most :data:`MAX_PROMPT_CHARS` characters, ``name`` text, ``reference_based`` a
+    boolean.
+
+    Raises
+    ------
+    ScorerFormatError
+        Naming the file and the field (``scorer.w`` …).
+    """
+    w = settings.get("w", 1.0)
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or not 0 < w <= MAX_W:
+        raise ScorerFormatError(f"{cfg_path}: field 'scorer.w' must be a finite number in (0, {MAX_W:g}], "
+                                f"got {w!r}")
+    prompt = settings.get("prompt")
+    if prompt is not None and (not isinstance(prompt, str) or len(prompt) > MAX_PROMPT_CHARS):
+        raise ScorerFormatError(f"{cfg_path}: field 'scorer.prompt' must be text of at most {MAX_PROMPT_CHARS} "
+                                "characters (or null)")
+    if not isinstance(settings.get("name", ""), str):
+        raise ScorerFormatError(f"{cfg_path}: field 'scorer.name' must be text")
+    if not isinstance(settings.get("reference_based", False), bool):
+        raise ScorerFormatError(f"{cfg_path}: field 'scorer.reference_based' must be true or false")
+
+
+def check_fields_sha256(cfg_path: Path, config: Mapping) -> None:
+    """Refuse a ``scorer.json`` whose :data:`SCORED_FIELDS` do not have the SHA-256 recorded when it was
+    saved (``fields_sha256``): an edited setting would change the scores while the reported hashes stay.
+
+    Raises
+    ------
+    ScorerFormatError
+        Naming the file and the changed fields.
+    """
+    recorded = config.get("fields_sha256")
+    if not isinstance(recorded, dict):
+        raise ScorerFormatError(f"{cfg_path}: field 'fields_sha256' missing or not an object")
+    actual = fields_sha256(config)
+    changed = sorted(k for k in set(recorded) | set(actual) if recorded.get(k) != actual.get(k))
+    if changed:
+        # an entry's own name when only its keys are listed for it
+        named = [k for k in changed if "." in k or not any(c.startswith(k + ".") for c in changed)]
+        raise ScorerFormatError(f"{cfg_path}: field {', '.join(repr(k) for k in named)} does not have the SHA-256 "
+                                "recorded when the scorer was saved (edited after saving); train and save the "
+                                "scorer again instead of editing it")
 
 
 def _read_weights(cfg_path: Path, config: dict) -> dict[str, torch.Tensor]:
@@ -333,31 +309,6 @@ def _check_parent(cfg_path: Path, config: dict, parent: Backbone) -> None:
             f"{cfg_path}: the backbone given ({parent.name}, state dict {got[:16]}) is not the parent this "
             f"{config['metric']} scorer was trained from ({config['parent'].get('name')}, state dict "
             f"{str(want)[:16]}): pass that backbone")
-
-
-def _rebuilt_parent(cfg_path: Path, config: dict, device) -> Backbone:
-    """The parent's architecture, untrained, rebuilt from its record (structure, preprocessing and
-    tokenizer checked against the record)."""
-    from neural.architectures import create_architecture
-
-    rec = config["parent"]
-    try:
-        with torch.random.fork_rng(devices=[]):
-            net, pre, tok = create_architecture(str(rec.get("arch")), quick_gelu=bool(rec.get("quick_gelu")))
-    except (ValueError, KeyError, WeightsError) as exc:
-        raise ScorerFormatError(f"{cfg_path}: cannot rebuild the parent architecture {rec.get('arch')!r} "
-                                f"({exc}); pass the parent backbone") from exc
-    bb = backbone_from_model(net, pre, tok, name=str(rec.get("name")), arch=str(rec.get("arch")),
-                             source="rebuilt (untrained) from a saved scorer's record", device=device,
-                             precision="fp32", show_progress=False)
-    got = _structure_record(bb)
-    want = {k: rec.get(k) for k in got}
-    if got != want:
-        diff = sorted(k for k in got if got[k] != want[k])
-        raise ScorerFormatError(f"{cfg_path}: the parent {rec.get('name')!r} cannot be rebuilt from its "
-                                f"architecture name alone ({', '.join(diff)} differ); pass the parent backbone "
-                                "(--clip-model / --clip-pretrained on the command line)")
-    return bb
 
 
 def load_scorer(path: str | Path, backbone: Backbone | None = None, *, device: str = "auto"):
@@ -392,101 +343,22 @@ def load_scorer(path: str | Path, backbone: Backbone | None = None, *, device: s
     metric = config["metric"]
     if backbone is not None:
         _check_parent(cfg_path, config, backbone)
-    elif config.get("needs_parent", SAVED_METRICS[metric]):
+    elif family_for(metric).needs_parent:
         rec = config["parent"]
         raise ScorerFormatError(f"{cfg_path}: this {metric} scorer needs the backbone it was trained from "
                                 f"({rec.get('name')}, {rec.get('arch')}, state dict "
                                 f"{str(rec.get('state_dict_sha256'))[:16]}): pass it (--clip-model / "
                                 "--clip-pretrained on the command line)")
-    build = {"PAC-S": _load_pacs, "L-CLIPScore": _load_lclip, "BRIDGE": _load_bridge, "SPECS": _load_specs}[metric]
+    family = family_for(metric)
     try:
-        scorer = build(cfg_path, config, tensors, backbone, device)
+        scorer = family.load(cfg_path, config, tensors, backbone, device)
     except ScorerFormatError:
         raise
     except (RuntimeError, KeyError, TypeError, ValueError) as exc:   # entries that do not fit the architecture
         raise ScorerFormatError(f"{cfg_path}: the weights do not fit the recorded architecture ({exc})") from exc
-    scorer_bb = scorer.clip if metric == "BRIDGE" else scorer.backbone
+    scorer_bb = family.backbone_of(scorer)
     if state_dict_sha256(scorer_bb.model.state_dict()) != config["backbone"].get("state_dict_sha256"):
         raise ScorerFormatError(f"{cfg_path}: the loaded {metric} backbone does not have the recorded "
                                 "state-dict SHA-256")
     scorer_bb.saved = scorer_identity(config, cfg_path.parent)  # type: ignore[attr-defined]
     return scorer
-
-
-def _finish(model: torch.nn.Module, tensors: dict, cfg_path: Path, strict: bool = True) -> None:
-    own = model.state_dict()
-    unknown = sorted(set(tensors) - set(own))
-    if unknown:
-        raise ScorerFormatError(f"{cfg_path}: weights entries {unknown[:5]} are not in the architecture")
-    bad = sorted(k for k in tensors if tensors[k].shape != own[k].shape)
-    if bad:
-        raise ScorerFormatError(f"{cfg_path}: weights entries {bad[:5]} have other shapes than the architecture's")
-    with torch.no_grad():
-        for k, v in tensors.items():
-            own[k].copy_(v.to(own[k].dtype))
-    if strict and set(own) - set(tensors):
-        raise ScorerFormatError(f"{cfg_path}: weights lack entries {sorted(set(own) - set(tensors))[:5]}")
-
-
-def _wrap(model, like: Backbone, config: dict, arch: str, precision: str | None = None) -> Backbone:
-    rec = config["backbone"]
-    return backbone_from_model(model, like.preprocess, like.tokenizer, name=str(rec.get("name")), arch=arch,
-                               source=str(rec.get("source")), device=like.device,
-                               precision=precision or str(rec.get("precision", "fp32")),
-                               show_progress=like.show_progress)
-
-
-def _load_pacs(cfg_path, config, tensors, parent: Backbone, device) -> PACScore:
-    model = copy.deepcopy(parent.model)
-    _finish(model, tensors, cfg_path, strict=False)
-    bb = _wrap(model, parent, config, parent.arch)
-    bb.parent = parent  # type: ignore[attr-defined]
-    bb.training = {"config": config.get("recipe"), "data": config.get("training_data"),  # type: ignore[attr-defined]
-                   **(config.get("training") or {})}
-    s = config["scorer"]
-    return PACScore(bb, w=float(s["w"]), prompt=s.get("prompt"), reference_based=bool(s.get("reference_based")))
-
-
-def _load_lclip(cfg_path, config, tensors, parent: Backbone | None, device) -> LCLIPScore:
-    teacher = parent if parent is not None else _rebuilt_parent(cfg_path, config, device)
-    st = config["architecture"]["student"]
-    with torch.random.fork_rng(devices=[]):
-        student = MultiplexedCLIP(copy.deepcopy(teacher.model).float().cpu(), int(st["vision_shared"]),
-                                  int(st["vision_repeats"]), int(st["text_shared"]), int(st["text_repeats"]),
-                                  int(st["embed_rank"]))
-    _finish(student, tensors, cfg_path)
-    student.eval()
-    bb = _wrap(student, teacher, config, "lclip-multiplexed", precision="fp32")
-    bb.parent = teacher  # type: ignore[attr-defined]
-    bb.training = {"config": config.get("recipe"), "data": config.get("training_data")}  # type: ignore[attr-defined]
-    s = config["scorer"]
-    return LCLIPScore(bb, w=float(s["w"]), prompt=s.get("prompt"), name=str(s.get("name", "L-CLIPScore")))
-
-
-def _load_specs(cfg_path, config, tensors, parent: Backbone | None, device) -> SPECSScore:
-    base = parent if parent is not None else _rebuilt_parent(cfg_path, config, device)
-    st = config["architecture"]["stretch"]
-    long_bb = stretch_backbone(base, int(st["to"]), int(st["keep"]), precision="fp32")
-    model = long_bb.model
-    _finish(model, tensors, cfg_path)
-    model.eval()
-    bb = _wrap(model, long_bb, config, base.arch)
-    bb.parent = base  # type: ignore[attr-defined]
-    bb.stretch = dict(st)  # type: ignore[attr-defined]
-    bb.specs_training = {"config": config.get("recipe"), "data": config.get("training_data"),  # type: ignore[attr-defined]
-                         "losses": (config.get("training") or {}).get("losses")}
-    s = config["scorer"]
-    return SPECSScore(bb, w=float(s["w"]), prompt=s.get("prompt"), name=str(s.get("name", "SPECS")))
-
-
-def _load_bridge(cfg_path, config, tensors, parent: Backbone, device) -> BRIDGE:
-    recipe = dict(config.get("recipe") or {})
-    with torch.random.fork_rng(devices=[]):
-        br = BRIDGE(parent, BridgeConfig(**recipe), name=str(config["scorer"].get("name", "BRIDGE")))
-    _finish(br.trainable_modules(), tensors, cfg_path)   # names and shapes checked, as the others
-    extra = config.get("bridge") or {}
-    br.restore(br.trainable_modules().state_dict(), template_source=extra.get("template_source"),
-               captions_file=extra.get("captions_file"), bank_texts=extra.get("bank_texts") or [],
-               bank_tags=extra.get("bank_tags") or [], log=(config.get("training") or {}).get("losses"),
-               fit_data=config.get("training_data"))
-    return br

@@ -1,5 +1,6 @@
 """``python -m neural.score`` — a clipscore-like command line for every CLIP-family metric: CLIP-S, PAC-S,
-L-CLIPScore, BRIDGE and SPECS, and the reference-based RefCLIP-S, RefPAC-S and RefL-CLIPScore.
+L-CLIPScore, BRIDGE and SPECS, the reference-based RefCLIP-S, RefPAC-S and RefL-CLIPScore, and any family
+registered in :mod:`neural.registry`.
 
 Examples
 --------
@@ -40,29 +41,18 @@ from pathlib import Path
 
 import numpy as np
 
-#: ``--metric`` name -> (score family, reference-based).  BRIDGE (Sarto et al. 2024) and SPECS (Chen et al.)
-#: are reference-free metrics: their papers define no reference-based variant.
-METRIC_TABLE = {"clip-s": ("CLIP-S", False), "refclip-s": ("CLIP-S", True), "pac-s": ("PAC-S", False),
-                "refpac-s": ("PAC-S", True), "l-clipscore": ("L-CLIPScore", False),
-                "refl-clipscore": ("L-CLIPScore", True), "bridge": ("BRIDGE", False), "specs": ("SPECS", False)}
-METRICS = tuple(METRIC_TABLE)
-METRICS_HELP = """metrics (--metric):
-  clip-s          CLIP-S = 2.5 max(cos(c, v), 0)  (Hessel et al. 2021, Eq. 1)
-  refclip-s       RefCLIP-S = H(CLIP-S, max_r cos(c, r))  (Eq. 2; reference term unscaled, unclipped)
-  pac-s           PAC-S = 2.0 max(cos(c, v), 0) on a PAC-S fine-tuned CLIP  (Sarto et al. 2023, Eq. 1)
-  refpac-s        RefPAC-S = H(PAC-S, max_r cos(c, r))  (Eq. 4)
-  l-clipscore     L-CLIPScore = 2.5 max(cos(c, v), 0) on a distilled student  (Li et al., Eq. 3)
-  refl-clipscore  RefL-CLIPScore = H(L-CLIPScore, max(max_r cos(c, r), 0))  (Eq. 4)
-  bridge          BRIDGE = (CLIP-S + 2.5 max(cos(t*, c), 0)) / 2  (Sarto et al. 2024, Eq. 4);
-                  reference-free only: the paper defines no reference-based variant
-  specs           SPECS = (cos(c, v) + 1) / 2 on a SPECS fine-tuned long-context CLIP  (Chen et al., Eq. 5);
-                  reference-free only: the paper defines no reference-based variant
+from neural.registry import families, metric_entry, metric_names, metrics_help
+
+def metrics_epilog() -> str:
+    """The ``--metric`` list of ``--help``: every registered family's names and formulas
+    (:func:`neural.registry.metrics_help`)."""
+    return ("metrics (--metric):\n" + metrics_help() + """
 H is the harmonic mean 2ab / (a + b).  A reference-based metric also reports its reference-free score.
-PAC-S, L-CLIPScore, BRIDGE and SPECS are trained: --scorer DIR loads a saved one (python -m
-neural.train_scorer); without it --clip-model teaching uses the shipped ones (--train-scorers trains them
-here on the teaching set) and --clip-model tiny trains them here on the teaching set."""
-#: The prompt of CLIP-S and PAC-S (:data:`neural.base.PROMPT`; not imported: it would import torch).
-PROMPT = "A photo depicts"
+""" + ", ".join(f.name for f in families(trained=True)) + """ are trained: --scorer DIR loads a saved one
+(python -m neural.train_scorer); without it --clip-model teaching uses the shipped ones (--train-scorers
+trains them here on the teaching set) and --clip-model tiny trains them here on the teaching set.""")
+
+
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
@@ -105,13 +95,13 @@ class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDes
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m neural.score", description=__doc__.split("\n\n")[0],
-                                 formatter_class=_DefaultsFormatter, epilog=METRICS_HELP)
+                                 formatter_class=_DefaultsFormatter, epilog=metrics_epilog())
     ap.add_argument("--candidates", required=True, type=Path, help="JSON {image_id: candidate caption}")
     ap.add_argument("--images", required=True, type=Path, help="folder with the images (file name = image id)")
     ap.add_argument("--references", type=Path, default=None,
                     help="JSON {image_id: [reference captions]} (needed for refclip-s / refpac-s / "
                          "refl-clipscore)")
-    ap.add_argument("--metric", choices=METRICS, default=None,
+    ap.add_argument("--metric", choices=metric_names(), default=None,
                     help="score to compute (see the list below). Default: clip-s, or with --scorer the saved "
                          "scorer's (refpac-s for a saved RefPAC-S; with --references the Ref variant is also "
                          "reported)")
@@ -215,7 +205,7 @@ def _read_inputs(args) -> tuple[dict, dict | None, list]:
     references alike)."""
     cands = _read_json(args.candidates, "caption", "--candidates")
     refs = _read_json(args.references, "reference list", "--references") if args.references else None
-    if args.metric.startswith("ref") and refs is None:
+    if metric_entry(args.metric)[1] and refs is None:
         raise SystemExit(f"error: --metric {args.metric} needs --references refs.json")
     if not args.images.is_dir():
         raise SystemExit(f"error: --images {args.images} is not a folder")
@@ -339,13 +329,12 @@ def _resolve_metric(args) -> dict | None:
         config = read_scorer_config(args.scorer)
     except ScorerFormatError as exc:
         raise SystemExit(f"error: --scorer {exc}") from None
-    family = config["metric"]
-    ref = bool(config["scorer"].get("reference_based"))
-    default = next(m for m, (f, r) in METRIC_TABLE.items() if f == family and r == ref)
-    metric = args.metric or default
-    if METRIC_TABLE[metric][0] != family:
-        raise SystemExit(f"error: --metric {metric} does not fit --scorer {args.scorer}, a saved {family} scorer "
-                         f"(use {' or '.join(m for m, (f, _) in METRIC_TABLE.items() if f == family)})")
+    family = metric_entry(config["metric"])[0]
+    ref = bool(config["scorer"].get("reference_based")) and family.reference_metric
+    metric = args.metric or (family.reference_metric if ref else family.metric)
+    if metric_entry(metric)[0] is not family:
+        raise SystemExit(f"error: --metric {metric} does not fit --scorer {args.scorer}, a saved {family.name} "
+                         f"scorer (use {' or '.join(family.metrics())})")
     args.metric = metric
     return config
 
@@ -379,62 +368,47 @@ def _shipped(family: str, bb):
 
 
 def _scorer(args, bb, teaching, cache, notes: list):
-    """The scorer of ``--metric`` on the backbone options' backbone: CLIP-S; PAC-S, L-CLIPScore, BRIDGE
-    and SPECS on the shipped teaching CLIP: the shipped ones (:mod:`neural.shipped_scorers`; with
-    ``--train-scorers`` trained here on the teaching set), on the tiny CLIP: trained on the teaching set
-    (PAC-S: fine-tuned on its positives); elsewhere PAC-S is the formula on the backbone and the other
-    three need a saved scorer."""
+    """The scorer of ``--metric`` on the backbone options' backbone (:mod:`neural.registry`): a family that
+    is not trained (CLIP-S) scores with the backbone; a trained one on the shipped teaching CLIP is the
+    shipped scorer (:mod:`neural.shipped_scorers`; with ``--train-scorers`` trained here on the teaching
+    set), on the tiny CLIP trained on the teaching set; elsewhere its formula on the backbone where it has
+    one (PAC-S, with a note), else a saved scorer is needed."""
     from neural.shipped_scorers import is_shipped_teaching_clip   # lazy: imports torch
 
-    family = METRIC_TABLE[args.metric][0]
-    prompt = PROMPT if args.prompt is None else (args.prompt or None)
+    family = metric_entry(args.metric)[0]
+    if not family.trained:
+        return family.untrained(bb, prompt=args.prompt)
     shipped = teaching is not None and not args.train_scorers and is_shipped_teaching_clip(bb)
-    if family in ("L-CLIPScore", "BRIDGE", "SPECS"):
-        if teaching is None:
-            raise SystemExit(f"error: --metric {args.metric} is a trained metric: pass a saved scorer (--scorer DIR, "
-                             "made by python -m neural.train_scorer) or --clip-model teaching (the shipped "
-                             "scorers) / tiny (trained here on the teaching set)")
-        if shipped:
-            return _shipped(family, bb)
+    if shipped and family.shipped_folder:
+        return family.with_prompt(_shipped(family.name, bb), args.prompt)
+    if teaching is not None:
         from neural.train_scorer import train_scorer   # lazy: imports torch
 
-        print(f"training {family} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
-        return train_scorer(family, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
-    if family == "PAC-S":
-        from neural.pacs import PACScore, finetune_pacs, teaching_tuples
-
-        if shipped:
-            bb = _shipped(family, bb).backbone
-        elif teaching is not None:
-            print(f"PAC-S fine-tuning of {bb.name} on teaching-set positives (cached) …", file=sys.stderr)
-            bb = finetune_pacs(bb, teaching_tuples(teaching, "train", seed=args.seed),
-                               teaching_tuples(teaching, "dev", seed=args.seed), cache=cache,
-                               show_progress=not args.quiet)
-        elif args.clip_pretrained is None or not Path(args.clip_pretrained).is_file():
-            notes.append("PAC-S formula (w = 2.0) on a backbone that was not PAC-S fine-tuned: pass the "
-                         "PAC-S checkpoint with --clip-pretrained for the published metric")
-        return PACScore(bb, prompt=prompt)
-    from neural.clipscore import CLIPScore
-
-    return CLIPScore(bb, prompt=prompt)
+        print(f"training {family.name} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
+        scorer = train_scorer(family.name, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
+        return family.with_prompt(scorer, args.prompt)
+    scorer = family.untrained(bb, prompt=args.prompt)
+    if scorer is None:
+        raise SystemExit(f"error: --metric {args.metric} is a trained metric: pass a saved scorer (--scorer DIR, "
+                         "made by python -m neural.train_scorer) or --clip-model teaching (the shipped "
+                         "scorers) / tiny (trained here on the teaching set)")
+    note = getattr(family, "untrained_note", None)
+    if note and (args.clip_pretrained is None or not Path(args.clip_pretrained).is_file()):
+        notes.append(note)
+    return scorer
 
 
 def _scores(args, scorer, images, cands: list, refs: list | None, notes: list) -> dict:
     """Per-instance scores ``{score name: (n,) array}``: the reference-free score and, with references, the
-    reference-based one (RefCLIP-S, RefPAC-S: Eq. 2 / Eq. 4 via ``compute``; RefL-CLIPScore: Li et al.,
-    Eq. 4).  BRIDGE and SPECS have none: references are then ignored, with a note."""
-    family = METRIC_TABLE[args.metric][0]
-    if hasattr(scorer, "compute"):   # CLIP-S / PAC-S: one pass gives both
-        out = scorer.compute(images, cands, refs)
-        keys = [scorer.base_name] + (["Ref" + scorer.base_name] if refs is not None else [])
-        return {k: out[k] for k in keys}
-    out = {family: scorer.score(images, cands)}
-    if refs is not None and family == "L-CLIPScore":
-        out["Ref" + family] = scorer.score(images, cands, refs)
-    elif refs is not None:
-        notes.append(f"{family} is reference-free (its paper defines no reference-based variant): "
+    reference-based one (:meth:`neural.family.ScorerFamily.scores`: RefCLIP-S, RefPAC-S: Eq. 2 / Eq. 4;
+    RefL-CLIPScore: Li et al., Eq. 4).  A family without one (BRIDGE, SPECS) ignores the references, with a
+    note."""
+    family = metric_entry(args.metric)[0]
+    if refs is not None and not family.reference_name:
+        notes.append(f"{family.name} is reference-free (its paper defines no reference-based variant): "
                      "--references were not used")
-    return out
+        refs = None
+    return family.scores(scorer, images, cands, refs)
 
 
 def _identity(scorer, bb) -> dict:
@@ -507,12 +481,12 @@ def main(argv=None) -> int:
     else:
         bb, teaching = _backbone(args, cache)
         scorer = _scorer(args, bb, teaching, cache, notes)
-    bb = getattr(scorer, "clip", None) or scorer.backbone   # BRIDGE's frozen CLIP; else the scorer's own
+    family, ref_based = metric_entry(args.metric)
+    bb = family.backbone_of(scorer)   # BRIDGE's frozen CLIP; else the scorer's own
     cand_texts, ref_lists = [cands[i] for i in ids], ([refs[i] for i in ids] if refs else None)
     out = _scores(args, scorer, images, cand_texts, ref_lists, notes)
-    family, ref_based = METRIC_TABLE[args.metric]
-    key = ("Ref" if ref_based else "") + family
-    prompt = getattr(scorer, "prompt", PROMPT) if family != "BRIDGE" else PROMPT
+    key = family.reference_name if ref_based else family.name
+    prompt = family.text_prompt(scorer)
     result = {"metric": args.metric, "score": key, "mean": float(np.mean(out[key])), "n": len(ids),
               "averages": {k: float(np.mean(v)) for k, v in out.items()}, "scorer": _identity(scorer, bb),
               "backbone": bb.provenance(), "notes": notes,

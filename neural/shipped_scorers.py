@@ -35,6 +35,7 @@ from neural.backbone import Backbone
 from neural.base import affinity_for_pool
 from neural.checkpoints import MissingWeightsError, file_sha256
 from neural.names import SHIPPED_SCORERS_DIR, TEACHING_WEIGHTS_FILE
+from neural.registry import family_for, shipped_folders
 from neural.saved import CONFIG_NAME, WEIGHTS_NAME, ScorerFormatError, load_scorer
 from neural.specs import specificity_on_corpus
 from neural.teaching_clip import GeneratorVersionWarning
@@ -44,8 +45,6 @@ SCORERS_DIR = SHIPPED_SCORERS_DIR
 MANIFEST_NAME = "manifest.json"
 #: ``"format"`` of the manifest, and its layout version.
 MANIFEST_FORMAT, MANIFEST_VERSION = "itr-shipped-scorers", 1
-#: One sub-folder per metric.
-SCORER_FOLDERS = {"PAC-S": "pacs", "L-CLIPScore": "lclip", "BRIDGE": "bridge", "SPECS": "specs"}
 #: The command that rebuilds :data:`SCORERS_DIR` (about a minute on 2 CPU cores).
 REBUILD_COMMAND = "python -m experiments.train_shipped_scorers --out neural/weights/scorers"
 #: Largest shipped file, as for the teaching CLIP (bytes).
@@ -53,7 +52,7 @@ MAX_FILE_BYTES = 10_000_000
 #: Images of the held-out card pool (:func:`corpora.teaching.heldout_pool_set`, index 0).
 CARD_POOL_IMAGES = 60
 
-__all__ = ["SCORERS_DIR", "MANIFEST_NAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", "SCORER_FOLDERS",
+__all__ = ["SCORERS_DIR", "MANIFEST_NAME", "MANIFEST_FORMAT", "MANIFEST_VERSION", 
            "REBUILD_COMMAND", "MAX_FILE_BYTES", "CARD_POOL_IMAGES", "ShippedScorerError", "read_manifest",
            "verified_folder", "load_shipped_scorer", "is_shipped_teaching_clip", "heldout_figures"]
 
@@ -91,8 +90,8 @@ def read_manifest(root: str | Path | None = None) -> dict:
             or manifest.get("version") != MANIFEST_VERSION:
         raise _problem(path, f"not a version-{MANIFEST_VERSION} {MANIFEST_FORMAT} manifest")
     scorers = manifest.get("scorers")
-    if not isinstance(scorers, dict) or any(not isinstance(scorers.get(m), dict) for m in SCORER_FOLDERS):
-        raise _problem(path, f"needs an entry for each of {', '.join(SCORER_FOLDERS)}")
+    if not isinstance(scorers, dict) or any(not isinstance(scorers.get(m), dict) for m in shipped_folders()):
+        raise _problem(path, f"needs an entry for each of {', '.join(shipped_folders())}")
     return manifest
 
 
@@ -105,12 +104,13 @@ def verified_folder(metric: str, root: str | Path | None = None, manifest: Mappi
     ShippedScorerError
         A file is missing, has another size or another SHA-256 (the message names it).
     """
-    if metric not in SCORER_FOLDERS:
-        raise ValueError(f"no shipped scorer for {metric!r} (shipped: {', '.join(SCORER_FOLDERS)})")
+    folders = shipped_folders()
+    if metric not in folders:
+        raise ValueError(f"no shipped scorer for {metric!r} (shipped: {', '.join(folders)})")
     root = Path(root or SCORERS_DIR)
     manifest = manifest if manifest is not None else read_manifest(root)
     entry = manifest["scorers"][metric]
-    folder = root / str(entry.get("folder", SCORER_FOLDERS[metric]))
+    folder = root / str(entry.get("folder", folders[metric]))
     files = entry.get("files") or {}
     if set(files) != {CONFIG_NAME, WEIGHTS_NAME}:
         raise _problem(root / MANIFEST_NAME, f"the {metric} entry must list {CONFIG_NAME} and {WEIGHTS_NAME}")
@@ -156,7 +156,7 @@ def load_shipped_scorer(metric: str, backbone: Backbone, root: str | Path | None
         scorer = load_scorer(folder, backbone)
     except ScorerFormatError as exc:   # its message names the file already
         raise ShippedScorerError(f"{exc}; {ADVICE}") from exc
-    bb = scorer.clip if metric == "BRIDGE" else scorer.backbone
+    bb = family_for(metric).backbone_of(scorer)
     entry = manifest["scorers"][metric]
     bb.shipped = {"metric": metric, "folder": str(folder),  # type: ignore[attr-defined]
                   "training_set": manifest.get("training_set"), "heldout": entry.get("heldout"),
@@ -186,7 +186,7 @@ def heldout_figures(scorer, metric: str, n_images: int = CARD_POOL_IMAGES) -> di
     out: dict = {"pool_images": int(n_images),
                  "annotation": rank_metrics(gold_ranks(S, pool.gold_caption)),
                  "search": rank_metrics(gold_ranks(S.T, pool.gold_image))}
-    if metric == "SPECS":
+    if family_for(metric).card_specificity:
         sr = specificity_on_corpus({metric: scorer}, corpus, "test", max_images=n_images, seed=0)[metric]
         out.update(SR_pos=100.0 * float(sr["SR_pos"]), SR_neg=100.0 * float(sr["SR_neg"]))
     return out

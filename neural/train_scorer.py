@@ -1,5 +1,5 @@
-"""``python -m neural.train_scorer`` — train a PAC-S, L-CLIPScore, BRIDGE or SPECS scorer on the built-in
-teaching set and save it (:func:`neural.saved.save_scorer`) for ``python -m neural.score --scorer``.
+"""``python -m neural.train_scorer`` — train a PAC-S, L-CLIPScore, BRIDGE or SPECS scorer (or any trained
+family registered in :mod:`neural.registry`) on the built-in teaching set and save it (:func:`neural.saved.save_scorer`) for ``python -m neural.score --scorer``.
 
 Examples
 --------
@@ -14,7 +14,7 @@ backbone options again when scoring)::
     python -m neural.train_scorer --metric bridge --clip-model ViT-B-32 --clip-pretrained openai --out scorers/bridge
 
 Each scorer is trained with the recipe the main job would use on that backbone
-(:func:`neural.recipes.recipe_for`: the small-model recipes on the teaching / tiny CLIP, each paper's on
+(:meth:`neural.family.ScorerFamily.recipe`: the small-model recipes on the teaching / tiny CLIP, each paper's on
 any other backbone) and the main job's training data (the teaching set's training split; PAC-S: its generated positives,
 up to 700 training and 150 validation images); the trained weights are cached as in the main job.
 """
@@ -24,13 +24,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from corpora.base import GeneratedCorpus
-from neural.recipes import recipe_for
+from neural.family import TrainSettings
+from neural.registry import families, family_for, trained_family
 
-#: Command-line metric names -> the scorer trained (the reference-based variants are the same weights).
-TRAINABLE = {"pac-s": "PAC-S", "l-clipscore": "L-CLIPScore", "bridge": "BRIDGE", "specs": "SPECS"}
+__all__ = ["trainable_metrics", "train_scorer", "build_parser", "main", "run"]
 
-__all__ = ["TRAINABLE", "train_scorer", "build_parser", "main", "run"]
+
+def trainable_metrics() -> dict[str, str]:
+    """``{--metric name: family name}`` of the registered families that are trained and can be saved (the
+    reference-based variants are the same weights)."""
+    return {f.metric: f.name for f in families(trained=True) if f.savable}
 
 
 def train_scorer(metric: str, backbone, corpus, *, seed: int = 0, cache=None, show_progress: bool = True):
@@ -39,7 +42,7 @@ def train_scorer(metric: str, backbone, corpus, *, seed: int = 0, cache=None, sh
     Parameters
     ----------
     metric : str
-        A key or value of :data:`TRAINABLE` (``"pac-s"`` / ``"PAC-S"`` …).
+        A trained family's ``--metric`` or main-job name (``"pac-s"`` / ``"PAC-S"`` …, :mod:`neural.registry`).
     backbone : Backbone
         The parent CLIP (fine-tuned copies for PAC-S / SPECS, the teacher of L-CLIPScore, BRIDGE's frozen
         CLIP).
@@ -53,41 +56,18 @@ def train_scorer(metric: str, backbone, corpus, *, seed: int = 0, cache=None, sh
 
     Returns
     -------
-    PACScore, LCLIPScore, BRIDGE or SPECSScore
+    object
+        The family's trained scorer (:meth:`neural.family.ScorerFamily.train`; PACScore, LCLIPScore, BRIDGE
+        or SPECSScore for the built-in ones).
     """
-    # the trainers are imported lazily: each imports torch and open_clip (seconds), which --help must not
-    name = TRAINABLE.get(metric, metric)
-    if name == "PAC-S":
-        from neural.pacs import PACScore, finetune_pacs, teaching_tuples
-
-        if not isinstance(corpus, GeneratedCorpus):
-            raise ValueError(f"PAC-S positives need a generated corpus; {corpus.name!r} has no generator")
-        train = teaching_tuples(corpus, "train", seed=seed, max_images=700)
-        val = teaching_tuples(corpus, "dev", seed=seed, max_images=150)
-        return PACScore(finetune_pacs(backbone, train, val, recipe_for("PAC-S", backbone), cache=cache,
-                                      show_progress=show_progress))
-    if name == "L-CLIPScore":
-        from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus
-
-        cfg = LCLIPConfig.from_recipe(recipe_for("L-CLIPScore", backbone), seed=seed)
-        return LCLIPScore(train_lclip_on_corpus(backbone, corpus, "train", cfg, cache=cache,
-                                                show_progress=show_progress))
-    if name == "BRIDGE":
-        from neural.bridge import BRIDGE, BridgeConfig
-
-        cfg = BridgeConfig.from_recipe(recipe_for("BRIDGE", backbone), seed=seed)
-        return BRIDGE(backbone, cfg).fit(corpus, "train", cache=cache, show_progress=show_progress)
-    if name == "SPECS":
-        from neural.specs import SPECSConfig, SPECSScore, train_specs
-
-        cfg = SPECSConfig.from_recipe(recipe_for("SPECS", backbone), seed=seed)
-        return SPECSScore(train_specs(backbone, corpus, "train", cfg, cache=cache, show_progress=show_progress))
-    raise ValueError(f"metric {metric!r}: trainable scorers are {sorted(TRAINABLE)}")
+    family = trained_family(metric)   # ValueError: unknown or not trained
+    settings = TrainSettings(seed=seed, cache=cache, show_progress=show_progress)
+    return family.train(backbone, corpus, family.recipe(backbone), settings)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m neural.train_scorer", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--metric", required=True, choices=sorted(TRAINABLE),
+    ap.add_argument("--metric", required=True, choices=list(trainable_metrics()),
                     help="the scorer to train (RefPAC-S / RefL-CLIPScore use the same weights as PAC-S / "
                          "L-CLIPScore: pass --references when scoring)")
     ap.add_argument("--out", required=True, type=Path,
@@ -137,10 +117,10 @@ def main(argv=None) -> int:
                           device=args.device, show_progress=not args.quiet)
     except (WeightsError, ValueError, RuntimeError) as exc:
         raise SystemExit(f"error: {exc}") from None
-    print(f"training {TRAINABLE[args.metric]} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
+    print(f"training {family_for(args.metric).name} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
     scorer = train_scorer(args.metric, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
     folder = save_scorer(scorer, args.out)
-    print(f"saved {TRAINABLE[args.metric]} to {folder} (parent {bb.name}, weights {bb.weights_id})")
+    print(f"saved {family_for(args.metric).name} to {folder} (parent {bb.name}, weights {bb.weights_id})")
     return 0
 
 

@@ -337,7 +337,8 @@ def test_experiment_metric_list_without_names_is_an_error(capsys, tmp_path):
     rule, one parser for both command lines), not a run of every metric."""
     from experiments.caption_metrics_vs_humans import main
     from experiments.errors import PipelineError
-    from experiments.options import ALL_NEURAL, parse_list
+    from experiments.options import parse_list
+    from neural.registry import scorer_names
 
     missing = str(tmp_path / "no-such-flickr8k")   # the usage error must come before the corpus is read
     for value in (",", "", " , "):
@@ -347,7 +348,7 @@ def test_experiment_metric_list_without_names_is_an_error(capsys, tmp_path):
         err = capsys.readouterr().err
         assert f"--metrics: no names in {value!r}" in err, err
         with pytest.raises(PipelineError, match=f"--metrics: no names in {value!r}"):   # the main job's rule
-            parse_list(value, (), ALL_NEURAL, "--metrics")
+            parse_list(value, (), scorer_names(), "--metrics")
 
 
 def test_experiment_json(flickr8k_dir, capsys, tmp_path):

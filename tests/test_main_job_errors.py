@@ -153,12 +153,13 @@ def test_missing_images_message_names_the_option_not_the_keyword(mini_flickr8k, 
 
 def test_scorer_names_are_case_insensitive_and_unknown_ones_listed():
     from experiments.errors import PipelineError
-    from experiments.options import ALL_NEURAL, parse_list
+    from experiments.options import parse_list
+    from neural.registry import scorer_names
 
-    assert parse_list("clip-s, refpac-s,l-clipscore", (), ALL_NEURAL, "--metrics") == [
+    assert parse_list("clip-s, refpac-s,l-clipscore", (), scorer_names(), "--metrics") == [
         "CLIP-S", "RefPAC-S", "L-CLIPScore"]
     with pytest.raises(PipelineError, match=r"unknown metrics: clip-x \(choose from CLIP-S, "):
-        parse_list("clip-s,clip-x", (), ALL_NEURAL, "--metrics")
+        parse_list("clip-s,clip-x", (), scorer_names(), "--metrics")
 
 
 @pytest.fixture()

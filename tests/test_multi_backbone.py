@@ -26,7 +26,8 @@ from experiments.backbone_specs import (
     split_scorer,
 )
 from experiments.flickr8k_kcca import build_parser, main, parse_options
-from experiments.options import ALL_NEURAL, OptionError
+from experiments.options import OptionError
+from neural.registry import scorer_names
 
 torch.set_num_threads(2)
 
@@ -63,10 +64,10 @@ def test_names_labels_and_groups():
     specs, problems = parse_backbones(["A=ViT-B-32", "a=ViT-B-16", "b=tiny"])
     assert [s.name for s in specs] == ["A", "b"] and len(problems) == 1 and "already given" in problems[0]
     labels, problems = qualify_scorers(["clip-s@a", "PAC-S", "pac-s@default", "SPECS@B", "CLIP-S@A", "BLEU"],
-                                       ALL_NEURAL, specs)
+                                       scorer_names(), specs)
     # case-insensitive, canonical spelling, @default is the unqualified label, each label once
     assert labels == ["CLIP-S@A", "PAC-S", "SPECS@b"]
-    assert problems == ["unknown metrics: BLEU (choose from " + ", ".join(ALL_NEURAL) + ")"]
+    assert problems == ["unknown metrics: BLEU (choose from " + ", ".join(scorer_names()) + ")"]
     assert split_scorer("CLIP-S@A") == ("CLIP-S", "A") and split_scorer("BRIDGE") == ("BRIDGE", DEFAULT_BACKBONE)
     assert scorer_label("PAC-S", DEFAULT_BACKBONE) == "PAC-S" and scorer_label("PAC-S", "x") == "PAC-S@x"
     assert scorer_groups(["CLIP-S@A", "PAC-S", "SPECS@A"]) == {"A": ["CLIP-S", "SPECS"], DEFAULT_BACKBONE: ["PAC-S"]}

@@ -73,17 +73,17 @@ def fast_neural(random_tiny_backbone, monkeypatch):
     torch.manual_seed(0)
     monkeypatch.setattr(stage, "load_neural_backbone", lambda corpus, args, cache, *a, **k: random_tiny_backbone)
     made = []
-    chosen = stage._recipe
+    chosen = stage.training_recipe
 
-    def short(scorer, options, bb):
-        recipe = chosen(scorer, options, bb)
+    def short(fam, options, bb):
+        recipe = chosen(fam, options, bb)
         made.append(recipe.name)
         if recipe.name == "pacs-small":
             return recipe
         return dataclasses.replace(recipe, steps=2, stage2_steps=min(recipe.stage2_steps, 2), epochs=None,
                                    grad_accumulation=1)
 
-    monkeypatch.setattr(stage, "_recipe", short)
+    monkeypatch.setattr(stage, "training_recipe", short)
     return made
 
 

@@ -406,7 +406,7 @@ def test_specificity_rate_returns_the_per_step_outcomes_behind_the_rates():
 
 def test_student_vs_teacher_counts_parameters_and_times_the_test_pool(random_tiny_backbone, small_teaching_set):
     from corpora.protocol import hodosh_pool
-    from experiments.neural_stage import student_vs_teacher
+    from neural.families.lclip import student_vs_teacher
     from neural.clipscore import CLIPScore
     from neural.lclip import LCLIPScore, count_parameters
 

@@ -12,7 +12,8 @@ import torch
 
 from experiments import flickr8k_kcca
 from experiments import options as options_mod
-from experiments.options import ALL_NEURAL, OptionError, RunOptions, check_cpu_training
+from experiments.options import OptionError, RunOptions, check_cpu_training
+from neural.registry import recipe_for, scorer_names
 from neural import bridge as bridge_mod
 from neural import lclip as lclip_mod
 from neural import pacs as pacs_mod
@@ -27,7 +28,6 @@ from neural.recipes import (
     estimate_cpu_seconds,
     get_recipe,
     is_small_backbone,
-    recipe_for,
 )
 from neural.specs import SPECSConfig, train_specs
 from neural.training import MixedPrecision, lr_schedule
@@ -118,7 +118,7 @@ def test_lr_schedule_warmup_then_cosine():
 
 # ---------------------------------------------------------------------------- the CPU guard
 def _real_cpu_options(**kw) -> RunOptions:
-    base = dict(clip_model="ViT-B-32", device="cpu", systems=(), neural=ALL_NEURAL, out=None)
+    base = dict(clip_model="ViT-B-32", device="cpu", systems=(), neural=scorer_names(), out=None)
     return RunOptions(**{**base, **kw})
 
 

@@ -301,10 +301,11 @@ def test_score_command_scorer_mistakes_are_one_error_line(saved, cli_inputs, tmp
 
 
 def test_help_lists_every_metric(capsys):
-    from neural.score import METRICS, build_parser
+    from neural.registry import metric_names
+    from neural.score import build_parser
 
     text = build_parser().format_help()
-    for m in METRICS:
+    for m in metric_names():
         assert f"  {m} " in text, m
     assert "no reference-based variant" in text and "--scorer" in text
 
@@ -329,3 +330,39 @@ def test_train_scorer_command_saves_a_loadable_scorer(small_teaching_set, random
     (tmp_path / "busy" / "notes.txt").write_text("x")
     with pytest.raises(SystemExit, match=r"^error: --out .*busy is a folder with other files \(notes.txt\)"):
         ts_mod.main(["--metric", "specs", "--out", str(tmp_path / "busy")])
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c["scorer"].update(w=1e308), "scorer.w"),        # would give Infinity
+    (lambda c: c["scorer"].update(w=-5), "scorer.w"),           # would give negative scores
+    (lambda c: c["scorer"].update(w=float("nan")), "scorer.w"),
+    (lambda c: c["scorer"].update(w="2"), "scorer.w"),
+    (lambda c: c["scorer"].update(prompt=7), "scorer.prompt"),
+    (lambda c: c["scorer"].update(prompt="A drawing of"), "scorer.prompt"),   # in range: refused by its hash
+    (lambda c: c["scorer"].update(w=2.5), "scorer.w"),                        # in range: refused by its hash
+    (lambda c: c["architecture"].update(delta_keys=[]), "architecture.delta_keys"),
+    (lambda c: c.pop("fields_sha256"), "fields_sha256"),
+])
+def test_edited_settings_are_refused_naming_the_file_and_the_field(edit, field, saved, tmp_path, random_tiny_backbone):
+    """Every scorer.json entry that changes a score is checked: out of range (``w`` not a finite number in
+    (0, 100], a prompt that is not text) or changed after saving (its recorded SHA-256); the error names
+    the file and the field, for ``read_scorer_config``, ``load_scorer`` and ``neural.score --scorer``."""
+    bad = _copy(saved["PAC-S"], tmp_path)
+    cfg = json.loads((bad / CONFIG_NAME).read_text())
+    edit(cfg)
+    (bad / CONFIG_NAME).write_text(json.dumps(cfg))
+    pattern = rf"{CONFIG_NAME}: field .*'{field}'"
+    with pytest.raises(ScorerFormatError, match=pattern):
+        read_scorer_config(bad)
+    with pytest.raises(ScorerFormatError, match=pattern):
+        load_scorer(bad, random_tiny_backbone)
+
+
+def test_an_unedited_config_records_the_hash_of_every_scored_field(saved):
+    from neural.saved import SCORED_FIELDS, fields_sha256, scorer_identity
+
+    for folder in saved.values():
+        cfg = json.loads((folder / CONFIG_NAME).read_text())
+        assert cfg["fields_sha256"] == fields_sha256(cfg)
+        assert {f for f in SCORED_FIELDS if f in cfg} <= set(cfg["fields_sha256"])
+        assert len(scorer_identity(cfg)["config_sha256"]) == 64

@@ -22,6 +22,7 @@ from corpora.teaching import (
 )
 from experiments import train_shipped_scorers as tss
 from experiments.options import RunOptions, uses_shipped_scorers
+from neural.registry import shipped_folders
 
 KINDS = {"PAC-S": "PACScore", "L-CLIPScore": "LCLIPScore", "BRIDGE": "BRIDGE", "SPECS": "SPECSScore"}
 
@@ -42,10 +43,10 @@ def test_shipped_files_verify_and_each_is_at_most_10_mb():
     from neural import shipped_scorers as ss
 
     manifest = ss.read_manifest()
-    assert set(manifest["scorers"]) == set(ss.SCORER_FOLDERS)
+    assert set(manifest["scorers"]) == set(shipped_folders())
     assert manifest["training_set"]["seed"] in SCORER_TRAINING_SEEDS
     assert manifest["storage_dtype"] == "float16"
-    for metric in ss.SCORER_FOLDERS:
+    for metric in shipped_folders():
         folder = ss.verified_folder(metric, manifest=manifest)
         for f in folder.iterdir():
             assert f.stat().st_size <= ss.MAX_FILE_BYTES, f
@@ -132,21 +133,22 @@ def test_training_set_shares_no_scene_with_evaluation_or_pretraining_data(monkey
 def test_command_writes_a_loadable_verified_set(monkeypatch, random_tiny_backbone, tmp_path, capsys):
     """The command (tiny random backbone standing in for the teaching CLIP, a few steps each) writes four
     fp16 scorers and a manifest that :func:`load_shipped_scorer` accepts."""
-    import neural.recipes
+    import neural.families.pacs
     import neural.teaching_clip
     from neural import shipped_scorers as ss
+    from neural.family import ScorerFamily
 
-    real = neural.recipes.recipe_for
+    real = ScorerFamily.recipe
 
-    def short(scorer, bb, family="auto"):   # a few steps: the test checks the plumbing, not the training
-        r = real(scorer, bb, family)
+    def short(self, bb, family="auto"):   # a few steps: the test checks the plumbing, not the training
+        r = real(self, bb, family)
         return dataclasses.replace(r, steps=2, stage2_steps=min(r.stage2_steps, 2), epochs=None, eval_every=1,
                                    patience=1, batch_size=6, max_images=12, warmup_steps=0)
 
-    monkeypatch.setattr(neural.recipes, "recipe_for", short)
+    monkeypatch.setattr(ScorerFamily, "recipe", short)
     monkeypatch.setattr(neural.teaching_clip, "load_teaching_clip", lambda **kw: random_tiny_backbone)
-    monkeypatch.setattr(tss, "PACS_TRAIN_IMAGES", 16)
-    monkeypatch.setattr(tss, "PACS_DEV_IMAGES", 6)
+    monkeypatch.setattr(neural.families.pacs, "PACS_TRAIN_IMAGES", 16)
+    monkeypatch.setattr(neural.families.pacs, "PACS_DEV_IMAGES", 6)
     monkeypatch.setattr(tss, "N_IMAGES", 40)
     monkeypatch.setattr(tss, "N_TRAIN", 20)
     monkeypatch.setattr(tss, "N_DEV", 10)
@@ -167,7 +169,7 @@ def test_command_writes_a_loadable_verified_set(monkeypatch, random_tiny_backbon
         assert rec["heldout"]["pool_images"] == 8 and 0.0 <= rec["heldout"]["annotation"]["R@10"] <= 100.0
         loaded = ss.load_shipped_scorer(metric, random_tiny_backbone, tmp_path)
         assert type(loaded).__name__ == KINDS[metric]
-        assert json.loads((tmp_path / ss.SCORER_FOLDERS[metric] / "scorer.json").read_text())["weights"]["dtype"] \
+        assert json.loads((tmp_path / shipped_folders()[metric] / "scorer.json").read_text())["weights"]["dtype"] \
             == "float16"
 
 
