@@ -72,10 +72,9 @@ def trained_scorers(options: RunOptions) -> list[str]:
     generated positives (the teaching set, or ``--pacs-positives``)."""
     # the default backbone's scorers (a qualified SCORER@NAME runs on a named backbone)
     names = {family_for(n).name for n in options.neural if split_scorer(n)[1] == DEFAULT_BACKBONE}
-    out = [s for s in trained_names() if s in names]
-    if "PAC-S" in out and options.data is not None and not options.pacs_positives:
-        out.remove("PAC-S")
-    return out
+    # a family whose training data comes from the corpus generator trains on --data only with user tuples
+    return [s for s in trained_names() if s in names
+            and not (family_for(s).needs_generator and options.data is not None and not options.pacs_positives)]
 
 
 def trains_on_cpu(options: RunOptions) -> bool:

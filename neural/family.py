@@ -96,6 +96,9 @@ class ScorerFamily:
         Whether the main job measures its specificity rates (SPECS Eqs. 1-2).
     card_specificity : bool
         Whether the shipped scorers' model card reports its specificity rates.
+    needs_generator : bool
+        Its training data comes from a generated corpus (:class:`corpora.base.GeneratedCorpus`) unless the
+        user gives some (``TrainSettings.positives``): on a real corpus without them it is not trained.
     weights_in_backbone : bool
         Whether the saved tensors are (part of) the scorer backbone's state dict (a head kept beside a
         frozen backbone is not).
@@ -114,6 +117,7 @@ class ScorerFamily:
     provenance_key: str | None = None
     specificity: bool = True
     card_specificity: bool = False
+    needs_generator: bool = False
     weights_in_backbone: bool = True
 
     # ------------------------------------------------------------------ declaration

@@ -51,6 +51,7 @@ class PACSFamily(ScorerFamily):
     reference_help = "RefPAC-S = H(PAC-S, max_r cos(c, r))  (Eq. 4)"
     recipes = {"small": PACS_SMALL, "paper": PACS_PAPER}
     needs_parent, shipped_folder, release_format, provenance_key = True, "pacs", "pacs", "pacs_backbone"
+    needs_generator = True
     #: ``neural.score``'s note when the formula runs on a backbone that was not fine-tuned.
     untrained_note = ("PAC-S formula (w = 2.0) on a backbone that was not PAC-S fine-tuned: pass the PAC-S "
                       "checkpoint with --clip-pretrained for the published metric")
