@@ -7,10 +7,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, split_scorer
-from neural.families.pacs import PACS_DEV_IMAGES, PACS_TRAIN_IMAGES
 from neural.registry import family_for, trained_names
 
-__all__ = ["PACS_TRAIN_IMAGES", "PACS_DEV_IMAGES", "uses_tiny_clip", "uses_teaching_clip", "uses_small_clip",
+__all__ = ["uses_tiny_clip", "uses_teaching_clip", "uses_small_clip",
            "uses_shipped_scorers", "default_out_dir", "corpus_label", "trained_scorers", "trains_on_cpu"]
 
 

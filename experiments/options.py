@@ -38,8 +38,6 @@ from experiments.option_checks import (
     make_folders,
 )
 from experiments.option_choices import (
-    PACS_DEV_IMAGES,
-    PACS_TRAIN_IMAGES,
     corpus_label,
     default_out_dir,
     trained_scorers,
@@ -67,7 +65,7 @@ from neural.registry import scorer_names
 __all__ = ["RunOptions", "BENCHMARK_OPTIONS", "FLICKR8K_TRAIN_IMAGES", "MIN_PACS_TUPLES", "MIN_TEACHING_SIZE",
            "backbone_seconds_per_sample", "benchmark_paths", "check_backbone", "check_codebook_folder",
            "check_cpu_training", "check_data_folder", "check_neural_options", "check_pretrained", "make_folders",
-           "PACS_DEV_IMAGES", "PACS_TRAIN_IMAGES", "corpus_label", "default_out_dir", "trained_scorers",
+           "corpus_label", "default_out_dir", "trained_scorers",
            "trains_on_cpu", "uses_shipped_scorers", "uses_small_clip", "uses_teaching_clip", "uses_tiny_clip",
            "DEFAULT_SYSTEMS", "QUICK_SYSTEMS", "OptionError",
            "add_benchmark_file_options", "available_systems", "parse_list", "problem_lines", "reference_choice",
