@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from corpora.base import GeneratedCorpus
+from corpora.cli_values import seed_value
 from neural.recipes import recipe_for
 
 #: Command-line metric names -> the scorer trained (the reference-based variants are the same weights).
@@ -99,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag or weights file of an open_clip --clip-model (default: openai)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--seed", type=int, default=0, help="seed of the teaching set, the tiny CLIP and the recipe")
+    ap.add_argument("--seed", type=seed_value, default=0,
+                    help="seed of the teaching set, the tiny CLIP and the recipe, 0 ≤ SEED < 2^31")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -150,7 +150,9 @@ def test_cli_out_is_checked_before_any_model_and_never_overwrites_an_input(setup
              (str(tmp_path / "link.json"), r"^error: --out .*link.json is the --candidates file"),
              (str(imgs / "im0.png"), r"^error: --out .*im0.png is the --images file"),
              (str(tmp_path), r"^error: --out .* is a folder; give a file name"),
-             (str(cands / "sub" / "out.json"), r"^error: --out .*: .*cands.json is a file, not a folder")]
+             (str(cands / "sub" / "out.json"), r"^error: --out .*: .*cands.json is a file, not a folder"),
+             (str(imgs / "scores.json"), r"^error: --out .*scores.json lies inside the --images folder"),
+             (str(w), r"^error: --out .* is the --clip-pretrained file")]
     for out, message in cases:
         with pytest.raises(SystemExit, match=message) as e:
             main(base + ["--out", out])
