@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
-from corpora.teaching import EVALUATION_SEEDS
+from corpora.cli_values import MAX_TEACHING_SIZE, seed_problem
 from experiments.backbone_specs import (
     BackboneSpec,
     DEFAULT_BACKBONE,
@@ -26,6 +26,7 @@ from experiments.backbone_specs import (
 )
 from kernels.image.codebook import codebook_folder_images
 from experiments.errors import PipelineError
+from experiments.output_folder import prepare_out_folder, run_inputs
 
 #: Default classical systems: NN, BoW1, BoW5, TagRank, TRI5, TRI5SEM and the ^Histo contrasts.
 DEFAULT_SYSTEMS = ("NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TagRank", "TRI5", "TRI5^Histo",
@@ -347,11 +348,13 @@ class RunOptions:
     def __post_init__(self) -> None:
         """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
         work."""
-        if self.seed not in EVALUATION_SEEDS:
-            raise OptionError(f"--seed must be in [0, 2^31) (got {self.seed}; the seeds from 2^31 up are "
-                              f"reserved for the teaching CLIP's pretraining and held-out data)")
+        if seed_problem(self.seed) is not None:
+            raise OptionError(seed_problem(self.seed))
         if self.data is None and self.n_teaching_images < MIN_TEACHING_SIZE:
             raise OptionError(f"--teaching-size must be at least {MIN_TEACHING_SIZE} (got {self.n_teaching_images})")
+        if self.data is None and self.n_teaching_images > MAX_TEACHING_SIZE:
+            raise OptionError(f"--teaching-size must be at most {MAX_TEACHING_SIZE:,} (got "
+                              f"{self.n_teaching_images:,}; corpora.cli_values.MAX_TEACHING_SIZE)")
         if self.data is not None and self.teaching_size is not None:
             raise OptionError("--teaching-size sets the size of the built-in teaching set; it does not apply "
                               "with --data (drop one of the two)")
@@ -541,16 +544,8 @@ def make_folders(options: RunOptions) -> None:
             check_cache_dir(cache_root)
         except CacheDirError as exc:
             raise OptionError(f"--cache-dir: {exc}") from exc
-    out = options.out
-    if out is None:
-        return
-    if out.exists() and not out.is_dir():
-        raise OptionError(f"--out {out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OptionError(f"--out {out}: cannot create the folder "
-                          f"({exc.strerror or exc.__class__.__name__}: {exc.filename or out})") from exc
+    if options.out is not None:   # the output-folder rules: experiments/output_folder.py
+        prepare_out_folder(options.out, run_inputs(options))
 
 
 def check_neural_options(options: RunOptions) -> None:

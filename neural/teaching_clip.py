@@ -66,7 +66,7 @@ from neural.training import adamw, deterministic, progress, tick
 __all__ = [
     "TEACHING_ARCH", "WEIGHTS_FILE", "REBUILD_COMMAND", "MAX_WEIGHTS_BYTES", "PretrainConfig", "TeachingCLIPError",
     "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip",
-    "weights_record_path",
+    "weights_record_path", "RUN_FILES",
     "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES", "cpu_name", "card_table",
 ]
 
@@ -78,6 +78,8 @@ MAX_WEIGHTS_BYTES = 10_000_000
 #: and a small one that the test suite recomputes quickly.
 CARD_POOL_IMAGES = (300, 60)
 _CKPT, _CKPT_JSON, _LOG = "checkpoint.safetensors", "checkpoint.json", "log.json"
+#: The files :func:`pretrain` keeps in its run folder (the resumable checkpoint, its record, the log).
+RUN_FILES = (_CKPT, _CKPT_JSON, _LOG)
 
 
 class TeachingCLIPError(MissingWeightsError):
