@@ -108,13 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _check_out(out: Path) -> None:
-    """Refuse a ``--out`` that is a file or a folder with other files, before any training."""
+def _check_out(out: Path, clip_pretrained: str | None = None) -> None:
+    """Refuse a ``--out`` that is a file, a folder with other files, the ``--clip-pretrained`` file or a
+    folder containing it, under a file or not writable (:func:`corpora.paths.check_output_path`), before
+    any training."""
+    from corpora.paths import OutputPathError, check_output_path
     from neural.saved import CONFIG_NAME, WEIGHTS_NAME   # lazy: imports torch (option errors stay instant)
 
     out = out.expanduser()
-    if out.exists() and not out.is_dir():
-        raise SystemExit(f"error: --out {out} is a file; give a folder")
+    inputs = [("--clip-pretrained", Path(clip_pretrained))] if clip_pretrained else []
+    try:
+        check_output_path("--out", out, [(o, p) for o, p in inputs if p.expanduser().exists()], folder=True)
+    except OutputPathError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if out.is_dir():
         others = sorted(p.name for p in out.iterdir() if p.name not in (CONFIG_NAME, WEIGHTS_NAME))
         if others:
@@ -124,7 +130,7 @@ def _check_out(out: Path) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    _check_out(args.out)
+    _check_out(args.out, args.clip_pretrained)
     # lazy: torch, open_clip and the teaching-set generator take seconds (--help must stay instant)
     from corpora.cache import DiskCache
     from corpora.teaching import make_teaching_set
@@ -141,7 +147,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {exc}") from None
     print(f"training {TRAINABLE[args.metric]} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
     scorer = train_scorer(args.metric, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
-    folder = save_scorer(scorer, args.out)
+    try:
+        folder = save_scorer(scorer, args.out)
+    except OSError as exc:   # a full disk or a folder made read-only during the training
+        raise SystemExit(f"error: --out {args.out}: cannot write the scorer ({exc.strerror or exc}: "
+                         f"{exc.filename or args.out})") from None
     print(f"saved {TRAINABLE[args.metric]} to {folder} (parent {bb.name}, weights {bb.weights_id})")
     return 0
 
