@@ -25,8 +25,8 @@ MAX_TEACHING_SIZE = 100_000
 def seed_problem(seed, option: str = "--seed") -> str | None:
     """Why ``seed`` is not an accepted seed (naming ``option``), or ``None``."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed not in SEEDS:
-        return (f"{option} must be a whole number in [0, 2^31) (got {seed!r}; the seeds from 2^31 up are "
-                "reserved for the teaching CLIP's pretraining and held-out data)")
+        return (f"{option} must be in [0, 2^31) (got {seed!r}; the seeds from 2^31 up are reserved for the "
+                "teaching CLIP's pretraining and held-out data)")
     return None
 
 
