@@ -608,9 +608,9 @@ def check_backbone(spec: BackboneSpec) -> None:
     from neural.names import is_teaching_model  # torch-free
 
     if is_teaching_model(spec.model, default=True):
-        from neural.names import teaching_weights_problem  # torch-free: a warm re-run never imports torch
+        from neural.weights_check import teaching_weights_content_problem  # torch-free: a warm re-run never imports torch
 
-        problem = teaching_weights_problem(spec.pretrained)   # the file against its record's SHA-256
+        problem = teaching_weights_content_problem(spec.pretrained)   # SHA-256 against its record, then content
         if problem is not None:
             raise OptionError(f"{spec.option}: {problem}")
         return

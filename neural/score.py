@@ -181,7 +181,8 @@ def _backbone(args, cache):
         try:
             bb = load_teaching_clip(args.clip_pretrained, device=args.device, show_progress=not args.quiet)
         except WeightsError as exc:  # missing or damaged shipped file: one error naming the rebuild command
-            raise SystemExit(f"error: {exc}") from None
+            option = "--clip-pretrained" if args.clip_pretrained else "--clip-model teaching"
+            raise SystemExit(f"error: {option}: {exc}") from None
         return bb, make_teaching_set(seed=args.seed)
     if is_tiny_model(args.clip_model):
         if args.clip_pretrained is not None:
@@ -204,7 +205,8 @@ def _backbone(args, cache):
         return load_backbone(model, pretrained, device=args.device, precision=args.precision,
                              show_progress=not args.quiet), None
     except (WeightsError, ValueError, RuntimeError) as exc:  # missing / unsafe / mismatched weights,
-        raise SystemExit(f"error: {exc}") from None              # unknown model or tag, no CUDA
+        option = "--clip-pretrained" if args.clip_pretrained else "--clip-model"   # unknown model or tag, no CUDA
+        raise SystemExit(f"error: {option}: {exc}") from None
 
 
 def _check_cache_option(args) -> None:
@@ -281,14 +283,25 @@ def _check_out_option(args, image_paths) -> None:
 
 
 def _check_weights_option(args) -> None:
-    """A ``--clip-pretrained`` file that is not a weights file is refused up front with the main job's check
-    and message (:func:`neural.checkpoints.check_weights_file`).  Not for the tiny CLIP (the option is
-    refused in :func:`_backbone`) nor the teaching CLIP (its loader checks the file's SHA-256 and names the
-    rebuild command)."""
-    from neural.checkpoints import NotWeightsFileError, check_weights_file   # lazy: imports torch (--help and option errors stay instant)
+    """Weights refused up front, as one ``error:`` line naming the option and the file: a
+    ``--clip-pretrained`` file that is not a weights file (the main job's check and message,
+    :func:`neural.checkpoints.check_weights_file`); a safetensors file that is truncated, holds non-floating
+    weights or NaN / infinite values (:func:`neural.weights_check.safetensors_problem`); teaching-CLIP
+    weights that fail their record's SHA-256 or that content check.  Not for the tiny CLIP (the option is
+    refused in :func:`_backbone`)."""
+    from neural.checkpoints import NotWeightsFileError, check_weights_file, is_safetensors_file   # lazy: imports torch (--help and option errors stay instant)
     from neural.names import is_teaching_model, is_tiny_model
+    from neural.weights_check import safetensors_problem, teaching_weights_content_problem
 
-    if args.clip_pretrained is None or is_tiny_model(args.clip_model) or is_teaching_model(args.clip_model):
+    if is_tiny_model(args.clip_model):
+        return
+    if is_teaching_model(args.clip_model):
+        problem = teaching_weights_content_problem(args.clip_pretrained)
+        if problem is not None:
+            option = "--clip-pretrained" if args.clip_pretrained else "--clip-model teaching"
+            raise SystemExit(f"error: {option}: {problem}")
+        return
+    if args.clip_pretrained is None:
         return
     p = Path(args.clip_pretrained).expanduser()
     if p.is_file():
@@ -296,6 +309,9 @@ def _check_weights_option(args) -> None:
             check_weights_file(p)
         except NotWeightsFileError as exc:
             raise SystemExit(f"error: --clip-pretrained {exc}") from None
+        problem = safetensors_problem(p) if is_safetensors_file(p) else None
+        if problem is not None:
+            raise SystemExit(f"error: --clip-pretrained {p}: {problem}")
 
 
 def _truncation(bb, prompt, cands: list, refs: list | None) -> dict | None:
