@@ -262,7 +262,7 @@ def test_cli_input_oddities_are_one_error_line(setup, tmp_path, capsys):
 
 @pytest.mark.parametrize("command", ["neural.score", "neural.train_scorer",
                                      "experiments.caption_metrics_vs_humans", "experiments.published_numbers",
-                                     "experiments.pretrain_teaching_clip"])
+                                     "experiments.pretrain_teaching_clip", "experiments.train_shipped_scorers"])
 def test_every_seed_option_has_one_range(command, capsys):
     """--seed −1, 1e20 and 2^31 are argparse errors (exit 2, naming --seed) in every command line; the range
     is the evaluation seeds'."""
