@@ -564,3 +564,26 @@ def test_a_full_output_location_is_one_error_line(tmp_path, capsys, monkeypatch)
         assert f"error: --out {out}: cannot write the report (No space left on device" in err, err[-2000:]
         assert "Traceback" not in err
         assert not list(out.rglob("*.tmp"))
+
+
+def test_a_run_log_that_cannot_be_written_is_one_warning(tmp_path, capsys):
+    """A disk that fills up under run.log: one ``warning:`` line, no logging traceback per record."""
+    import errno
+    import logging
+
+    from experiments.runlog import setup_logging, teardown_logging
+
+    handler = setup_logging(tmp_path)
+    try:
+        def full(*a, **k):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        handler.stream.write = full
+        for k in range(3):
+            logging.getLogger("itr.test").warning("line %d", k)
+    finally:
+        handler.stream.write = lambda s: len(s)
+        teardown_logging(handler)
+    err = capsys.readouterr().err
+    assert err.count("cannot write the log (No space left on device)") == 1
+    assert "Traceback" not in err and "--- Logging error ---" not in err
