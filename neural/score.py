@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
     ap.add_argument("--out", type=Path, default=None,
                     help="write per-instance scores and the summary as JSON here (checked before any model "
-                         "is loaded: an input file, a folder or a path under a file is refused)")
+                         "is loaded: an input file or a path inside the --images folder, a folder, a path "
+                         "under a file or an unwritable place is refused)")
     ap.add_argument("--summary", type=Path, default=None,
                     help="write the summary alone as JSON here (metric, score, mean, n, averages, scorer "
                          "identity, truncated count; checked as --out)")
