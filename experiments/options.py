@@ -545,7 +545,7 @@ def make_folders(options: RunOptions) -> None:
         except CacheDirError as exc:
             raise OptionError(f"--cache-dir: {exc}") from exc
     if options.out is not None:   # the output-folder rules: experiments/output_folder.py
-        prepare_out_folder(options.out, run_inputs(options))
+        prepare_out_folder(options.out, run_inputs(options), own=[cache_root] if cache_root else [])
 
 
 def check_neural_options(options: RunOptions) -> None:

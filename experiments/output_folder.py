@@ -47,14 +47,16 @@ def run_inputs(options) -> list[tuple[str, Path]]:
     return [(o, Path(p).expanduser()) for o, p in given if p is not None and Path(p).expanduser().exists()]
 
 
-def foreign_files(out: Path) -> list[str]:
-    """The names in an existing ``out`` when it is neither empty nor a previous run (else ``[]``)."""
+def foreign_files(out: Path, own=()) -> list[str]:
+    """The names in an existing ``out`` when it is neither empty nor a previous run (else ``[]``); the
+    run's own folders ``own`` (a cache folder inside ``out``) do not count."""
     if not out.is_dir() or (out / RUN_MARKER).is_file() or (out / CLAIM_MARKER).is_file():
         return []
-    return sorted(p.name for p in out.iterdir())
+    mine = {Path(p).expanduser().resolve() for p in own}
+    return sorted(p.name for p in out.iterdir() if p.resolve() not in mine)
 
 
-def prepare_out_folder(out: Path, inputs) -> None:
+def prepare_out_folder(out: Path, inputs, own=()) -> None:
     """Check ``--out`` against the rules of this module and create it.
 
     Parameters
@@ -63,6 +65,8 @@ def prepare_out_folder(out: Path, inputs) -> None:
         The output folder.
     inputs : iterable of (str, Path)
         :func:`run_inputs`.
+    own : iterable of Path
+        Folders of the run itself that may already sit in ``out`` (the cache folder).
 
     Raises
     ------
@@ -76,7 +80,7 @@ def prepare_out_folder(out: Path, inputs) -> None:
     if overlap is not None:
         raise OutFolderError(f"--out {out} {overlap}: the report would be written among the inputs; give a "
                              "folder outside them")
-    others = foreign_files(out)
+    others = foreign_files(out, own)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise OutFolderError(f"--out {out} is a non-empty folder that is not a run of this job (no "

@@ -269,7 +269,9 @@ def _check_out_option(args, image_paths) -> None:
 
     inputs = [("--candidates", args.candidates), ("--references", args.references)]
     inputs += [("--images", q) for q in image_paths] + [("--images", args.images)]
-    if args.scorer is not None:
+    if args.scorer is not None:   # its files first (the message names the file), then the folder
+        folder = args.scorer if args.scorer.is_dir() else args.scorer.parent
+        inputs += [("--scorer", q) for q in sorted(folder.iterdir()) if q.is_file()] if folder.is_dir() else []
         inputs.append(("--scorer", args.scorer))
     if args.clip_pretrained is not None and Path(args.clip_pretrained).expanduser().is_file():
         inputs.append(("--clip-pretrained", Path(args.clip_pretrained)))

@@ -512,6 +512,8 @@ def test_out_never_replaces_a_users_files_or_an_input(tmp_path, capsys):
     for ok in (tmp_path / "empty", previous):
         ok.mkdir(exist_ok=True)
         assert parse_options(tiny + ["--out", str(ok)]).out == ok
+    with_cache = tmp_path / "with-cache"   # the run's own cache folder inside --out is not a foreign file
+    assert parse_options(tiny + ["--out", str(with_cache), "--cache-dir", str(with_cache / "cache")]).out == with_cache
     assert "--out DIR" in subprocess.run([sys.executable, "-m", "experiments.flickr8k_kcca", "--help"], cwd=REPO,
                                          capture_output=True, text=True).stdout
 
