@@ -456,7 +456,8 @@ def _warn(notes: list[str], msg: str) -> None:
 def _read_splits(layout: Flickr8kLayout, by_image: Mapping[str, list[CaptionRecord]],
                  caption_path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, Path, int]]]:
     """The official split files found: ``{split: image ids}`` and each listed image's
-    ``(split, file, line)``; an image without captions or in two splits is a :class:`CorpusError`."""
+    ``(split, file, line)``; an image without captions or in two splits, or a split file without any
+    image id, is a :class:`CorpusError`."""
     splits: dict[str, tuple[str, ...]] = {}
     owner: dict[str, tuple[str, Path, int]] = {}
     for s in ("train", "dev", "test"):
@@ -472,6 +473,8 @@ def _read_splits(layout: Flickr8kLayout, by_image: Mapping[str, list[CaptionReco
                 raise CorpusError(f"image {im} is also in split {s0!r} ({p0.name}:{l0})", p, ln)
             owner[im] = (s, p, ln)
             ids.append(im)
+        if not ids:   # else the split would be silently empty and every method on it skipped
+            raise CorpusError(f"the {s} split file lists no image ids; give one image id per line", p)
         splits[s] = tuple(ids)
     return splits, owner
 

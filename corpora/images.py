@@ -28,7 +28,9 @@ the same pixels whatever the file looks like:
 * **Errors**: a missing file raises :class:`~corpora.base.MissingImagesError` (a
   :class:`FileNotFoundError`); an unreadable, truncated or non-image file raises
   :class:`~corpora.base.CorpusError` whose message names the file.  Truncated JPEGs are *not* silently
-  padded with gray (unless the caller has set ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` globally).
+  padded with gray (unless the caller has set ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` globally), nor are
+  JPEGs whose scan data ends before the image their header declares (:func:`check_jpeg_fill`: a header
+  claiming 9000 × 9000 on a small photo decodes to grey fill without any error from the decoder).
 
 Speed: Pillow with libjpeg(-turbo) decodes a 500×375 Flickr8k JPEG in a few milliseconds.  Pass
 ``max_side`` when the caller will downscale anyway: JPEG images are then decoded with Pillow's
@@ -115,6 +117,7 @@ def read_image(path: str | os.PathLike, *, max_side: int | None = None) -> np.nd
         raise ValueError(f"max_side must be a positive integer, got {max_side!r}")
     try:
         with Image.open(p) as img:
+            declared = img.size
             if max_side is not None and img.format == "JPEG":
                 # Request a DCT-scaled decode whose size is still >= the final size (draft keeps
                 # the scale such that both sides stay >= the requested box).
@@ -124,6 +127,8 @@ def read_image(path: str | os.PathLike, *, max_side: int | None = None) -> np.nd
                     img.draft("RGB" if img.mode in ("RGB", "YCbCr") else None,
                               (max(1, int(w * s)), max(1, int(h * s))))
             img.load()  # force the full decode here so truncation errors surface now
+            if img.format == "JPEG":
+                check_jpeg_fill(img, p, declared)
             img = ImageOps.exif_transpose(img)
             img = to_rgb(img)
             if max_side is not None and max(img.size) > max_side:
@@ -131,6 +136,8 @@ def read_image(path: str | os.PathLike, *, max_side: int | None = None) -> np.nd
                 s = max_side / max(w, h)
                 img = img.resize((max(1, round(w * s)), max(1, round(h * s))), Image.Resampling.LANCZOS)
             arr = np.array(img, dtype=np.uint8)  # one copy: writeable, C-contiguous
+    except CorpusError:   # check_jpeg_fill's: it names the file already
+        raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError,
             Image.DecompressionBombError) as exc:
         if isinstance(exc, FileNotFoundError):
@@ -139,6 +146,48 @@ def read_image(path: str | os.PathLike, *, max_side: int | None = None) -> np.nd
     if arr.ndim != 3 or arr.shape[2] != 3:  # pragma: no cover - to_rgb guarantees RGB
         raise CorpusError(f"decoded image has unexpected shape {arr.shape}", p)
     return arr
+
+
+#: The value libjpeg gives every sample of the blocks it has no data for (all coefficients zero).
+JPEG_FILL = 128
+
+
+def check_jpeg_fill(img: Image.Image, path: Path, declared: tuple[int, int] | None = None) -> None:
+    """Refuse a decoded JPEG whose entropy-coded data ended before the image its header declares.
+
+    libjpeg does not fail when the scan data stops early (a header that claims a larger image than the
+    data holds — 9000 × 9000 on a 500 × 333 photo — or data cut before an end marker): it warns, and
+    Pillow ignores the warning, and decodes every remaining block with all coefficients zero, i.e. as
+    the flat mid-grey :data:`JPEG_FILL` in every channel.  So the decoded image's bottom rows are that
+    exact grey over the whole width.  At least 1 % of the rows (and two) that are exactly
+    ``JPEG_FILL`` in every sample are taken as that fill: a photograph does not hold an exactly
+    uniform band of that value across its full width.
+
+    Parameters
+    ----------
+    img : PIL.Image.Image
+        The decoded JPEG (possibly at a draft scale).
+    path : Path
+        Its file, for the message.
+    declared : (width, height), optional
+        The size its header declares (default: ``img.size``).
+
+    Raises
+    ------
+    CorpusError
+        Naming the file, the declared size and how much of it is fill.
+    """
+    arr = np.asarray(img)
+    if arr.ndim == 2:
+        arr = arr[..., None]
+    h = arr.shape[0]
+    flat = (arr == JPEG_FILL).reshape(h, -1).all(axis=1)
+    filled = int(np.argmin(flat[::-1])) if not flat.all() else h   # rows of fill at the bottom
+    if filled >= max(2, h // 100):
+        w, hd = declared or img.size
+        raise CorpusError(f"JPEG data ends before the {w} x {hd} image its header declares: the bottom "
+                          f"{100 * filled / h:.1f} % of the decoded rows are the decoder's grey fill (a damaged "
+                          "or edited header, or a truncated file)", path)
 
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:

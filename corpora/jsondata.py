@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["jsonable", "write_json_atomic"]
+__all__ = ["DuplicateKeyError", "jsonable", "loads_unique", "write_json_atomic", "write_text_atomic"]
 
 
 def jsonable(obj, *, nonfinite_as_null: bool = False):
@@ -54,15 +54,48 @@ def jsonable(obj, *, nonfinite_as_null: bool = False):
     return obj
 
 
-def write_json_atomic(path: str | Path, obj) -> Path:
-    """Write :func:`jsonable` ``obj`` as indented, key-sorted UTF-8 JSON to ``path`` atomically (a
-    temporary file beside it, flushed to disk, then renamed over it): a killed writer leaves the old file
-    or the new one, never half of one."""
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file beside it, flushed to disk, then
+    renamed over it.  A killed writer leaves the old file or the new one, never half of one; a write that
+    fails (disk full, read-only folder) removes its temporary file and raises the ``OSError``."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(jsonable(obj), indent=1, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_json_atomic(path: str | Path, obj) -> Path:
+    """Write :func:`jsonable` ``obj`` as indented, key-sorted UTF-8 JSON to ``path`` atomically
+    (:func:`write_text_atomic`)."""
+    return write_text_atomic(path, json.dumps(jsonable(obj), indent=1, sort_keys=True) + "\n")
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that names one key twice (``json`` would keep the last value silently)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _unique_pairs(pairs: list) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(k)
+        out[k] = v
+    return out
+
+
+def loads_unique(text: str):
+    """``json.loads(text)``, refusing an object with a duplicate key (:class:`DuplicateKeyError`, naming
+    it) instead of keeping its last value."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from corpora.base import CorpusError
+from corpora.cli_values import seed_value
 from corpora.cache import CacheDirError, DiskCache, check_cache_dir
 from corpora.flickr8k import load_flickr8k
 from corpora.nltk_resources import MissingResourceError
@@ -351,8 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the protocol of the published numbers) or in its own row only ('row')")
     b = p.add_argument_group("standard benchmarks (PAC-S Tables 1-3 layout; docs/evaluation.md §7)")
     add_benchmark_file_options(b)
-    b.add_argument("--seed", type=int, default=0,
-                   help="seed of the benchmarks' random draws (Pascal-50S references, vote ties; default 0)")
+    b.add_argument("--seed", type=seed_value, default=0,
+                   help="seed of the benchmarks' random draws (Pascal-50S references, vote ties; 0 ≤ SEED < "
+                        "2^31; default 0)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars or per-metric timings on stderr")

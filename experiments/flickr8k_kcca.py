@@ -31,6 +31,7 @@ from experiments.options import (
     add_benchmark_file_options,
     available_systems,
 )
+from experiments.output_folder import OUT_HELP
 from experiments.pipeline import run
 from experiments.report import console_tables
 from neural.registry import scorer_names
@@ -104,7 +105,8 @@ def add_data_options(g) -> None:
                    help="restrict every split to the images present on disk and report how many were "
                         "skipped (default: stop with an error naming the missing files)")
     g.add_argument("--teaching-size", type=positive_int, default=None, metavar="N",
-                   help="number of teaching-set images (default 2000; 600 with --quick; at least 60); "
+                   help="number of teaching-set images (default 2000; 600 with --quick; at least 60, at most "
+                        "100,000); "
                         "split 70/15/15; only without --data")
 
 
@@ -176,8 +178,7 @@ def add_method_options(g) -> None:
 
 def add_run_options(g) -> None:
     """The run options: output and cache folders, seed, device, progress bars."""
-    g.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default: runs/<corpus>-<timestamp>/)")
+    g.add_argument("--out", default=None, metavar="DIR", help=OUT_HELP)
     g.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^31 (default 0; the seeds from 2^31 up are the teaching CLIP's pretraining data)")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="device for the neural scorers (default auto: CUDA when available)")

@@ -11,6 +11,7 @@ from corpora.cache import CacheDirError, DiskCache, check_cache_dir
 from experiments.backbone_specs import BackboneSpec
 from experiments.option_choices import trained_scorers, trains_on_cpu
 from experiments.option_lists import OptionError, problem_lines
+from experiments.output_folder import prepare_out_folder, run_inputs
 from kernels.image.codebook import codebook_folder_images
 from neural.families.pacs import MIN_PACS_TUPLES
 
@@ -112,16 +113,8 @@ def make_folders(options: RunOptions) -> None:
             check_cache_dir(cache_root)
         except CacheDirError as exc:
             raise OptionError(f"--cache-dir: {exc}") from exc
-    out = options.out
-    if out is None:
-        return
-    if out.exists() and not out.is_dir():
-        raise OptionError(f"--out {out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OptionError(f"--out {out}: cannot create the folder "
-                          f"({exc.strerror or exc.__class__.__name__}: {exc.filename or out})") from exc
+    if options.out is not None:   # the output-folder rules: experiments/output_folder.py
+        prepare_out_folder(options.out, run_inputs(options), own=[cache_root] if cache_root else [])
 
 
 def check_neural_options(options: RunOptions) -> None:
@@ -184,9 +177,9 @@ def check_backbone(spec: BackboneSpec) -> None:
     from neural.names import is_teaching_model  # torch-free
 
     if is_teaching_model(spec.model, default=True):
-        from neural.names import teaching_weights_problem  # torch-free: a warm re-run never imports torch
+        from neural.weights_check import teaching_weights_content_problem  # torch-free: a warm re-run never imports torch
 
-        problem = teaching_weights_problem(spec.pretrained)   # the file against its record's SHA-256
+        problem = teaching_weights_content_problem(spec.pretrained)   # SHA-256 against its record, then content
         if problem is not None:
             raise OptionError(f"{spec.option}: {problem}")
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corpora.teaching import EVALUATION_SEEDS
+from corpora.cli_values import MAX_TEACHING_SIZE, seed_problem
 from experiments.backbone_specs import (
     BackboneSpec,
     DEFAULT_BACKBONE,
@@ -168,11 +168,13 @@ class RunOptions:
     def __post_init__(self) -> None:
         """Check the values among themselves (no file is looked at); :class:`OptionError` if one cannot
         work."""
-        if self.seed not in EVALUATION_SEEDS:
-            raise OptionError(f"--seed must be in [0, 2^31) (got {self.seed}; the seeds from 2^31 up are "
-                              f"reserved for the teaching CLIP's pretraining and held-out data)")
+        if seed_problem(self.seed) is not None:
+            raise OptionError(seed_problem(self.seed))
         if self.data is None and self.n_teaching_images < MIN_TEACHING_SIZE:
             raise OptionError(f"--teaching-size must be at least {MIN_TEACHING_SIZE} (got {self.n_teaching_images})")
+        if self.data is None and self.n_teaching_images > MAX_TEACHING_SIZE:
+            raise OptionError(f"--teaching-size must be at most {MAX_TEACHING_SIZE:,} (got "
+                              f"{self.n_teaching_images:,}; corpora.cli_values.MAX_TEACHING_SIZE)")
         if self.data is not None and self.teaching_size is not None:
             raise OptionError("--teaching-size sets the size of the built-in teaching set; it does not apply "
                               "with --data (drop one of the two)")

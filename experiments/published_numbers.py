@@ -41,8 +41,11 @@ from pathlib import Path
 
 from corpora.base import Corpus, CorpusError
 from corpora.cache import DiskCache
+from corpora.cli_values import seed_value
 from corpora.flickr8k import load_flickr8k
 from corpora.images import PathImageLoader
+from corpora.jsondata import write_text_atomic
+from corpora.paths import OutputPathError, check_output_path
 from evaluation.benchmarks import BenchmarkFormatError, benchmark_table, load_composite, load_pascal50s
 from evaluation.correlation import flickr8k_cf_rows, flickr8k_expert_rows
 from experiments.caption_metrics_vs_humans import CROWD_FILE, EXPERT_FILE, cache_dir_error
@@ -400,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--out", metavar="FILE", help="also write every figure, its published value and Δ as JSON")
     o.add_argument("--tolerance", type=float, default=None, metavar="T",
                    help="flag rows with |Δ| > T (τ or accuracy points) and exit with status 1 if any")
-    o.add_argument("--seed", type=int, default=0, help="seed of the Pascal-50S reference draws and vote ties "
-                                                       "(default 0)")
+    o.add_argument("--seed", type=seed_value, default=0,
+                   help="seed of the Pascal-50S reference draws and vote ties (0 ≤ SEED < 2^31; default 0)")
     o.add_argument("--cache-dir", default=None, help="cache of image features (default $ITR_CACHE_DIR or "
                                                      "~/.cache/...)")
     o.add_argument("--no-cache", action="store_true", help="do not read or write the disk cache")
@@ -412,13 +415,25 @@ def _option_error(args) -> str | None:
     """Why the options cannot be used (checked before any data or model is loaded), or ``None``."""
     if args.tolerance is not None and not args.tolerance >= 0:
         return f"--tolerance must be a number ≥ 0, got {args.tolerance}"
-    if args.out is not None and Path(args.out).is_dir():
-        return f"--out {args.out} is a folder; give a file name"
-    if args.out is not None and not Path(args.out).parent.is_dir():
+    if args.out is not None and not Path(args.out).expanduser().parent.is_dir():
         return f"--out {args.out}: folder {Path(args.out).parent} does not exist"
+    if args.out is not None:
+        try:
+            check_output_path("--out", Path(args.out), input_paths(args))
+        except OutputPathError as exc:
+            return str(exc)
     if args.device not in ("auto", "cpu") and not args.device.startswith("cuda"):
         return f"--device must be auto, cpu or cuda[:N], got {args.device!r}"
     return None if args.no_cache else cache_dir_error(args.cache_dir)
+
+
+def input_paths(args) -> list[tuple[str, Path]]:
+    """``(option, path)`` of every input file or folder given (what ``--out`` must not touch)."""
+    given = [("--flickr8k", args.flickr8k), ("--composite", args.composite),
+             ("--composite-images", args.composite_images), ("--pascal50s", args.pascal50s),
+             ("--pascal50s-images", args.pascal50s_images), ("--clip-weights", args.clip_weights),
+             ("--pacs-weights", args.pacs_weights)]
+    return [(o, Path(v)) for o, v in given if v is not None and Path(v).expanduser().exists()]
 
 
 def _nothing_to_run(what: str, skips: Sequence[Skip]) -> int:
@@ -452,7 +467,11 @@ def main(argv=None) -> int:
         result = {"rows": rows, "skipped": [asdict(s) for s in skips], "tolerance": args.tolerance,
                   "benchmarks": {BENCHMARK_NAMES[k]: len(d) for k, (d, _) in inputs.items()},
                   "models": {f: bb.provenance() for f, bb in models.items()}, "seed": args.seed}
-        Path(args.out).write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+        try:
+            write_text_atomic(Path(args.out).expanduser(), json.dumps(result, indent=2, default=str))
+        except OSError as exc:
+            print(f"error: --out {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return 2
     return 1 if any(r["exceeds"] for r in rows) else 0
 
 

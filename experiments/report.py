@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.jsondata import jsonable
+from corpora.jsondata import jsonable, write_text_atomic
 from experiments.report_sections import benchmark_note, benchmark_rows, paper_effect_rows, paper_effects_note
 
 TASKS = ("annotation", "search")
@@ -584,9 +584,7 @@ def _md_inline(s: str) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, text)   # a failed write (full disk) leaves no temporary file
 
 
 _HTML_TEMPLATE = """<!DOCTYPE html>

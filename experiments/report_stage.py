@@ -9,6 +9,7 @@ import numpy as np
 
 from corpora.base import Corpus, RankingPool
 from experiments.corpus_stage import RetrievalPlan, corpus_summary
+from experiments.errors import PipelineError
 from experiments.options import RunOptions
 from experiments.outputs import SystemOutput
 from experiments.provenance import provenance
@@ -163,4 +164,8 @@ def write_run_report(results: Mapping, options: RunOptions, corpus: Corpus, test
     outcomes = {s: {t: QueryOutcomes(ranks=evals[s][t].ranks, r_precision=evals[s][t].r_precision)
                     for t in ("annotation", "search")} for s in evals}
     gallery = make_gallery(corpus, test_pool, outputs, systems_json) if outputs else []
-    return write_report(results, options.out, outcomes=outcomes, gallery=gallery, seed=options.seed)
+    try:
+        return write_report(results, options.out, outcomes=outcomes, gallery=gallery, seed=options.seed)
+    except OSError as exc:   # a full disk or a folder made read-only during the run: one error line
+        raise PipelineError(f"--out {options.out}: cannot write the report "
+                            f"({exc.strerror or exc.__class__.__name__}: {exc.filename or options.out})") from exc

@@ -111,6 +111,26 @@ class ConsoleHandler(logging.StreamHandler):
             self.handleError(record)
 
 
+class RunLogHandler(logging.FileHandler):
+    """``run.log``: a record that cannot be written (a full disk, a folder made read-only during the run)
+    is reported once, as one ``warning:`` line on stderr, and the file is not written again — instead of
+    :mod:`logging`'s traceback for every later record.  The console keeps the whole log."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            why = getattr(exc, "strerror", None) or exc
+            print(f"warning: {self.baseFilename}: cannot write the log ({why}); it stops here, the console "
+                  "shows the rest", file=sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+
 def setup_logging(out_dir: Path) -> logging.Handler:
     """Log to the console and ``out_dir/run.log``; warnings are logged too.
 
@@ -125,7 +145,7 @@ def setup_logging(out_dir: Path) -> logging.Handler:
         The ``run.log`` handler, to pass to :func:`teardown_logging`.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    fh = logging.FileHandler(out_dir / "run.log", mode="w", encoding="utf-8")
+    fh = RunLogHandler(out_dir / "run.log", mode="w", encoding="utf-8")
     fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.setLevel(logging.INFO)

@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 
 from corpora.cache import DiskCache
+from corpora.cli_values import int_in, seed_value
 from corpora.jsondata import write_json_atomic
+from corpora.paths import OutputPathError, check_output_path
 from corpora.teaching import (
     GENERATOR_VERSION,
     SCORER_TRAINING_SEEDS,
@@ -129,11 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", required=True, type=Path,
                     help="output folder: one sub-folder per scorer and manifest.json (the package's folder "
                          "is neural/weights/scorers)")
-    ap.add_argument("--index", type=int, default=0,
+    ap.add_argument("--index", type=int_in(0, len(SCORER_TRAINING_SEEDS) - 1), default=0,
                     help="training set corpora.teaching.scorer_training_set(INDEX): seed "
                          "SCORER_TRAINING_SEEDS.start + INDEX (default %(default)s)")
-    ap.add_argument("--seed", type=int, default=0, help="training seed (default %(default)s, as the main job)")
-    ap.add_argument("--eval-seed", type=int, default=0,
+    ap.add_argument("--seed", type=seed_value, default=0,
+                    help="training seed, 0 ≤ SEED < 2^31 (default %(default)s, as the main job)")
+    ap.add_argument("--eval-seed", type=seed_value, default=0,
                     help="evaluation corpus checked for shared scenes (default %(default)s, the main job's)")
     ap.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     ap.add_argument("--cache-dir", type=Path, default=None, help="feature cache (default: none)")
@@ -143,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    try:   # the shared output rule (corpora/paths.py), before any training
+        check_output_path("--out", args.out, folder=True)
+    except OutputPathError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     from neural.teaching_clip import load_teaching_clip  # lazy: torch-heavy, after the argument check
 
     t0 = time.perf_counter()
@@ -153,7 +161,12 @@ def main(argv=None) -> int:
     bb = load_teaching_clip(device=args.device, show_progress=not args.quiet)
     cache = DiskCache(args.cache_dir) if args.cache_dir else None
     scorers, seconds = train_scorers(bb, corpus, seed=args.seed, cache=cache, show_progress=not args.quiet)
-    write_shipped(scorers, seconds, args.out, parent=bb, corpus=corpus, index=args.index, seed=args.seed)
+    try:
+        write_shipped(scorers, seconds, args.out, parent=bb, corpus=corpus, index=args.index, seed=args.seed)
+    except OSError as exc:   # a full disk or a folder made read-only during the training
+        print(f"error: --out {args.out}: cannot write ({exc.strerror or exc}: {exc.filename or args.out})",
+              file=sys.stderr)
+        return 2
     print(f"done in {time.perf_counter() - t0:.1f} s", flush=True)
     return 0
 

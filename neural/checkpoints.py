@@ -63,6 +63,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from corpora.cache import array_bytes
+from neural.weights_check import may_hold_infinity, tensor_problem
 
 #: Entries that OpenAI TorchScript archives keep in their state dict but that are not parameters.
 OPENAI_EXTRA_KEYS = ("input_resolution", "context_length", "vocab_size")
@@ -374,17 +375,41 @@ def read_state_dict(path: str | Path, *, trust_torchscript: bool | None = None,
     WeightsLayoutError
         A Long-CLIP layout whose two positional tables are not both ``(248, width)``.
     WeightsError
-        Anything else that makes the file unusable (names the file).
+        Anything else that makes the file unusable (names the file), including weights that are not
+        floating point or hold a NaN / infinity (:func:`check_tensor_values`).
     """
     p = Path(path).expanduser()
     if not p.is_file():
         raise MissingWeightsError(f"weights file not found: {p}")
     check_weights_file(p)
     if p.suffix == ".safetensors" or is_safetensors_file(p):
-        return _layout(_read_safetensors(p), "safetensors", p)
-    if is_torchscript_archive(p):
-        return _layout(_read_torchscript(p, trust_torchscript, torchscript_sha256), "torchscript", p)
-    return _layout(*_from_pickled(_torch_load(p), p), p)
+        sd, fmt = _layout(_read_safetensors(p), "safetensors", p)
+    elif is_torchscript_archive(p):
+        sd, fmt = _layout(_read_torchscript(p, trust_torchscript, torchscript_sha256), "torchscript", p)
+    else:
+        sd, fmt = _layout(*_from_pickled(_torch_load(p), p), p)
+    check_tensor_values(sd, p)
+    return sd, fmt
+
+
+def check_tensor_values(state_dict: Mapping[str, torch.Tensor], source: str | Path) -> None:
+    """Refuse weights that load but cannot score: a weight (two or more dimensions) that is not floating
+    point (an int8 copy scores 0 everywhere), or a NaN anywhere or an infinity outside an attention mask
+    (every score ``nan``)
+    (:func:`neural.weights_check.tensor_problem`, the rule the torch-free file check applies).
+
+    Raises
+    ------
+    WeightsError
+        Naming ``source`` and the tensor.
+    """
+    for name, t in state_dict.items():
+        floating = t.is_floating_point()
+        bad = (bool(torch.isnan(t).any()) if may_hold_infinity(name) else not bool(torch.isfinite(t).all())
+               ) if floating else False
+        problem = tensor_problem(name, str(t.dtype).removeprefix("torch."), floating, t.ndim, bad)
+        if problem is not None:
+            raise WeightsError(f"{source}: {problem}")
 
 
 def _read_safetensors(p: Path) -> dict[str, torch.Tensor]:

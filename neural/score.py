@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from corpora.cli_values import seed_value
 from neural.registry import families, metric_entry, metric_names, metrics_help
 
 def metrics_epilog() -> str:
@@ -57,10 +58,18 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 
 
 def _read_json(path: Path, what: str, option: str) -> dict:
+    from corpora.jsondata import DuplicateKeyError, loads_unique   # lazy: --help imports no corpora
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads_unique(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SystemExit(f"error: {option} {path}: file not found") from None
+    except IsADirectoryError:
+        raise SystemExit(f"error: {option} {path} is a folder; give the JSON file") from None
+    except DuplicateKeyError as exc:
+        raise SystemExit(f"error: {option} {path}: {exc} (each image id once)") from None
+    except OSError as exc:
+        raise SystemExit(f"error: {option} {path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise SystemExit(f"error: {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -132,12 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--train-scorers", action="store_true",
                     help="with --clip-model teaching: train PAC-S / L-CLIPScore / BRIDGE / SPECS here on the "
                          "teaching set (cached) instead of loading the shipped one (docs/shipped_scorers.md)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the tiny CLIP / PAC-S fine-tuning")
+    ap.add_argument("--seed", type=seed_value, default=0,
+                    help="seed of the teaching set, the tiny CLIP and the scorers' training, 0 ≤ SEED < 2^31")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
     ap.add_argument("--out", type=Path, default=None,
                     help="write per-instance scores and the summary as JSON here (checked before any model "
-                         "is loaded: an input file, a folder or a path under a file is refused)")
+                         "is loaded: an input file or a path inside the --images folder, a folder, a path "
+                         "under a file or an unwritable place is refused)")
     ap.add_argument("--summary", type=Path, default=None,
                     help="write the summary alone as JSON here (metric, score, mean, n, averages, scorer "
                          "identity, truncated count; checked as --out)")
@@ -160,7 +171,8 @@ def _backbone(args, cache):
         try:
             bb = load_teaching_clip(args.clip_pretrained, device=args.device, show_progress=not args.quiet)
         except WeightsError as exc:  # missing or damaged shipped file: one error naming the rebuild command
-            raise SystemExit(f"error: {exc}") from None
+            option = "--clip-pretrained" if args.clip_pretrained else "--clip-model teaching"
+            raise SystemExit(f"error: {option}: {exc}") from None
         return bb, make_teaching_set(seed=args.seed)
     if is_tiny_model(args.clip_model):
         if args.clip_pretrained is not None:
@@ -183,7 +195,8 @@ def _backbone(args, cache):
         return load_backbone(model, pretrained, device=args.device, precision=args.precision,
                              show_progress=not args.quiet), None
     except (WeightsError, ValueError, RuntimeError) as exc:  # missing / unsafe / mismatched weights,
-        raise SystemExit(f"error: {exc}") from None              # unknown model or tag, no CUDA
+        option = "--clip-pretrained" if args.clip_pretrained else "--clip-model"   # unknown model or tag, no CUDA
+        raise SystemExit(f"error: {option}: {exc}") from None
 
 
 def _check_cache_option(args) -> None:
@@ -234,62 +247,53 @@ def _read_inputs(args) -> tuple[dict, dict | None, list]:
     return cands, refs, ids
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` name one file (same resolved path, or a hard / symbolic link to it)."""
-    a, b = Path(a).expanduser(), Path(b).expanduser()
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:   # one of them does not exist
-        return False
-
-
 def _check_out_option(args, image_paths) -> None:
     """Refuse an unusable ``--out`` or ``--summary`` up front, before any image is read or model loaded, as
-    one ``error:`` line (exit 2): an input file (candidates, references, an image, the saved scorer's
-    files), the other output, a folder, a path under a file, or a place that cannot be written — instead
-    of a traceback after the scoring, with the scores lost."""
+    one ``error:`` line (exit 2): an output that is, contains or lies inside an input (candidates,
+    references, the images folder or an image, the saved scorer's folder, a weights file), the other
+    output, a folder, a path under a file, or a place that cannot be written
+    (:func:`corpora.paths.check_output_path`) — instead of a traceback after the scoring, with the scores
+    lost."""
+    from corpora.paths import OutputPathError, check_output_path, output_overlap   # lazy: --help imports no corpora
+
     inputs = [("--candidates", args.candidates), ("--references", args.references)]
-    inputs += [("--images", q) for q in image_paths]
-    if args.scorer is not None:
+    inputs += [("--images", q) for q in image_paths] + [("--images", args.images)]
+    if args.scorer is not None:   # its files first (the message names the file), then the folder
         folder = args.scorer if args.scorer.is_dir() else args.scorer.parent
         inputs += [("--scorer", q) for q in sorted(folder.iterdir()) if q.is_file()] if folder.is_dir() else []
-    if args.out is not None and args.summary is not None and _same_file(args.out, args.summary):
+        inputs.append(("--scorer", args.scorer))
+    if args.clip_pretrained is not None and Path(args.clip_pretrained).expanduser().is_file():
+        inputs.append(("--clip-pretrained", Path(args.clip_pretrained)))
+    if args.out is not None and args.summary is not None and output_overlap(args.out, [("--out", args.summary)]):
         raise SystemExit(f"error: --summary {args.summary} is the --out file; give two different files")
     for option, path in (("--out", args.out), ("--summary", args.summary)):
         if path is not None:
-            _check_output(option, path, inputs)
-
-
-def _check_output(option: str, path: Path, inputs: list) -> None:
-    """:func:`_check_out_option` for one output file."""
-    out = path.expanduser()
-    for what, given in inputs:
-        if given is not None and _same_file(out, given):
-            raise SystemExit(f"error: {option} {path} is the {what} file {given}: it would be overwritten; "
-                             "write the scores to another file")
-    if out.is_dir():
-        raise SystemExit(f"error: {option} {path} is a folder; give a file name (e.g. {path / 'scores.json'})")
-    ancestor = out.parent
-    while not ancestor.exists():   # the folders that writing will create
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise SystemExit(f"error: {option} {path}: {ancestor} is a file, not a folder")
-    target = out if out.exists() else ancestor
-    if not os.access(target, os.W_OK | (0 if target is out else os.X_OK)):
-        raise SystemExit(f"error: {option} {path}: {target} is not writable")
+            try:
+                check_output_path(option, path, inputs)
+            except OutputPathError as exc:
+                raise SystemExit(f"error: {exc}") from None
 
 
 def _check_weights_option(args) -> None:
-    """A ``--clip-pretrained`` file that is not a weights file is refused up front with the main job's check
-    and message (:func:`neural.checkpoints.check_weights_file`).  Not for the tiny CLIP (the option is
-    refused in :func:`_backbone`) nor the teaching CLIP (its loader checks the file's SHA-256 and names the
-    rebuild command)."""
-    from neural.checkpoints import NotWeightsFileError, check_weights_file   # lazy: imports torch (--help and option errors stay instant)
+    """Weights refused up front, as one ``error:`` line naming the option and the file: a
+    ``--clip-pretrained`` file that is not a weights file (the main job's check and message,
+    :func:`neural.checkpoints.check_weights_file`); a safetensors file that is truncated, holds non-floating
+    weights or NaN / infinite values (:func:`neural.weights_check.safetensors_problem`); teaching-CLIP
+    weights that fail their record's SHA-256 or that content check.  Not for the tiny CLIP (the option is
+    refused in :func:`_backbone`)."""
+    from neural.checkpoints import NotWeightsFileError, check_weights_file, is_safetensors_file   # lazy: imports torch (--help and option errors stay instant)
     from neural.names import is_teaching_model, is_tiny_model
+    from neural.weights_check import safetensors_problem, teaching_weights_content_problem
 
-    if args.clip_pretrained is None or is_tiny_model(args.clip_model) or is_teaching_model(args.clip_model):
+    if is_tiny_model(args.clip_model):
+        return
+    if is_teaching_model(args.clip_model):
+        problem = teaching_weights_content_problem(args.clip_pretrained)
+        if problem is not None:
+            option = "--clip-pretrained" if args.clip_pretrained else "--clip-model teaching"
+            raise SystemExit(f"error: {option}: {problem}")
+        return
+    if args.clip_pretrained is None:
         return
     p = Path(args.clip_pretrained).expanduser()
     if p.is_file():
@@ -297,6 +301,9 @@ def _check_weights_option(args) -> None:
             check_weights_file(p)
         except NotWeightsFileError as exc:
             raise SystemExit(f"error: --clip-pretrained {exc}") from None
+        problem = safetensors_problem(p) if is_safetensors_file(p) else None
+        if problem is not None:
+            raise SystemExit(f"error: --clip-pretrained {p}: {problem}")
 
 
 def _truncation(bb, prompt, cands: list, refs: list | None) -> dict | None:

@@ -62,11 +62,12 @@ from neural.losses import info_nce
 from neural.names import TEACHING_REBUILD_COMMAND, TEACHING_WEIGHTS_FILE, teaching_weights_problem
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch
 from neural.training import adamw, deterministic, progress, tick
+from neural.weights_check import safetensors_problem
 
 __all__ = [
     "TEACHING_ARCH", "WEIGHTS_FILE", "REBUILD_COMMAND", "MAX_WEIGHTS_BYTES", "PretrainConfig", "TeachingCLIPError",
     "GeneratorVersionWarning", "pretrain", "export_weights", "load_teaching_clip",
-    "weights_record_path",
+    "weights_record_path", "RUN_FILES",
     "parameter_count", "fp16_file_bytes", "param_groups", "lr_at", "CARD_POOL_IMAGES", "cpu_name", "card_table",
 ]
 
@@ -78,6 +79,8 @@ MAX_WEIGHTS_BYTES = 10_000_000
 #: and a small one that the test suite recomputes quickly.
 CARD_POOL_IMAGES = (300, 60)
 _CKPT, _CKPT_JSON, _LOG = "checkpoint.safetensors", "checkpoint.json", "log.json"
+#: The files :func:`pretrain` keeps in its run folder (the resumable checkpoint, its record, the log).
+RUN_FILES = (_CKPT, _CKPT_JSON, _LOG)
 
 
 class TeachingCLIPError(MissingWeightsError):
@@ -385,6 +388,9 @@ def _verified_metadata(p: Path) -> dict[str, str]:
     problem = teaching_weights_problem(p)
     if problem is not None:
         raise TeachingCLIPError(problem)
+    content = safetensors_problem(p)   # a matching record does not make a file usable weights
+    if content is not None:
+        raise _missing(p, content)
     with safe_open(str(p), framework="pt") as f:
         return dict(f.metadata() or {})
 
@@ -404,8 +410,10 @@ def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",
     Raises
     ------
     TeachingCLIPError
-        The file or its record is missing, or the file's SHA-256 is not the recorded one; the message
-        names the file and :data:`REBUILD_COMMAND`.  Nothing is trained in its place.
+        The file or its record is missing, the file's SHA-256 is not the recorded one, it is not a
+        complete safetensors file, holds non-floating weights or NaN / infinite values
+        (:func:`neural.weights_check.safetensors_problem`), or its tensors do not fit the architecture;
+        the message names the file and :data:`REBUILD_COMMAND`.  Nothing is trained in its place.
 
     Warns
     -----
@@ -424,7 +432,10 @@ def load_teaching_clip(path: str | Path | None = None, *, device: str = "auto",
                       GeneratorVersionWarning, stacklevel=2)
     model, preprocess, tokenizer = create_architecture(arch)
     sd = load_file(str(p))
-    model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
+    try:
+        model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=True)
+    except RuntimeError as exc:   # missing / unexpected keys, other shapes: torch's message, first lines
+        raise _missing(p, "does not fit the architecture (" + " ".join(str(exc).split())[:300] + ")") from None
     bb = backbone_from_model(model, preprocess, tokenizer, name="teaching-clip", arch=arch,
                              source=f"pretrained teaching CLIP {p} ({meta.get('pairs')} generated pairs, "
                              f"{meta.get('steps')} steps, generator v{meta.get('generator_version')})",

@@ -24,6 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from corpora.cli_values import seed_value
 from neural.family import TrainSettings
 from neural.registry import families, family_for, trained_family
 
@@ -79,20 +80,27 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag or weights file of an open_clip --clip-model (default: openai)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--seed", type=int, default=0, help="seed of the teaching set, the tiny CLIP and the recipe")
+    ap.add_argument("--seed", type=seed_value, default=0,
+                    help="seed of the teaching set, the tiny CLIP and the recipe, 0 ≤ SEED < 2^31")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the disk cache")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
 
 
-def _check_out(out: Path) -> None:
-    """Refuse a ``--out`` that is a file or a folder with other files, before any training."""
+def _check_out(out: Path, clip_pretrained: str | None = None) -> None:
+    """Refuse a ``--out`` that is a file, a folder with other files, the ``--clip-pretrained`` file or a
+    folder containing it, under a file or not writable (:func:`corpora.paths.check_output_path`), before
+    any training."""
+    from corpora.paths import OutputPathError, check_output_path
     from neural.saved import CONFIG_NAME, WEIGHTS_NAME   # lazy: imports torch (option errors stay instant)
 
     out = out.expanduser()
-    if out.exists() and not out.is_dir():
-        raise SystemExit(f"error: --out {out} is a file; give a folder")
+    inputs = [("--clip-pretrained", Path(clip_pretrained))] if clip_pretrained else []
+    try:
+        check_output_path("--out", out, [(o, p) for o, p in inputs if p.expanduser().exists()], folder=True)
+    except OutputPathError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if out.is_dir():
         others = sorted(p.name for p in out.iterdir() if p.name not in (CONFIG_NAME, WEIGHTS_NAME))
         if others:
@@ -102,7 +110,7 @@ def _check_out(out: Path) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    _check_out(args.out)
+    _check_out(args.out, args.clip_pretrained)
     # lazy: torch, open_clip and the teaching-set generator take seconds (--help must stay instant)
     from corpora.cache import DiskCache
     from corpora.teaching import make_teaching_set
@@ -119,7 +127,11 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {exc}") from None
     print(f"training {family_for(args.metric).name} from {bb.name} on the teaching set (cached) …", file=sys.stderr)
     scorer = train_scorer(args.metric, bb, teaching, seed=args.seed, cache=cache, show_progress=not args.quiet)
-    folder = save_scorer(scorer, args.out)
+    try:
+        folder = save_scorer(scorer, args.out)
+    except OSError as exc:   # a full disk or a folder made read-only during the training
+        raise SystemExit(f"error: --out {args.out}: cannot write the scorer ({exc.strerror or exc}: "
+                         f"{exc.filename or args.out})") from None
     print(f"saved {family_for(args.metric).name} to {folder} (parent {bb.name}, weights {bb.weights_id})")
     return 0
 

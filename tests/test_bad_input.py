@@ -194,6 +194,11 @@ def test_bad_split_files(tmp_path):
     root = write_bundle(tmp_path / "b", splits={"train": IMGS[:4], "dev": IMGS[4:6], "test": IMGS[5:]})
     with pytest.raises(CorpusError, match=r"testImages\.txt:1: image 1005_abc\.jpg is also in split 'dev'"):
         load(root)
+    for split in ("test", "dev", "train"):   # an empty split file: one error naming it, not a silent 0-image split
+        splits = {"train": IMGS[:4], "dev": IMGS[4:6], "test": IMGS[6:]}
+        root = write_bundle(tmp_path / f"empty-{split}", splits={**splits, split: []})
+        with pytest.raises(CorpusError, match=rf"{split}Images\.txt: the {split} split file lists no image ids"):
+            load(root)
 
 
 def test_bogus_id_generalised(tmp_path):
@@ -223,6 +228,33 @@ def test_corrupt_and_non_image_files(tmp_path):
     with pytest.raises(MissingImagesError, match="absent.jpg"):
         read_image(tmp_path / "absent.jpg")
     assert read_image(good).shape == (64, 64, 3)
+
+
+def test_a_jpeg_whose_data_ends_before_its_header_says_is_refused(tmp_path):
+    """A header claiming 9000 x 9000 on a small photo, or scan data cut short before an end marker: the
+    decoder fills the rest with grey without any error; read_image refuses the file, naming it (whole and
+    draft decodes alike).  A photo with a single row of that grey is still read."""
+    import struct
+
+    rng = np.random.default_rng(3)
+    photo = rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)
+    photo[-1] = 128
+    good = tmp_path / "good.jpg"
+    Image.fromarray(photo).save(good, quality=95)
+    data = bytearray(good.read_bytes())
+    sof = data.find(b"\xff\xc0")
+    assert struct.unpack(">HH", bytes(data[sof + 5:sof + 9])) == (120, 160)
+    data[sof + 5:sof + 9] = struct.pack(">HH", 9000, 9000)
+    big = tmp_path / "big.jpg"
+    big.write_bytes(bytes(data))
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2] + b"\xff\xd9")
+    for path, size in ((big, "9000 x 9000"), (cut, "160 x 120")):
+        for max_side in (None, 64):
+            with pytest.raises(CorpusError, match=rf"{path.name}: JPEG data ends before the {size} image its "
+                                                   "header declares"):
+                read_image(path, max_side=max_side)
+    assert read_image(good).shape == (120, 160, 3)
 
 
 def test_grayscale_to_rgb(tmp_path):

@@ -479,3 +479,114 @@ def test_exit_now_flushes_output_and_logs_and_keeps_the_status(tmp_path):
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert proc.stdout == "buffered line"
     assert log_file.read_text(encoding="utf-8").strip() == "last record"
+
+
+def test_out_never_replaces_a_users_files_or_an_input(tmp_path, capsys):
+    """``--out`` on a non-empty folder that is not a run of the job (report.md, run.log, plots/ of
+    something else), equal to ``--data``, containing it or inside it: one error line, nothing written;
+    an empty folder and a previous run's folder (results.json) are accepted."""
+    from experiments.flickr8k_kcca import main, parse_options
+
+    foreign = tmp_path / "foreign"
+    (foreign / "plots").mkdir(parents=True)
+    for name in ("report.md", "run.log", "plots/keep.png"):
+        (foreign / name).write_text("mine")
+    data = tmp_path / "data" / "flickr8k"
+    (data / "Flickr8k_text").mkdir(parents=True)
+    tiny = ["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress",
+            "--cache-dir", str(tmp_path / "cache")]
+    cases = [(tiny + ["--out", str(foreign)], f"error: --out {foreign} is a non-empty folder that is not a run"),
+             (["--data", str(data), "--out", str(data)], f"--out {data} is the --data folder"),
+             (["--data", str(data), "--out", str(data.parent)], f"--out {data.parent} contains the --data folder"),
+             (["--data", str(data), "--out", str(data / "run")], f"--out {data / 'run'} lies inside the --data folder")]
+    for argv, needle in cases:
+        assert main(argv + ["--no-progress", "--cache-dir", str(tmp_path / "cache")]) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in foreign.rglob("*")) == ["keep.png", "plots", "report.md", "run.log"]
+    assert all(p.read_text() == "mine" for p in foreign.rglob("*") if p.is_file())
+    assert sorted(p.name for p in data.rglob("*")) == ["Flickr8k_text"]
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "results.json").write_text("{}")
+    (previous / "report.md").write_text("old")
+    for ok in (tmp_path / "empty", previous):
+        ok.mkdir(exist_ok=True)
+        assert parse_options(tiny + ["--out", str(ok)]).out == ok
+    with_cache = tmp_path / "with-cache"   # the run's own cache folder inside --out is not a foreign file
+    assert parse_options(tiny + ["--out", str(with_cache), "--cache-dir", str(with_cache / "cache")]).out == with_cache
+    assert "--out DIR" in subprocess.run([sys.executable, "-m", "experiments.flickr8k_kcca", "--help"], cwd=REPO,
+                                         capture_output=True, text=True).stdout
+
+
+def test_sizes_past_their_documented_maximum_are_refused_up_front(tmp_path, capsys):
+    from corpora.cli_values import MAX_TEACHING_SIZE
+    from experiments.flickr8k_kcca import main
+
+    out = tmp_path / "out"
+    for size in (MAX_TEACHING_SIZE + 1, 10 ** 12):
+        assert main(["--teaching-size", str(size), "--out", str(out), "--cache-dir", str(tmp_path / "c")]) == 2
+        err = capsys.readouterr().err
+        assert f"error: --teaching-size must be at most {MAX_TEACHING_SIZE:,}" in err
+    assert not out.exists()
+
+
+def _full_disk_at(monkeypatch, name: str):
+    """``os.fsync`` of a file whose name starts with ``name`` fails as on a full disk."""
+    import errno
+
+    real = os.fsync
+
+    def fsync(fd):
+        real(fd)
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).name.startswith(name):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_full_output_location_is_one_error_line(tmp_path, capsys, monkeypatch):
+    """Full before the run (the folder's first write) and full while the report is written: one ``error:``
+    line naming --out, exit 2, no ``report.html.tmp`` left behind."""
+    from experiments.flickr8k_kcca import main
+
+    tiny = ["--systems", "BoW1", "--metrics", "none", "--teaching-size", "60", "--no-progress",
+            "--cache-dir", str(tmp_path / "cache"), "--permutations", "10"]
+    with monkeypatch.context() as m:
+        _full_disk_at(m, ".itr-run")
+        out = tmp_path / "full-at-start"
+        assert main(tiny + ["--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"error: --out {out}: cannot write into the folder (No space left on device" in err
+        assert "corpus …" not in err and list(out.iterdir()) == []
+    with monkeypatch.context() as m:
+        _full_disk_at(m, "report.html")
+        out = tmp_path / "full-at-report"
+        assert main(tiny + ["--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"error: --out {out}: cannot write the report (No space left on device" in err, err[-2000:]
+        assert "Traceback" not in err
+        assert not list(out.rglob("*.tmp"))
+
+
+def test_a_run_log_that_cannot_be_written_is_one_warning(tmp_path, capsys):
+    """A disk that fills up under run.log: one ``warning:`` line, no logging traceback per record."""
+    import errno
+    import logging
+
+    from experiments.runlog import setup_logging, teardown_logging
+
+    handler = setup_logging(tmp_path)
+    try:
+        def full(*a, **k):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        handler.stream.write = full
+        for k in range(3):
+            logging.getLogger("itr.test").warning("line %d", k)
+    finally:
+        handler.stream.write = lambda s: len(s)
+        teardown_logging(handler)
+    err = capsys.readouterr().err
+    assert err.count("cannot write the log (No space left on device)") == 1
+    assert "Traceback" not in err and "--- Logging error ---" not in err

@@ -466,3 +466,26 @@ def test_safetensors_is_recognised_by_its_header_and_torch_advice_is_not_quoted(
     with pytest.raises(UnsafeCheckpointError) as e:
         read_state_dict(evil)
     assert "Unsupported global" in str(e.value) and "weights_only` set to `False`" not in str(e.value)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "state_dict"])
+def test_weights_that_cannot_score_are_refused_naming_the_file_and_tensor(fmt, tmp_path):
+    """int8 weights (every score 0) and a NaN or infinity (every score nan) are refused when read, whatever
+    the file format; integer scalars (OpenAI's ``context_length`` …) are not weights and pass."""
+    from neural.checkpoints import WeightsError, read_state_dict, save_state_dict
+    from neural.weights_check import safetensors_problem
+
+    good = {"visual.proj": torch.randn(4, 3), "context_length": torch.tensor(77)}
+    ext = "safetensors" if fmt == "safetensors" else "pt"
+    p = save_state_dict(good, tmp_path / f"good.{ext}", fmt=fmt)
+    assert "visual.proj" in read_state_dict(p)[0]
+    cases = {"int8": {**good, "visual.proj": good["visual.proj"].to(torch.int8)},
+             "nan": {**good, "visual.proj": good["visual.proj"].clone().fill_(float("nan"))},
+             "inf": {**good, "visual.proj": good["visual.proj"].clone().fill_(float("-inf"))}}
+    for name, sd in cases.items():
+        bad = save_state_dict(sd, tmp_path / f"{name}.{ext}", fmt=fmt)
+        needle = "must be floating point" if name == "int8" else "holds NaN or infinite values"
+        with pytest.raises(WeightsError, match=rf"{bad.name}: tensor 'visual.proj' .*{needle}"):
+            read_state_dict(bad)
+        if fmt == "safetensors":
+            assert needle in safetensors_problem(bad)

@@ -150,7 +150,9 @@ def test_cli_out_is_checked_before_any_model_and_never_overwrites_an_input(setup
              (str(tmp_path / "link.json"), r"^error: --out .*link.json is the --candidates file"),
              (str(imgs / "im0.png"), r"^error: --out .*im0.png is the --images file"),
              (str(tmp_path), r"^error: --out .* is a folder; give a file name"),
-             (str(cands / "sub" / "out.json"), r"^error: --out .*: .*cands.json is a file, not a folder")]
+             (str(cands / "sub" / "out.json"), r"^error: --out .*: .*cands.json is a file, not a folder"),
+             (str(imgs / "scores.json"), r"^error: --out .*scores.json lies inside the --images folder"),
+             (str(w), r"^error: --out .* is the --clip-pretrained file")]
     for out, message in cases:
         with pytest.raises(SystemExit, match=message) as e:
             main(base + ["--out", out])
@@ -233,3 +235,75 @@ def test_cli_user_mistakes_exit_2_with_one_error_line(setup, tmp_path):
                                "--images", str(imgs)] + extra, capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_cli_input_oddities_are_one_error_line(setup, tmp_path, capsys):
+    """A folder given as --candidates / --references, a duplicate image id in the candidates or references
+    JSON (json would keep the last value silently): one ``error:`` line naming the file and the key."""
+    from neural.score import run
+
+    d, imgs, w, _ = setup
+    dup = tmp_path / "dup.json"
+    dup.write_text('{"im0": "a caption", "im1": "another", "im0": "a third"}')
+    dup_refs = tmp_path / "dup_refs.json"
+    dup_refs.write_text('{"im0": ["a"], "im0": ["b"]}')
+    base = ["--images", str(imgs), "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w), "--no-cache"]
+    cases = [(["--candidates", str(tmp_path)], f"error: --candidates {tmp_path} is a folder; give the JSON file"),
+             (["--candidates", str(d / "cands.json"), "--references", str(tmp_path), "--metric", "refclip-s"],
+              f"error: --references {tmp_path} is a folder; give the JSON file"),
+             (["--candidates", str(dup)], f"error: --candidates {dup}: duplicate key 'im0'"),
+             (["--candidates", str(d / "cands.json"), "--references", str(dup_refs), "--metric", "refclip-s"],
+              f"error: --references {dup_refs}: duplicate key 'im0'")]
+    for argv, needle in cases:
+        assert run(argv + base) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(needle) and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("command", ["neural.score", "neural.train_scorer",
+                                     "experiments.caption_metrics_vs_humans", "experiments.published_numbers",
+                                     "experiments.pretrain_teaching_clip", "experiments.train_shipped_scorers"])
+def test_every_seed_option_has_one_range(command, capsys):
+    """--seed −1, 1e20 and 2^31 are argparse errors (exit 2, naming --seed) in every command line; the range
+    is the evaluation seeds'."""
+    import importlib
+
+    from corpora.cli_values import SEEDS
+    from corpora.teaching import EVALUATION_SEEDS
+
+    assert SEEDS == EVALUATION_SEEDS
+    parser = importlib.import_module(command).build_parser()
+    for bad in ("-1", "1e20", "100000000000000000000", str(2 ** 31)):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["--seed", bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--seed" in err and "error:" in err and "Traceback" not in err
+    assert "--seed" in parser.format_help()
+
+
+def test_train_scorer_out_is_checked_and_a_failed_save_is_one_error_line(setup, tmp_path, monkeypatch, capsys):
+    """--out that is the parent's weights file (or a folder holding it) is refused before training; a disk
+    that fills up while the scorer is saved gives one error line naming --out."""
+    import errno
+
+    import neural.saved
+    import neural.train_scorer as ts_mod
+
+    d, imgs, w, bb = setup
+    monkeypatch.setattr("neural.factory.backbone_for", lambda *a, **k: bb)
+    monkeypatch.setattr(ts_mod, "train_scorer", lambda *a, **k: object())
+    for out, needle in ((w, "is a file; give a folder"), (d, f"contains the --clip-pretrained file {w}")):
+        assert ts_mod.run(["--metric", "specs", "--clip-model", "itr-tiny-clip", "--clip-pretrained", str(w),
+                           "--out", str(out), "--no-cache", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+
+    def full(scorer, folder):
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder))
+
+    monkeypatch.setattr(neural.saved, "save_scorer", full)
+    out = tmp_path / "scorer"
+    assert ts_mod.run(["--metric", "specs", "--out", str(out), "--no-cache", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --out {out}: cannot write the scorer (No space left on device" in err and "Traceback" not in err

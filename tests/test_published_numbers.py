@@ -272,3 +272,52 @@ def test_published_table_is_complete_and_labelled():
     by = {(p.metric, p.key): p for p in pn.PUBLISHED}
     assert by[("CLIP-S", "flickr8k_expert_tau_c")].value == 51.2 and by[("RefPAC-S", "pascal50s_mean")].value == 84.7
     assert all(p.confirmed for p in pn.PUBLISHED if p.metric.endswith("CLIP-S"))
+
+
+def test_out_never_overwrites_or_enters_an_input(standin, capsys):
+    """``--out`` that is the --clip-weights file, a file inside the --flickr8k folder (its
+    ExpertAnnotations.txt) or a folder containing an input is refused before anything is read or written."""
+    expert = next(standin["flickr8k"].rglob("ExpertAnnotations.txt"))
+    link = standin["root"] / "weights-link.pt"
+    link.unlink(missing_ok=True)
+    link.symlink_to(standin["clip"])
+    before = {p: p.read_bytes() for p in (standin["clip"], expert)}
+    for out, says in ((standin["clip"], "is the --clip-weights file"), (link, "is the --clip-weights file"),
+                      (expert, "lies inside the --flickr8k folder"),
+                      (standin["flickr8k"] / "new.json", "lies inside the --flickr8k folder")):
+        with pytest.raises(SystemExit) as exc:
+            pn.main(_args(standin, "--out", str(out)))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert says in err and "error:" in err and "Traceback" not in err
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (standin["flickr8k"] / "new.json").exists()
+
+
+@pytest.mark.parametrize("seed", ["-1", "1e20", "100000000000000000000", "2147483648"])
+def test_a_seed_out_of_range_is_an_option_error(seed, capsys):
+    with pytest.raises(SystemExit) as exc:
+        pn.main(["--seed", seed])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--seed" in err and "error:" in err and "Traceback" not in err
+
+
+def test_an_output_that_cannot_be_written_is_one_error_line(standin, tmp_path, monkeypatch, capsys):
+    """A disk that fills up while ``--out`` is written: one error line, exit 2, no temporary file left."""
+    import errno
+    import os
+
+    out = tmp_path / "o.json"
+    real_fsync = os.fsync
+
+    def full(fd):   # the disk fills up while the output is written (the cache check writes fine)
+        real_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(out)):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    rc = pn.main(_args(standin, "--out", str(out), data=("flickr8k",)))
+    err = capsys.readouterr().err
+    assert rc == 2 and f"error: --out {out}: cannot write (No space left on device)" in err
+    assert list(tmp_path.iterdir()) == []

@@ -232,3 +232,142 @@ def test_main_job_defaults_to_the_teaching_clip(exported, tmp_path):
     check_neural_options(options("--clip-pretrained", str(path)))   # a verified file of it: accepted
     with pytest.raises(OptionError, match="rebuild them with: python -m experiments.pretrain_teaching_clip"):
         check_neural_options(options("--clip-pretrained", str(tmp_path / "absent.safetensors")))
+
+
+def _run_pretrain(argv, capsys):
+    """``(exit status, stderr)`` of the command line run in this process (argparse's errors included)."""
+    from experiments.pretrain_teaching_clip import run
+
+    capsys.readouterr()
+    try:
+        rc = run(argv)
+    except SystemExit as exc:   # argparse's own option errors
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+def test_every_refusal_of_pretraining_is_one_error_line(tmp_path, capsys):
+    """Option values that cannot work (including ``--steps -4``, ``--prompt-rate 2``, ``--warmup -5``,
+    ``--seed -1`` and a NaN or negative learning rate), ``--out`` a file, ``--no-resume`` on an existing
+    run, another recipe on resume and a damaged checkpoint: exit 2 and one ``error:`` line, no traceback."""
+    from experiments.pretrain_teaching_clip import run
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    run_dir = tmp_path / "run"
+    assert run(["--out", str(run_dir), *TINY, "--stop-at", "1"]) == 0
+    bad_values = [["--batch-size", "0"], ["--chunk-size", "0"], ["--checkpoint-every", "0"], ["--eval-images", "0"],
+                  ["--lr", "nan"], ["--lr", "-0.1"], ["--lr", "0"], ["--seed", "-1"], ["--seed", "1e20"],
+                  ["--steps", "-4"], ["--prompt-rate", "2"], ["--warmup", "-5"], ["--n-pairs", "1000000000000"],
+                  ["--card-pools", "0"]]
+    for extra in bad_values:
+        rc, err = _run_pretrain(["--out", str(tmp_path / "new"), *TINY, *extra], capsys)
+        assert rc == 2 and "error:" in err and extra[0] in err, (extra, err)
+    assert not (tmp_path / "new").exists()
+    rec = run_dir / "checkpoint.json"
+    cases = [(["--out", str(afile), *TINY], f"error: --out {afile} is a file"),
+             (["--out", str(afile / "sub"), *TINY], "is a file, not a folder"),
+             (["--out", str(run_dir), *TINY, "--no-resume"], "error: --no-resume:"),
+             (["--out", str(run_dir), *TINY[:-1], "--lr", "0.002", "--quiet"], "another recipe")]
+    for argv, needle in cases:
+        rc, err = _run_pretrain(argv, capsys)
+        assert rc == 2 and needle in err and err.count("error:") == 1, (argv, err)
+    ckpt = run_dir / "checkpoint.safetensors"
+    ckpt.write_bytes(ckpt.read_bytes()[:100])   # a damaged checkpoint
+    rc, err = _run_pretrain(["--out", str(run_dir), *TINY], capsys)
+    assert rc == 2 and f"error: --out {run_dir}: cannot resume" in err, err
+    rec.write_text("{not json")                 # a damaged record
+    rc, err = _run_pretrain(["--out", str(run_dir), *TINY], capsys)
+    assert rc == 2 and "cannot resume" in err, err
+
+
+def test_export_never_destroys_the_checkpoint_or_an_unrelated_file(tmp_path, capsys):
+    """``--export`` onto the run's own checkpoint, or onto ``X.safetensors`` beside an unrelated ``X.json``
+    (or an unrelated ``X.safetensors``), is refused before any training; the files are intact."""
+    from experiments.pretrain_teaching_clip import run
+
+    run_dir = tmp_path / "run"
+    assert run(["--out", str(run_dir), *TINY, "--stop-at", "1"]) == 0
+    ckpt = run_dir / "checkpoint.safetensors"
+    before = {p: p.read_bytes() for p in run_dir.iterdir()}
+    unrelated = tmp_path / "X.json"
+    unrelated.write_text('{"mine": true}')
+    other = tmp_path / "Y.safetensors"
+    other.write_bytes(b"user data")
+    for export, needle in ((ckpt, "is the --out file"), (run_dir / "log.safetensors", "is the --out file"),
+                           (tmp_path / "X.safetensors", "X.json exists and is not an earlier export"),
+                           (other, "Y.safetensors exists and is not an earlier export"),
+                           (tmp_path / "Z.bin", "give a .safetensors file name")):
+        rc, err = _run_pretrain(["--out", str(run_dir), *TINY, "--export", str(export)], capsys)
+        assert rc == 2 and needle in err and err.count("error:") == 1, (export, err)
+    assert {p: p.read_bytes() for p in run_dir.iterdir()} == before
+    assert unrelated.read_text() == '{"mine": true}' and other.read_bytes() == b"user data"
+
+
+def _damaged_weights(tmp_path, how: str):
+    """A copy of the shipped teaching-CLIP weights damaged ``how``, with a record that matches its bytes."""
+    import hashlib
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    src = tc.WEIGHTS_FILE
+    with safe_open(str(src), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    p = tmp_path / f"{how}.safetensors"
+    name = sorted(k for k, v in tensors.items() if v.ndim >= 2)[0]
+    if how == "truncated":
+        p.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    elif how == "not-safetensors":
+        p.write_bytes(b"PK\x03\x04 this is no safetensors file" * 100)
+    else:
+        if how == "wrong-shape":
+            tensors[name] = torch.zeros(tuple(s + 1 for s in tensors[name].shape), dtype=tensors[name].dtype)
+        elif how == "missing-key":
+            tensors.pop(name)
+        elif how == "int8":
+            tensors = {k: v.to(torch.int8) for k, v in tensors.items()}
+        elif how == "nan":
+            tensors[name] = tensors[name].clone()
+            tensors[name].view(-1)[7] = float("nan")
+        elif how == "inf-bf16":
+            tensors = {k: v.to(torch.bfloat16) for k, v in tensors.items()}
+            tensors[name].view(-1)[3] = float("inf")
+        save_file(tensors, str(p), metadata=meta)
+    tc.weights_record_path(p).write_text(json.dumps({"file": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}))
+    return p
+
+
+DAMAGE = {"truncated": "truncated", "not-safetensors": "not a safetensors file", "wrong-shape": "does not fit",
+          "missing-key": "does not fit", "int8": "weights must be floating point", "nan": "NaN or infinite",
+          "inf-bf16": "NaN or infinite"}
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+def test_teaching_weights_are_checked_for_what_they_hold(how, tmp_path, capsys):
+    """Weights whose record matches their bytes but that cannot score (truncated, not safetensors, a wrong
+    shape, a missing key, int8, NaN / infinity): the loader, neural.score and the main job's option check
+    each give one error naming the file (and the option), never a traceback, ``nan`` or all-zero scores."""
+    from experiments.options import OptionError, check_backbone
+    from experiments.backbone_specs import BackboneSpec, DEFAULT_BACKBONE
+    from neural.score import run as score_run
+
+    p = _damaged_weights(tmp_path, how)
+    with pytest.raises(tc.TeachingCLIPError, match=rf"{p.name}: .*{DAMAGE[how]}.*rebuild them with"):
+        tc.load_teaching_clip(p, device="cpu", show_progress=False)
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    from PIL import Image
+    Image.new("RGB", (40, 30), (10, 200, 10)).save(imgs / "a.png")
+    cands = tmp_path / "c.json"
+    cands.write_text('{"a": "a green picture"}')
+    capsys.readouterr()
+    assert score_run(["--candidates", str(cands), "--images", str(imgs), "--clip-model", "teaching",
+                      "--clip-pretrained", str(p), "--no-cache", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --clip-pretrained") and str(p) in err and DAMAGE[how] in err, err
+    assert err.count("\n") == 1
+    if how not in ("wrong-shape", "missing-key"):   # found from the file alone, without torch
+        with pytest.raises(OptionError, match=rf"--clip-pretrained: teaching CLIP weights {p}: .*{DAMAGE[how]}"):
+            check_backbone(BackboneSpec(DEFAULT_BACKBONE, "teaching", str(p)))

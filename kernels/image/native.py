@@ -2,8 +2,9 @@
 compiler, loaded with :mod:`ctypes`; no Python build step, no new dependency).
 
 The library is compiled once per source version and machine into ``<cache dir>/cext/`` (atomic rename)
-and reused.  If no compiler is available, the build fails or ``ITR_NO_CEXT=1`` is set, :func:`load`
-returns ``None`` and :mod:`kernels.image.gram` falls back to its numpy implementation of the same
+and reused, loaded only after its SHA-256 matches the one recorded when it was built
+(:mod:`kernels.native_lib`; a library that does not match is removed and rebuilt, with a warning).  If no
+compiler is available, the build fails or ``ITR_NO_CEXT=1`` is set, :func:`load` returns ``None`` and :mod:`kernels.image.gram` falls back to its numpy implementation of the same
 algorithm.  ctypes releases the GIL during the call, so a thread pool runs blocks on all cores.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from corpora.cache import default_cache_dir
+from kernels.native_lib import build_and_load, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +74,13 @@ _LIB = None
 _TRIED = False
 
 
+def _source_tag() -> str:
+    """What the library is built from: the source, and the machine it is built for."""
+    return _SOURCE + platform.node() + platform.machine() + platform.python_version()
+
+
 def _lib_path() -> Path:
-    tag = hashlib.sha256((_SOURCE + platform.node() + platform.machine() + platform.python_version())
-                         .encode()).hexdigest()[:16]
+    tag = hashlib.sha256(_source_tag().encode()).hexdigest()[:16]
     return default_cache_dir() / "cext" / f"itr_intersect_{tag}.so"
 
 
@@ -106,10 +112,9 @@ def load():
     if os.environ.get("ITR_NO_CEXT", "").strip() not in ("", "0"):
         return None
     try:
-        path = _lib_path()
-        if not path.is_file():
-            _build(path)
-        lib = ctypes.CDLL(str(path))
+        lib = build_and_load(_lib_path(), source_digest(_source_tag()), _build, "histogram intersection")
+        if lib is None:
+            return None
         fn = lib.itr_intersect_csc_block
         p = np.ctypeslib.ndpointer
         fn.argtypes = [p(np.int64, flags="C"), p(np.int32, flags="C"), p(np.float32, flags="C"),

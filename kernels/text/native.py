@@ -2,7 +2,9 @@
 
 The C source is compiled on first use with the system C compiler (``$CC``, else ``gcc``/``cc``;
 ``-O3 -shared -fPIC``, with ``-fopenmp`` when available) into
-``<cache dir>/native/softtri-<source hash>.so`` (atomic rename) and loaded with :mod:`ctypes`.
+``<cache dir>/native/softtri-<source hash>.so`` (atomic rename) and loaded with :mod:`ctypes` only after
+its SHA-256 matches the one recorded when it was built (:mod:`kernels.native_lib`; a library that does not
+match is removed and rebuilt, with a warning).
 It computes *exactly* the same DP as the torch implementation in :mod:`kernels.text.tri` (float32
 word-kernel values, float64 accumulation) but fused per caption pair, without intermediate arrays.
 When no compiler is available, compilation fails, ``ITR_NO_NATIVE=1`` is set, or a caption has more
@@ -17,13 +19,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from corpora.cache import default_cache_dir
+from kernels.native_lib import build_and_load, source_digest
 from kernels.text.items import symmetrise_inplace
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,27 @@ def _compiler() -> str | None:
     return None
 
 
+def _build(cc: str, target: Path) -> None:
+    """Compile :data:`SOURCE` to ``target`` (temporary file renamed over it), with OpenMP when it builds."""
+    errors = []
+    for flags in (["-fopenmp"], []):
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+        os.close(fd)
+        cmd = [cc, "-O3", "-shared", "-fPIC", *flags, "-o", tmp, str(SOURCE)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if r.returncode == 0:
+                os.replace(tmp, target)
+                return
+            errors.append(r.stderr.strip()[:500])
+        except (OSError, subprocess.SubprocessError) as exc:
+            errors.append(str(exc))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise RuntimeError(f"compiling {SOURCE} failed: {errors[-1]}")
+
+
 @lru_cache(maxsize=1)
 def load_softtri():
     """The compiled library (``ctypes.CDLL``) or ``None`` when unavailable."""
@@ -48,33 +72,9 @@ def load_softtri():
         return None
     src = SOURCE.read_bytes()
     tag = hashlib.sha256(src + os.uname().machine.encode()).hexdigest()[:16]
-    out_dir = default_cache_dir() / "native"
-    lib = out_dir / f"softtri-{tag}.so"
-    if not lib.is_file():
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ok = False
-        for flags in (["-fopenmp"], []):
-            fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".so.tmp")
-            os.close(fd)
-            cmd = [cc, "-O3", "-shared", "-fPIC", *flags, "-o", tmp, str(SOURCE)]
-            try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-                if r.returncode == 0:
-                    os.replace(tmp, lib)
-                    ok = True
-                    break
-                log.info("compiling %s failed: %s", SOURCE, r.stderr.strip()[:500])
-            except (OSError, subprocess.SubprocessError) as exc:
-                log.info("compiling %s failed: %s", SOURCE, exc)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        if not ok:
-            return None
-    try:
-        dll = ctypes.CDLL(str(lib))
-    except OSError as exc:
-        log.warning("cannot load %s (%s); soft TRI uses the torch backend", lib, exc)
+    lib = default_cache_dir() / "native" / f"softtri-{tag}.so"
+    dll = build_and_load(lib, source_digest(src, os.uname().machine), partial(_build, cc), "soft TRI")
+    if dll is None:
         return None
     P = ctypes.c_void_p
     i64 = ctypes.c_int64
