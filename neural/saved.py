@@ -55,7 +55,7 @@ from safetensors.torch import load_file
 
 from corpora.jsondata import write_json_atomic
 from neural.backbone import Backbone
-from neural.checkpoints import save_safetensors_atomic, state_dict_sha256
+from neural.checkpoints import WeightsError, check_tensor_values, save_safetensors_atomic, state_dict_sha256
 from neural.registry import family_for, family_of_scorer, families
 from neural.saved_parts import ScorerFormatError, backbone_record
 
@@ -298,6 +298,10 @@ def _read_weights(cfg_path: Path, config: dict) -> dict[str, torch.Tensor]:
     if state_dict_sha256(tensors) != config["weights"].get("sha256"):
         raise ScorerFormatError(f"{wpath}: the tensors do not have the SHA-256 recorded in {cfg_path} "
                                 "(damaged or replaced file)")
+    try:   # dtype and finiteness: int8 weights score 0, NaN weights score nan (neural.weights_check)
+        check_tensor_values(tensors, wpath)
+    except WeightsError as exc:
+        raise ScorerFormatError(str(exc)) from None
     return tensors
 
 

@@ -366,3 +366,29 @@ def test_an_unedited_config_records_the_hash_of_every_scored_field(saved):
         assert cfg["fields_sha256"] == fields_sha256(cfg)
         assert {f for f in SCORED_FIELDS if f in cfg} <= set(cfg["fields_sha256"])
         assert len(scorer_identity(cfg)["config_sha256"]) == 64
+
+
+@pytest.mark.parametrize("damage", ["nan", "int8"])
+def test_weights_that_cannot_score_are_refused_even_with_matching_hashes(damage, saved, tmp_path,
+                                                                        random_tiny_backbone):
+    """A consistently re-hashed weights file holding NaN or integer weights loads without a hash mismatch,
+    and would score nan or 0 everywhere: the content check refuses it, naming the file and the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    from neural.checkpoints import state_dict_sha256
+
+    bad = _copy(saved["SPECS"], tmp_path)
+    tensors = load_file(str(bad / WEIGHTS_NAME))
+    name = next(k for k, t in tensors.items() if t.is_floating_point() and t.ndim >= 2)
+    t = tensors[name].clone()
+    if damage == "nan":
+        t.view(-1)[0] = float("nan")
+    else:
+        t = t.round().to(torch.int8)
+    tensors[name] = t
+    save_file(tensors, str(bad / WEIGHTS_NAME))
+    cfg = json.loads((bad / CONFIG_NAME).read_text())
+    cfg["weights"]["sha256"] = state_dict_sha256(tensors)   # the record made to match the damaged file
+    (bad / CONFIG_NAME).write_text(json.dumps(cfg))
+    with pytest.raises(ScorerFormatError, match=rf"{WEIGHTS_NAME}: .*{name.split('.')[0]}"):
+        load_scorer(bad, random_tiny_backbone)
