@@ -69,6 +69,7 @@ def test_karpathy_file_runs_end_to_end(dataset, tmp_path, nltk_data_dir):
     assert "relevance is the original pairing" in res["_report"]
     assert list(res["provenance"]["data_checksums"]) == [data.name]
     assert res["provenance"]["parallelism"]["mode"] == "in-process"
+    assert "KCCA solver: exact (28 training images; low-rank above" in res["_log"]
     if dataset == "coco":   # the same numbers on a local Dask cluster of 2 worker processes
         dask = run_job(["--data", str(data), "--images", str(images), *QUICK, "--workers", "2"], tmp_path,
                        "workers")
@@ -102,3 +103,12 @@ def test_karpathy_paths_cannot_leave_the_images_folder(tmp_path):
     p.write_text(json.dumps(bad), encoding="utf-8")
     with pytest.raises(CorpusError, match="would leave the images folder"):
         load_karpathy(p, tmp_path)
+
+
+def test_lowrank_solver_above_the_documented_size():
+    from experiments.classical_stage import LOWRANK_ABOVE, LOWRANK_MAX_RANK, kcca_solver
+
+    assert kcca_solver(6000) == ("exact", {})                   # Flickr8k: exact, as in the paper
+    assert kcca_solver(LOWRANK_ABOVE) == ("exact", {})
+    assert kcca_solver(LOWRANK_ABOVE + 1) == ("lowrank", {"max_rank": LOWRANK_MAX_RANK})
+    assert kcca_solver(113_287)[0] == "lowrank"                  # COCO's Karpathy training split
