@@ -127,6 +127,9 @@ class BlockExecutor:
             # dask.distributed is imported here, not at module top: a run without --workers / --scheduler
             # never needs it (about a second to import, and it starts no threads then)
             from distributed import Client, LocalCluster
+            # Dask's own INFO lines (workers starting, retiring, comms closing) would flood the run's
+            # console and log; its warnings and errors (a lost worker, a task retried) still show
+            logging.getLogger("distributed").setLevel(logging.WARNING)
             if self.workers is not None:
                 try:
                     self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,

@@ -85,6 +85,8 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     """
     executor = BlockExecutor(workers=options.workers, scheduler=options.scheduler)
     try:
+        if executor.distributed:   # start or reach the cluster first: fail before any work, not after it
+            executor.client()
         return classical_systems(corpus, pools, names, options, cache, executor)
     except ExecutorError as exc:
         raise PipelineError(str(exc)) from exc
