@@ -30,8 +30,6 @@ from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache
 
-log = logging.getLogger(__name__)
-
 MODES = ("in-process", "local cluster", "scheduler")
 #: Seconds to wait for ``--scheduler ADDRESS`` to answer before giving up with an error.
 CONNECT_TIMEOUT_S = 20
@@ -105,27 +103,21 @@ class BlockExecutor:
     @property
     def mode(self) -> str:
         """``"in-process"``, ``"local cluster"`` or ``"scheduler"``."""
-        return MODES[0] if self.distributed is False else MODES[1] if self.workers else MODES[2]
+        if not self.distributed:
+            return MODES[0]
+        return MODES[1] if self.workers is not None else MODES[2]
 
     @property
     def distributed(self) -> bool:
         """Whether blocks go to Dask workers."""
         return self.workers is not None or self.scheduler is not None
 
-    def provenance(self) -> dict:
-        """``{"mode", "workers", "scheduler"}`` for the run's provenance (workers: the cluster's count
-        once connected, else what was asked)."""
-        n = self.workers
-        if self._client is not None:
-            n = len(self._client.scheduler_info().get("workers", {}))
-        return {"mode": self.mode, "workers": n, "scheduler": self.scheduler}
-
     # ------------------------------------------------------------------ cluster
     def client(self):
         """The Dask client (started or connected on first call)."""
         if self._client is None:
-            # dask.distributed is imported here, not at module top: a run without --workers / --scheduler
-            # never needs it (about a second to import, and it starts no threads then)
+            # dask.distributed is imported here, not at module top: a heavy import that a run without
+            # --workers / --scheduler never needs
             from distributed import Client, LocalCluster
             # Dask's own INFO lines (workers starting, retiring, comms closing) would flood the run's
             # console and log; its warnings and errors (a lost worker, a task retried) still show
@@ -160,9 +152,6 @@ class BlockExecutor:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def __getstate__(self):   # an executor shipped inside a task's context travels without its client
-        return {**self.__dict__, "_client": None, "_cluster": None}
 
     # ------------------------------------------------------------------ work
     def map_blocks(self, fn: BlockFn, blocks: Sequence, *, context=None, cache: DiskCache = NO_CACHE,
