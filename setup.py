@@ -38,6 +38,10 @@ setup(
         "tqdm>=4.66",
         "matplotlib>=3.7",
         "pillow>=10",
+        # --workers / --scheduler (corpora/parallel.py, docs/scaling.md): blocks of image features and
+        # Gram rows go out as tasks of an existing engine, Dask's distributed scheduler (local cluster,
+        # `dask scheduler` / `dask worker`, dask-jobqueue on SLURM), instead of a home-made scheduler
+        "dask[distributed]>=2024.1",
     ],
     extras_require={
         "test": ["pytest>=7.4", "import-linter>=2.1", "pycocoevalcap>=1.2"],

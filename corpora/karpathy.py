@@ -23,7 +23,11 @@ Mapping to the corpus:
   (the 30,504 COCO "restval" images are training images in Karpathy's own setup, giving the usual
   113,287 / 5,000 / 5,000 COCO split);
 * there are no human judgments, so relevance is the original pairing only and no pool is fixed
-  (:func:`corpora.protocol.hodosh_pool` chooses one caption per image from its seed).
+  (:func:`corpora.protocol.hodosh_pool` chooses one caption per image from its seed); the corpus' notes
+  (and so the main job's report) say so.
+
+``filename`` and ``filepath`` come from the file and are not trusted: a name that is absolute or has a
+``..`` part (it would leave ``images_dir``) is an error naming the image's position.
 
 Errors (:class:`~corpora.base.CorpusError`): invalid JSON (with line), a missing key, an unknown split,
 an empty caption, a duplicate filename, ``sentids`` inconsistent with ``sentences`` – each names the
@@ -58,6 +62,10 @@ def _entry_captions(entry, n: int, seen: Mapping[str, object], path: Path) -> tu
         raise CorpusError(f"{where} has no {exc.args[0]!r} key", path) from None
     if not filename:
         raise CorpusError(f"{where} has an empty filename", path)
+    sub = str(entry.get("filepath") or "").strip()
+    for part in (filename, sub):
+        if Path(part).is_absolute() or ".." in Path(part).parts or "\\" in part:
+            raise CorpusError(f"{where}: image path {part!r} would leave the images folder", path)
     if filename in seen:
         raise CorpusError(f"{where}: duplicate filename {filename!r}", path)
     if ksplit not in KARPATHY_SPLITS:
@@ -127,7 +135,9 @@ def load_karpathy(json_path: str | Path, images_dir: str | Path | None = None,
 
     notes = [f"{path.name}: {len(image_ids)} images, {sum(len(c) for c in captions.values())} captions; "
              f"Karpathy splits " + ", ".join(f"{k}={v}" for k, v in counts.items())
-             + " (val -> dev, restval -> train)"]
+             + " (val -> dev, restval -> train)",
+             "no human judgments: relevance is the original pairing (a caption is relevant to the image "
+             "it was written for, and to no other)"]
     return Corpus(name=name, image_ids=tuple(image_ids), captions=captions,
                   splits={k: tuple(v) for k, v in splits.items() if v},
                   image_loader=None if idir is None else PathImageLoader(paths, name),

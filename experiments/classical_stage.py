@@ -11,10 +11,12 @@ from tqdm.auto import tqdm
 
 from corpora.base import Corpus, RankingPool
 from corpora.cache import DiskCache
+from corpora.parallel import BlockExecutor, ExecutorError
 from corpora.jsondata import jsonable
 from corpora.protocol import train_items
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
+from experiments.errors import PipelineError
 from experiments.evaluation_stage import metrics_json
 from experiments.options import RunOptions
 from experiments.outputs import SystemOutput, split_timings
@@ -27,6 +29,37 @@ from kernels.text.kernel import TextKernel
 from kernels.text.preprocess import clear_preprocess_memo, lemmatizer
 
 log = logging.getLogger(JOB_LOGGER)
+
+
+#: Training images above which the main job's KCCA takes the low-rank solver (incomplete Cholesky
+#: factors of the training kernels, Bach & Jordan 2002, Sec. 5; :func:`kcca.solver.decompose`) instead of
+#: exact N × N eigendecompositions: Flickr8k (6,000) stays exact as in the paper, Flickr30k (29,000) and
+#: COCO (113,287) go low-rank.
+LOWRANK_ABOVE = 10_000
+#: The low-rank factors' largest rank (pivots) in the main job.
+LOWRANK_MAX_RANK = 4_000
+
+
+def kcca_solver(n_train: int) -> tuple[str, dict]:
+    """``(solver, extra KCCA settings)`` of the main job for ``n_train`` training images: ``("exact", {})``
+    up to :data:`LOWRANK_ABOVE`, else ``("lowrank", {"max_rank": LOWRANK_MAX_RANK})``."""
+    if n_train > LOWRANK_ABOVE:
+        return "lowrank", {"max_rank": LOWRANK_MAX_RANK}
+    return "exact", {}
+
+
+def solver_choice(corpus: Corpus, options: RunOptions, extra: dict) -> None:
+    """Put the solver :func:`kcca_solver` chooses for this corpus' training split into ``extra`` (the
+    settings of :func:`kcca.systems.run_system`) and print the choice."""
+    n = len(train_items(corpus, skip_missing_images=options.skip_missing_images).image_ids)
+    solver, kw = kcca_solver(n)
+    if solver != "exact":
+        extra["solver"] = solver
+        extra["kcca_kwargs"] = {**extra.get("kcca_kwargs", {}), **kw}
+    log.info(
+        "KCCA solver: %s (%d training images; low-rank above %d)",
+        "exact" if solver == "exact" else f"low-rank, incomplete Cholesky up to rank {kw['max_rank']}",
+        n, LOWRANK_ABOVE)
 
 
 def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
@@ -50,6 +83,22 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
+    executor = BlockExecutor(workers=options.workers, scheduler=options.scheduler)
+    try:
+        if executor.distributed:   # start or reach the cluster first: fail before any work, not after it
+            executor.client()
+        return classical_systems(corpus, pools, names, options, cache, executor)
+    except ExecutorError as exc:
+        raise PipelineError(str(exc)) from exc
+    finally:
+        executor.close()
+
+
+def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str],
+                      options: RunOptions, cache: DiskCache,
+                      executor: BlockExecutor) -> tuple[dict[str, SystemOutput], dict, KernelStore]:
+    """:func:`run_classical` with its block executor (``--workers`` / ``--scheduler``: the image kernels'
+    features and Gram row blocks run on Dask workers; in-process otherwise)."""
     start_warm_up(corpus, names, options, cache)
     store = KernelStore()
     outputs: dict[str, SystemOutput] = {}
@@ -63,6 +112,10 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
         "powers": (2,), "diag_factors": (1.0,), "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
     if options.codebook_images is not None:   # --codebook-images: the paper's 200 x 1,000 sampling of a folder
         extra["image_kwargs"] = {"codebook_dir": str(options.codebook_images)}
+    if any(get_system(n).model == "kcca" for n in names):
+        solver_choice(corpus, options, extra)
+    if executor.distributed:   # not part of any cache key: the numbers do not depend on where blocks run
+        extra.setdefault("image_kwargs", {})["executor"] = executor
     # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
     # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
     # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.
@@ -95,6 +148,8 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
                 if last <= i and t not in needed:
                     store.drop_text(t)
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
+    for kind in store.image_kinds():   # the cluster closes with this stage; later words are computed here
+        store.image_entry(kind).kernel.executor = None
     return outputs, runs, store
 
 

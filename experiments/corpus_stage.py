@@ -10,6 +10,7 @@ import numpy as np
 
 from corpora.base import Corpus, CorpusError, MissingImagesError, RankingPool
 from corpora.flickr8k import load_flickr8k
+from corpora.karpathy import load_karpathy
 from corpora.protocol import hodosh_pool, skipped_images
 from corpora.teaching import make_teaching_set
 from experiments.errors import PipelineError
@@ -42,6 +43,10 @@ def load_corpus(options: RunOptions) -> Corpus:
         n_dev = int(round(n * 0.15))
         return make_teaching_set(n_images=n, n_train=n_train, n_dev=n_dev, seed=options.seed)
     try:
+        if options.data.suffix.lower() == ".json":   # Karpathy's dataset_*.json (Flickr30k, COCO, Flickr8k)
+            if not options.images.is_dir():
+                raise PipelineError(f"--images {options.images}: no such folder")
+            return load_karpathy(options.data, options.images)
         return load_flickr8k(options.data)   # a folder: checked by RunOptions.from_args
     except (CorpusError, FileNotFoundError) as exc:
         raise PipelineError(str(exc)) from exc

@@ -99,8 +99,13 @@ def add_benchmark_options(g) -> None:
 def add_data_options(g) -> None:
     """The data options: ``--data``, ``--skip-missing-images``, ``--teaching-size``."""
     g.add_argument("--data", metavar="PATH", default=None,
-                   help="Flickr8k folder (standard or Kaggle captions.txt layout). "
+                   help="Flickr8k folder (standard or Kaggle captions.txt layout), or a Karpathy split file "
+                        "(dataset_flickr30k.json, dataset_coco.json, dataset_flickr8k.json) with --images. "
                         "Default: the built-in teaching set, generated offline.")
+    g.add_argument("--images", metavar="DIR", default=None,
+                   help="the images of a Karpathy --data file: DIR/<filename>, or for COCO DIR/<filepath>/"
+                        "<filename> (the folder holding train2014/ and val2014/). Default: none (needed "
+                        "with a .json --data)")
     g.add_argument("--skip-missing-images", action="store_true",
                    help="restrict every split to the images present on disk and report how many were "
                         "skipped (default: stop with an error naming the missing files)")
@@ -187,6 +192,16 @@ def add_run_options(g) -> None:
     g.add_argument("--no-cache", action="store_true",
                    help="recompute everything; read and write no cache")
     g.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    g.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="compute the image features and image Gram matrices as Dask tasks on a local "
+                        "cluster of N worker processes started for the run (one thread each). Default: "
+                        "neither this nor --scheduler, everything in this process on ITR_NUM_THREADS "
+                        "threads. The numbers are the same in all three modes (docs/scaling.md)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="send those tasks to a running Dask scheduler instead, e.g. tcp://10.0.0.5:8786 "
+                        "(started with 'dask scheduler', workers with 'dask worker ADDRESS', or by "
+                        "dask-jobqueue); its workers need this package and the same --cache-dir (a shared "
+                        "folder) for their results to be reused. Default: none")
     g.add_argument("--recipe", default="auto", choices=("auto", "small", "paper"),
                    help="training recipes of PAC-S, L-CLIPScore, BRIDGE and SPECS (docs/neural.md, "
                         "'Training recipes'): auto (default) = the small recipes for the tiny and teaching "

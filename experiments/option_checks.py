@@ -86,6 +86,8 @@ def check_data_folder(data: Path | None) -> None:
         return
     if not data.exists():
         raise OptionError(f"--data {data}: no such folder")
+    if data.suffix.lower() == ".json" and data.is_file():   # a Karpathy split file
+        return
     if not data.is_dir():
         raise OptionError(f"--data {data}: is a file; give the Flickr8k root folder (the one holding "
                           f"Flicker8k_Dataset/ or Images/ and the caption files)")

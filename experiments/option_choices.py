@@ -63,6 +63,8 @@ def default_out_dir(corpus_name: str) -> Path:
 
 def corpus_label(data: Path | None) -> str:
     """The corpus part of the default output folder: ``teaching``, or the ``--data`` folder's name."""
+    if data is not None and Path(data).suffix.lower() == ".json":   # dataset_coco.json -> coco
+        return Path(data).stem.lower().removeprefix("dataset_") or "karpathy"
     return "teaching" if data is None else Path(data).resolve().name.lower() or "flickr8k"
 
 

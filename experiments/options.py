@@ -79,7 +79,10 @@ class RunOptions:
     Attributes
     ----------
     data : Path or None
-        The Flickr8k folder (``--data``, user folder expanded); ``None``: the built-in teaching set.
+        The Flickr8k folder or Karpathy ``.json`` file (``--data``, user folder expanded); ``None``: the
+        built-in teaching set.
+    images : Path or None
+        The images folder of a Karpathy ``--data`` file (``--images``).
     teaching_size : int or None
         ``--teaching-size`` as given (``None``: the default, see :attr:`n_teaching_images`).
     skip_missing_images : bool
@@ -125,6 +128,10 @@ class RunOptions:
         backbones: the papers'), ``small`` or ``paper`` (:mod:`neural.recipes`).
     train_on_cpu : bool
         Go ahead with a paper recipe on the CPU (else refused up front, :func:`check_cpu_training`).
+    workers, scheduler : int or str or None
+        Where the classical stage's image blocks run (:class:`corpora.parallel.BlockExecutor`):
+        ``--workers N`` a local Dask cluster of N processes, ``--scheduler ADDRESS`` an existing Dask
+        cluster, neither (``None``) in-process.
     train_scorers : bool
         Fine-tune PAC-S, L-CLIPScore, BRIDGE and SPECS inside the run on the corpus' training split even
         on the shipped teaching CLIP, whose default is to load the shipped scorers
@@ -135,6 +142,7 @@ class RunOptions:
     """
 
     data: Path | None = None
+    images: Path | None = None
     teaching_size: int | None = None
     skip_missing_images: bool = False
     systems: tuple[str, ...] = DEFAULT_SYSTEMS
@@ -158,6 +166,8 @@ class RunOptions:
     recipe: str = "auto"
     train_on_cpu: bool = False
     train_scorers: bool = False
+    workers: int | None = None
+    scheduler: str | None = None
     # standard benchmarks (check_benchmark_paths): files / folders as given, None when not given
     composite: Path | None = None
     pascal50s: Path | None = None
@@ -184,6 +194,12 @@ class RunOptions:
         if not self.systems and not self.neural:
             raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
+        if (self.images is not None) != (self.data is not None and self.data.suffix.lower() == ".json"):
+            raise OptionError("--images goes with a Karpathy --data file (dataset_*.json), and such a file "
+                              "needs --images (the folder of its images)")
+        if self.workers is not None and self.scheduler is not None:
+            raise OptionError("--workers starts a Dask cluster on this machine and --scheduler joins an "
+                              "existing one: give one of the two")
         if self.recipe not in ("auto", "small", "paper"):
             raise OptionError(f"--recipe {self.recipe!r}: choose from auto, small, paper")
         if self.pacs_positives and not {"PAC-S", "RefPAC-S"} & {split_scorer(n)[0] for n in self.neural}:
@@ -252,7 +268,8 @@ class RunOptions:
         if problems:
             raise OptionError(problem_lines(problems))
         options = cls(
-            data=data, teaching_size=ns.teaching_size, skip_missing_images=ns.skip_missing_images,
+            data=data, images=None if getattr(ns, "images", None) is None else Path(ns.images).expanduser(),
+            teaching_size=ns.teaching_size, skip_missing_images=ns.skip_missing_images,
             systems=tuple(systems), neural=tuple(neural), quick=ns.quick, full_selection=ns.full_selection,
             codebook_images=None if ns.codebook_images is None else Path(ns.codebook_images).expanduser().resolve(),
             clip_model=ns.clip_model, clip_pretrained=ns.clip_pretrained, backbones=tuple(backbones),
@@ -263,6 +280,7 @@ class RunOptions:
             cache_dir=None if ns.cache_dir is None else Path(ns.cache_dir), no_cache=ns.no_cache,
             no_progress=ns.no_progress, recipe=getattr(ns, "recipe", "auto"),
             train_on_cpu=getattr(ns, "train_on_cpu", False), train_scorers=getattr(ns, "train_scorers", False),
+            workers=getattr(ns, "workers", None), scheduler=getattr(ns, "scheduler", None),
             **benchmark_paths(ns))
         check_data_folder(options.data)
         check_codebook_folder(options.codebook_images)

@@ -38,7 +38,8 @@ class OutFolderError(PipelineError, ValueError):
 
 def run_inputs(options) -> list[tuple[str, Path]]:
     """``(option, path)`` of every file or folder a run reads, as given (those that exist)."""
-    given = [("--data", options.data), ("--codebook-images", options.codebook_images),
+    given = [("--data", options.data), ("--images", getattr(options, "images", None)),
+             ("--codebook-images", options.codebook_images),
              ("--pacs-positives", options.pacs_positives), ("--clip-pretrained", options.clip_pretrained),
              ("--composite", options.composite), ("--pascal50s", options.pascal50s), ("--foil", options.foil),
              ("--foil-coco-captions", options.foil_coco_captions),

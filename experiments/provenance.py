@@ -98,6 +98,8 @@ def data_checksums(data: str | Path | None) -> dict:
         return {"teaching_set": "generated from the seed; see corpus fingerprint"}
     out = {}
     root = Path(data)
+    if root.is_file():   # a Karpathy dataset_*.json
+        return {root.name: hashlib.sha256(root.read_bytes()).hexdigest()[:16]}
     seen: set[str] = set()
     # os.walk with followlinks: a linked text folder (``Flickr8k_text -> /data/...``) is read too; each real
     # folder once, so a link cycle ends

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from corpora.base import Corpus, RankingPool
+from corpora.parallel import BlockExecutor
 from experiments.corpus_stage import RetrievalPlan, corpus_summary
 from experiments.errors import PipelineError
 from experiments.options import RunOptions
@@ -15,6 +16,7 @@ from experiments.outputs import SystemOutput
 from experiments.provenance import provenance
 from experiments.report import GalleryItem, QueryOutcomes, write_report
 from kernels.image.codebook import codebook_folder_identity
+from kernels.threads import default_threads
 
 
 def make_gallery(corpus: Corpus, pool: RankingPool, outputs: Mapping[str, SystemOutput],
@@ -121,7 +123,8 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
              "systems_run": list(plan.systems), "neural_run": list(plan.neural),
              "kcca_caption_metric_models": kcca_models,
              "codebook_source": (codebook_folder_identity(options.codebook_images)
-                                 if options.codebook_images is not None else "training split")}
+                                 if options.codebook_images is not None else "training split"),
+             "parallelism": parallelism(options, neural_provenance)}
     return {
         "corpus": corpus_summary(corpus, pools, skipped, plan.train_skipped),
         "systems": systems_json,
@@ -136,6 +139,16 @@ def results_json(options: RunOptions, corpus: Corpus, pools: Mapping[str, Rankin
         "provenance": provenance(seed=options.seed, data=options.data, use_cache=not options.no_cache,
                                  corpus=corpus, extra=extra),
     }
+
+
+def parallelism(options: RunOptions, neural_provenance: Mapping) -> dict:
+    """Where the run computed (provenance; the numbers do not depend on it): the classical stage's block
+    mode (``in-process``, ``local cluster`` of ``--workers`` processes, or ``scheduler`` at
+    ``--scheduler``), this process's threads (:func:`kernels.threads.default_threads`) and the neural
+    scorers' device (as resolved by the neural stage, else as requested)."""
+    mode = BlockExecutor(workers=options.workers, scheduler=options.scheduler).mode
+    return {"mode": mode, "workers": options.workers, "scheduler": options.scheduler,
+            "threads": default_threads(), "device": neural_provenance.get("device", options.device)}
 
 
 def write_run_report(results: Mapping, options: RunOptions, corpus: Corpus, test_pool: RankingPool,

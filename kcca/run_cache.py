@@ -60,7 +60,8 @@ def run_cache_key(*, system: Mapping, corpus, train_ids: Sequence[str], pools: M
             "codebooks": codebooks,
             "seed": int(seed), "kappas": [float(k) for k in kappas], "ns": [int(n) for n in ns],
             "powers": powers, "diags": diags, "pd_kappas": [float(k) for k in pd_kappas], "top": int(top),
-            "criteria": list(criteria), "kcca": kcca, "image_kwargs": dict(image_kwargs or {}),
+            "criteria": list(criteria), "kcca": kcca, "image_kwargs": {k: v for k, v in (image_kwargs or {}).items()
+                                                              if k != "executor"},   # where, not what
             "text_kwargs": dict(text_kwargs or {}),
             "skip_missing_images": bool(skip_missing_images)}
 

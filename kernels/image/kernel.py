@@ -34,7 +34,9 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
+from corpora.parallel import BlockExecutor
 from corpora.images import read_image
+from kernels.image.blocks import gram_on_cluster, words_on_cluster
 from kernels.image.codebook import (
     DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
     fit_codebook, pick_codebook_images, quantise, sample_rows,
@@ -134,6 +136,10 @@ class ImageKernel:
         Full control over grids and SIFT patch size (``max_side`` is taken from it when given).
     backend : {"auto", "c", "numpy"}
         Gram inner loop, see :func:`kernels.image.gram.intersection_gram`.
+    executor : corpora.parallel.BlockExecutor, optional
+        Where the visual words (blocks of :data:`kernels.image.blocks.WORDS_BLOCK_IMAGES` images) and the
+        Gram matrices (row blocks of :data:`kernels.image.blocks.GRAM_BLOCK_ROWS`) are computed when it is a Dask cluster; ``None`` or an
+        in-process executor: this process's ``n_jobs`` threads.  The numbers are the same either way.
     """
 
     def __init__(
@@ -153,6 +159,7 @@ class ImageKernel:
         descriptor_params: DescriptorParams | None = None,
         backend: str = "auto",
         codebook_dir=None,
+        executor: BlockExecutor | None = None,
     ):
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} must be one of {KINDS}")
@@ -198,6 +205,7 @@ class ImageKernel:
         self.max_codebook_samples = int(max_codebook_samples)
         self._codebook_source: dict | None = None
         self.backend = backend
+        self.executor = executor if executor is not None and executor.distributed else None
         self.levels = N_LEVELS
         self.codebooks_: dict[str, np.ndarray] | None = None
         self._digests: dict[str, str] | None = None
@@ -465,6 +473,9 @@ class ImageKernel:
                 todo.append(image_id)
         if not todo:
             return
+        if self.executor is not None:
+            self._words_on_cluster(todo)
+            return
 
         reused = [0]
 
@@ -485,6 +496,19 @@ class ImageKernel:
         for image_id, words in self._map(work, todo, "image features"):
             self._words[image_id] = words
         self.n_extracted_ += len(todo) - reused[0]
+
+    def _words_on_cluster(self, todo: list[str]) -> None:
+        """The visual words of ``todo`` on the executor's Dask workers
+        (:func:`kernels.image.blocks.words_on_cluster`; each image's words in its ``image_words`` entry,
+        under the in-process path's key)."""
+        context = {"corpus": self.corpus_, "params": self.descriptor_params, "features": self.features,
+                   "codebooks": self.codebooks_, "dtype": self._compact(np.zeros(1)).dtype.str}
+        found = words_on_cluster(self.executor, context, [(i, self._words_key(i)) for i in todo], self.cache,
+                                 self.show_progress)
+        for image_id, arrays in found.items():
+            self._words[image_id] = {f: (self._compact(arrays[f]), tuple(int(x) for x in arrays[f + "_shape"]))
+                                     for f in self.features}
+        self.n_extracted_ += len(todo)
 
     # ------------------------------------------------------------------ histograms
     def pyramid_histograms(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -527,6 +551,10 @@ class ImageKernel:
                 hists["rows"] = self.histograms(rows)
                 hists["cols"] = None if cols is None else self.histograms(cols)
             HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
+            if self.executor is not None:
+                return {"K": gram_on_cluster(self.executor, HR, HC, self._gram_key(f, rows, cols), self.cache,
+                                             kind=self.kind, n_words=self.n_words[f], levels=self.levels,
+                                             backend=self.backend, show_progress=self.show_progress)}
             kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=self.show_progress,
                       desc=f"{self.kind} Gram ({f})")
             if self.kind == "pyramid":
@@ -547,3 +575,4 @@ class ImageKernel:
     def __repr__(self) -> str:
         return (f"ImageKernel(kind={self.kind!r}, power={self.power}, features={self.features}, "
                 f"n_words={self.n_words}, max_side={self.max_side}, seed={self.seed})")
+

@@ -1,0 +1,234 @@
+"""Block executor: one function mapped over fixed-size blocks, in this process or on a Dask cluster.
+
+Three modes, chosen by the main job's ``--workers`` / ``--scheduler`` (docs/scaling.md):
+
+* **in-process** (default): blocks run here, one after the other (each block may use this machine's
+  threads, :func:`kernels.threads.default_threads`), exactly as a run without Dask;
+* **local cluster** (``workers=N``): a :class:`distributed.LocalCluster` of ``N`` worker processes on
+  this machine, one thread each (the parallelism is over blocks, so BLAS / OpenMP / OpenCV inside a
+  block are held to one thread: no oversubscription);
+* **existing cluster** (``scheduler=ADDRESS``): the blocks go to a running Dask scheduler (``dask
+  scheduler`` + ``dask worker`` on other machines, or dask-jobqueue on SLURM).  The workers must import
+  this package and see the same cache folder (a shared file system) for their blocks to be reused.
+
+Dask (``dask.distributed``) is the scheduling engine: this module only cuts the work into blocks,
+ships them and puts the results back **in block order**, so the numbers never depend on how many
+workers there are or which finished first.  Each block's result is written once, atomically, into the
+:class:`~corpora.cache.DiskCache` under a key of data + parameters + block, by the worker that computed
+it; a task whose worker is killed or lost is rescheduled by Dask on another worker, which finds the
+blocks already written and recomputes only the lost ones.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from corpora.cache import NO_CACHE, DiskCache
+
+MODES = ("in-process", "local cluster", "scheduler")
+#: Seconds to wait for ``--scheduler ADDRESS`` to answer before giving up with an error.
+CONNECT_TIMEOUT_S = 20
+
+#: ``fn(context, block, cache) -> {name: array}``: the work of one block.  ``cache`` is the
+#: :class:`DiskCache` of the process running it (the same folder as the caller's).
+BlockFn = Callable[[Any, Any, DiskCache], Mapping[str, np.ndarray]]
+
+
+class ExecutorError(ValueError):
+    """A cluster that cannot be started or reached (the message names the option and the reason)."""
+
+
+def blocks_of(n: int, size: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` cutting ``range(n)`` into consecutive blocks of ``size`` (the last one
+    shorter); the cut depends only on ``n`` and ``size``, never on the number of workers."""
+    if size < 1:
+        raise ValueError(f"block size must be positive, got {size}")
+    return [(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def _cache_spec(cache: DiskCache) -> tuple[str, bool]:
+    return str(cache.root), bool(cache.enabled)
+
+
+def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namespace: str | None,
+               key) -> dict[str, np.ndarray]:
+    """One block on a worker: read its entry if some worker already wrote it, else compute and write it
+    (atomically, :meth:`DiskCache.store`); BLAS / OpenMP held to one thread (one block per worker thread)."""
+    root, enabled = cache_spec
+    cache = DiskCache(root, enabled=enabled) if enabled else NO_CACHE
+    with threadpool_limits(limits=1):
+        if namespace is None or key is None:
+            return {k: np.asarray(v) for k, v in fn(context, block, cache).items()}
+        return cache.get_or_compute(namespace, key, lambda: fn(context, block, cache))
+
+
+def _context(context):
+    """The task that holds a map's shared context on the workers (see :meth:`BlockExecutor._run_on_cluster`)."""
+    return context
+
+
+class BlockExecutor:
+    """Where blocks run: in-process (default), on a local Dask cluster, or on an existing scheduler.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Start a :class:`distributed.LocalCluster` of this many worker processes (one thread each).
+    scheduler : str, optional
+        Address of a running Dask scheduler (e.g. ``tcp://10.0.0.5:8786``) to send the blocks to.
+    processes : bool
+        With ``workers``: worker processes (default) or threads of this process (tests, debugging).
+
+    The cluster starts on first use and is closed by :meth:`close` (or a ``with`` block); an existing
+    scheduler is only disconnected from, never shut down.
+    """
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None, processes: bool = True):
+        if workers is not None and scheduler is not None:
+            raise ExecutorError("--workers starts a cluster on this machine and --scheduler joins an "
+                                "existing one: give one of the two")
+        if workers is not None and (isinstance(workers, bool) or int(workers) < 1):
+            raise ExecutorError(f"--workers must be a positive integer, got {workers!r}")
+        self.workers = None if workers is None else int(workers)
+        self.scheduler = scheduler
+        self.processes = processes
+        self._client = None
+        self._cluster = None
+
+    @property
+    def mode(self) -> str:
+        """``"in-process"``, ``"local cluster"`` or ``"scheduler"``."""
+        if not self.distributed:
+            return MODES[0]
+        return MODES[1] if self.workers is not None else MODES[2]
+
+    @property
+    def distributed(self) -> bool:
+        """Whether blocks go to Dask workers."""
+        return self.workers is not None or self.scheduler is not None
+
+    # ------------------------------------------------------------------ cluster
+    def client(self):
+        """The Dask client (started or connected on first call)."""
+        if self._client is None:
+            # dask.distributed is imported here, not at module top: a heavy import that a run without
+            # --workers / --scheduler never needs
+            from distributed import Client, LocalCluster
+            # Dask's own INFO lines (workers starting, retiring, comms closing) would flood the run's
+            # console and log; its warnings and errors (a lost worker, a task retried) still show
+            logging.getLogger("distributed").setLevel(logging.WARNING)
+            if self.workers is not None:
+                try:
+                    self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1,
+                                                 processes=self.processes, dashboard_address=None)
+                except Exception as exc:  # noqa: BLE001 - a port, memory or spawn problem: one line
+                    raise ExecutorError(f"--workers {self.workers}: cannot start a local Dask cluster "
+                                        f"({type(exc).__name__}: {exc})") from exc
+                self._client = Client(self._cluster)
+            else:
+                try:
+                    self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S)
+                except Exception as exc:  # noqa: BLE001 - OSError / TimeoutError / a bad address
+                    raise ExecutorError(f"--scheduler {self.scheduler}: cannot reach the Dask scheduler "
+                                        f"({type(exc).__name__}: {exc})") from exc
+        return self._client
+
+    def close(self) -> None:
+        """Disconnect; stop the local cluster if this executor started one."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def __enter__(self) -> "BlockExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ work
+    def map_blocks(self, fn: BlockFn, blocks: Sequence, *, context=None, cache: DiskCache = NO_CACHE,
+                   namespace: str | None = None, keys: Sequence | None = None, desc: str = "blocks",
+                   show_progress: bool = True) -> list[dict[str, np.ndarray]]:
+        """``[fn(context, block, cache) for block in blocks]``, in block order, wherever the blocks run.
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(context, block, cache) -> {name: array}``; a module-level function (it is pickled to the
+            workers).  Its result must depend only on ``context`` and ``block``.
+        blocks : sequence
+            The blocks (small, picklable descriptions: index ranges, ids, row slices).
+        context : object, optional
+            What every block needs (codebooks, the corpus, column histograms): sent to each worker once.
+        cache, namespace, keys : optional
+            With ``namespace`` and ``keys`` (one JSON key per block: data + parameters + block), each
+            block's result is read from, or written once into, ``cache`` under ``namespace``.
+        desc, show_progress :
+            The progress bar (block progress, the cluster's included).
+
+        Returns
+        -------
+        list of dict
+            One result per block, in the order of ``blocks``.
+        """
+        blocks = list(blocks)
+        if keys is not None and len(keys) != len(blocks):
+            raise ValueError(f"{len(keys)} keys for {len(blocks)} blocks")
+        keyed = namespace is not None and keys is not None and cache.enabled
+        out: list[dict | None] = [None] * len(blocks)
+        todo = []
+        for i in range(len(blocks)):
+            hit = cache.load(namespace, keys[i]) if keyed else None
+            if hit is not None:
+                cache.hits += 1
+                out[i] = hit
+            else:
+                todo.append(i)
+        bar = tqdm(total=len(blocks), initial=len(blocks) - len(todo), desc=desc, unit="block", leave=False,
+                   disable=not show_progress or len(blocks) <= 1)
+        try:
+            if self.distributed:
+                self._run_on_cluster(fn, blocks, todo, context, cache, namespace if keyed else None, keys,
+                                     out, bar)
+            else:
+                for i in todo:
+                    out[i] = _run_block(fn, context, blocks[i], _cache_spec(cache),
+                                        namespace if keyed else None, keys[i] if keyed else None)
+                    bar.update(1)
+        finally:
+            bar.close()
+        cache.misses += len(todo) if keyed else 0
+        return out  # type: ignore[return-value]
+
+    def _run_on_cluster(self, fn, blocks, todo, context, cache, namespace, keys, out, bar) -> None:
+        from distributed import as_completed  # lazy: see client()
+        if not todo:
+            return
+        client = self.client()
+        # The context is a task (whose input the scheduler keeps), not scattered data: when the worker
+        # holding it dies, Dask recomputes it elsewhere, where scattered data would be lost for good.
+        ctx = client.submit(_context, context, pure=False) if context is not None else None
+        futures = {}
+        for i in todo:
+            f = client.submit(_run_block, fn, ctx, blocks[i], _cache_spec(cache), namespace,
+                              None if namespace is None else keys[i], pure=False)
+            futures[f] = i
+        try:
+            for f in as_completed(futures):
+                out[futures[f]] = f.result()
+                f.release()
+                bar.update(1)
+        finally:
+            for f in futures:
+                f.cancel()
+            if ctx is not None:
+                ctx.release()
+

@@ -1,0 +1,107 @@
+"""Image features and image Gram matrices as Dask blocks (:class:`corpora.parallel.BlockExecutor`).
+
+What :class:`~kernels.image.kernel.ImageKernel` sends to a cluster (``--workers`` / ``--scheduler``,
+docs/scaling.md), in fixed-size blocks whose results are put back in block order, so the numbers are
+the in-process ones whatever the number of workers (``tests/test_parallel.py`` checks it bit for bit):
+
+* visual words (Hodosh et al. 2013, Sec. 3.3: descriptors quantised against the codebooks), blocks of
+  :data:`WORDS_BLOCK_IMAGES` images; each image's words go to their own ``image_words`` cache entry
+  (the in-process key), written by the worker as soon as they exist;
+* per-feature Gram matrices (Eqs. 5, 7–8), row blocks of :data:`GRAM_BLOCK_ROWS` rows against every
+  column, one ``image_gram_rows`` entry per block, keyed by the whole Gram's key and the block's rows.
+
+A worker killed or lost mid-run costs only the blocks it had not written (Dask reschedules its tasks,
+which then read the written entries back).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from corpora.cache import DiskCache, cache_key
+from corpora.parallel import BlockExecutor, blocks_of
+from kernels.image.codebook import quantise
+from kernels.image.descriptors import extract_descriptors
+from kernels.image.gram import intersection_gram, pyramid_match_gram
+
+#: Images per Dask task for visual words: the task overhead (milliseconds) is small against its work
+#: (tens of ms of extraction per image), and a lost worker costs little.
+WORDS_BLOCK_IMAGES = 32
+#: Gram rows per Dask task (each row against every column); one cache entry per block.
+GRAM_BLOCK_ROWS = 256
+
+
+def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
+    """Visual words of one block of images (``block``: ``((image_id, words key), ...)``), each read from
+    or written into its ``image_words`` entry: ``{"<k>/<feature>": words, "<k>/<feature>_shape": (h, w)}``
+    for the block's ``k``-th image.  Runs on a Dask worker."""
+    corpus, dtype = context["corpus"], np.dtype(context["dtype"])
+
+    def compute(image_id: str) -> dict[str, np.ndarray]:
+        try:
+            pixels = corpus.load_image(image_id)
+        except Exception as exc:
+            raise type(exc)(f"image {image_id!r} of corpus {corpus.name!r}: {exc}") from exc
+        desc = extract_descriptors(pixels, context["params"], context["features"])
+        arrays = {}
+        for f, (d, shape) in desc.items():
+            arrays[f] = quantise(d, context["codebooks"][f]).astype(dtype)
+            arrays[f + "_shape"] = np.asarray(shape, dtype=np.int64)
+        return arrays
+
+    out: dict[str, np.ndarray] = {}
+    for k, (image_id, key) in enumerate(block):
+        for name, a in cache.get_or_compute("image_words", key, lambda i=image_id: compute(i)).items():
+            out[f"{k}/{name}"] = a
+    return out
+
+
+def words_on_cluster(executor: BlockExecutor, context: dict, keyed_ids: Sequence[tuple[str, dict]],
+                     cache: DiskCache, show_progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """``{image_id: {feature: words, feature + "_shape": (h, w)}}`` of ``keyed_ids`` (``(id, words
+    key)`` pairs), computed on ``executor``'s workers in blocks of :data:`WORDS_BLOCK_IMAGES`.
+
+    ``context``: ``corpus``, descriptor ``params``, ``features``, ``codebooks`` and the words' ``dtype``.
+    """
+    keyed_ids = list(keyed_ids)
+    blocks = [tuple(keyed_ids[a:b]) for a, b in blocks_of(len(keyed_ids), WORDS_BLOCK_IMAGES)]
+    results = executor.map_blocks(words_block, blocks, context=context, cache=cache,
+                                  desc="image features (blocks)", show_progress=show_progress)
+    found: dict[str, dict[str, np.ndarray]] = {}
+    for block, arrays in zip(blocks, results):
+        for k, (image_id, _) in enumerate(block):
+            prefix = f"{k}/"
+            found[image_id] = {n[len(prefix):]: a for n, a in arrays.items() if n.startswith(prefix)}
+    return found
+
+
+def gram_rows_block(context: dict, rows: np.ndarray, cache: DiskCache) -> dict[str, np.ndarray]:
+    """One row block of a per-feature Gram: ``{"K": (len(rows), n_cols)}``, the histograms ``rows``
+    against ``context["cols"]`` on one thread.  Runs on a Dask worker."""
+    kw = dict(backend=context["backend"], n_threads=1, show_progress=False)
+    if context["kind"] == "pyramid":
+        return {"K": pyramid_match_gram(rows, context["cols"], context["n_words"], context["levels"], **kw)}
+    return {"K": intersection_gram(rows, context["cols"], **kw)}
+
+
+def gram_on_cluster(executor: BlockExecutor, HR: np.ndarray, HC: np.ndarray | None, gram_key: dict,
+                    cache: DiskCache, *, kind: str, n_words: int, levels: int, backend: str,
+                    show_progress: bool = True) -> np.ndarray:
+    """One feature's Gram ``(len(HR), len(HC))`` (``HC=None``: ``HR × HR``), row blocks of
+    :data:`GRAM_BLOCK_ROWS` on ``executor``'s workers, stacked in row order.
+
+    Each block is cached in namespace ``image_gram_rows`` under the digest of ``gram_key`` (the whole
+    Gram's key: rows, columns, their images, codebook, kind) and the block's row range.
+    """
+    cols = HR if HC is None else HC
+    spans = blocks_of(HR.shape[0], GRAM_BLOCK_ROWS)
+    whole = cache_key(gram_key)
+    keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
+    context = {"cols": cols, "kind": kind, "n_words": n_words, "levels": levels, "backend": backend}
+    parts = executor.map_blocks(gram_rows_block, [HR[a:b] for a, b in spans], context=context, cache=cache,
+                                namespace="image_gram_rows", keys=keys, desc=f"{kind} Gram (row blocks)",
+                                show_progress=show_progress)
+    if not parts:
+        return np.zeros((0, cols.shape[0]), np.float32)
+    return np.concatenate([p["K"] for p in parts], axis=0)

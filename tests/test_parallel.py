@@ -1,0 +1,134 @@
+"""The block executor (corpora/parallel.py): Dask vs in-process give identical numbers, in block order,
+and a worker killed mid-run costs only its blocks.  Small inputs: the whole file runs in well under a
+minute on two cores."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+cloudpickle = pytest.importorskip("cloudpickle")
+
+from corpora.cache import DiskCache  # noqa: E402
+from corpora.parallel import BlockExecutor, ExecutorError, blocks_of  # noqa: E402
+from kernels.image.kernel import ImageKernel  # noqa: E402
+
+# the block functions below travel to spawned worker processes by value (this test module is not
+# importable there)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+N_BLOCKS = 6
+
+
+def slow_square(context, block, cache):
+    """A block that logs each computation; block 2 kills its worker process the first time it runs."""
+    import time
+
+    (i,) = block
+    marker = Path(context["dir"]) / "killed"
+    if i == 2 and not marker.exists():
+        time.sleep(0.5)               # let the other worker finish (and cache) a few blocks first
+        marker.write_text("x")
+        os._exit(1)                   # the worker process dies mid-run, as on a lost machine
+    time.sleep(0.1)
+    with open(Path(context["dir"]) / "computed.log", "a") as fh:
+        fh.write(f"{i}\n")
+    return {"x": np.arange(5, dtype=np.float64) * i + context["offset"]}
+
+
+def test_blocks_of_is_fixed_by_size_only():
+    assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert blocks_of(0, 4) == []
+    with pytest.raises(ValueError):
+        blocks_of(5, 0)
+
+
+def test_options_cannot_be_combined():
+    with pytest.raises(ExecutorError, match="one of the two"):
+        BlockExecutor(workers=2, scheduler="tcp://127.0.0.1:1")
+    with pytest.raises(ExecutorError, match="positive"):
+        BlockExecutor(workers=0)
+    assert BlockExecutor().mode == "in-process" and not BlockExecutor().distributed
+    assert BlockExecutor(workers=2).mode == "local cluster"
+    assert BlockExecutor(scheduler="tcp://x:1").mode == "scheduler"
+
+
+def test_unreachable_scheduler_is_one_error_line():
+    ex = BlockExecutor(scheduler="tcp://127.0.0.1:9")   # discard port: nothing listens
+    ex_timeout = 2
+    import corpora.parallel as par
+    old, par.CONNECT_TIMEOUT_S = par.CONNECT_TIMEOUT_S, ex_timeout
+    try:
+        with pytest.raises(ExecutorError, match=r"--scheduler tcp://127.0.0.1:9: cannot reach"):
+            ex.map_blocks(slow_square, [(0,)], context={"dir": "/nonexistent", "offset": 0})
+    finally:
+        par.CONNECT_TIMEOUT_S = old
+
+
+def test_killed_worker_costs_only_its_blocks(tmp_path):
+    cache = DiskCache(tmp_path / "cache")
+    blocks = [(i,) for i in range(N_BLOCKS)]
+    keys = [{"test": "square", "offset": 1, "block": i} for i in range(N_BLOCKS)]
+    ctx = {"dir": str(tmp_path), "offset": 1.0}
+    with BlockExecutor(workers=2) as ex:          # worker processes, so one can really die
+        got = ex.map_blocks(slow_square, blocks, context=ctx, cache=cache, namespace="squares", keys=keys,
+                            show_progress=False)
+    assert (tmp_path / "killed").exists()         # block 2 did kill its worker
+    want = [np.arange(5, dtype=np.float64) * i + 1.0 for i in range(N_BLOCKS)]
+    for g, w in zip(got, want):                   # in block order, whatever finished first
+        np.testing.assert_array_equal(g["x"], w)
+    computed = sorted(int(x) for x in (tmp_path / "computed.log").read_text().split())
+    assert computed == list(range(N_BLOCKS))       # each block computed once: blocks the dead worker had
+    #                                                 finished were read back from the cache, not redone
+    # every block is in the cache: an in-process re-run computes nothing
+    again = BlockExecutor().map_blocks(slow_square, blocks, context=ctx, cache=cache, namespace="squares",
+                                       keys=keys, show_progress=False)
+    assert sorted(int(x) for x in (tmp_path / "computed.log").read_text().split()) == computed
+    for g, w in zip(again, want):
+        np.testing.assert_array_equal(g["x"], w)
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus():
+    from corpora.teaching import make_teaching_set
+
+    return make_teaching_set(n_images=40, n_train=20, n_dev=10, seed=3)
+
+
+def _kernel(cache, executor=None):
+    return ImageKernel(kind="pyramid", power=2, n_words={"color": 16, "texture": 16, "sift": 16}, max_side=96,
+                       codebook_images=20, cache=cache, show_progress=False, n_jobs=1, executor=executor)
+
+
+def test_dask_image_kernel_identical_to_in_process(tiny_corpus, tmp_path, monkeypatch):
+    import kernels.image.blocks as kmod
+
+    monkeypatch.setattr(kmod, "WORDS_BLOCK_IMAGES", 7)     # several blocks on a small corpus
+    monkeypatch.setattr(kmod, "GRAM_BLOCK_ROWS", 6)
+    train, test = tiny_corpus.split("train"), tiny_corpus.split("test")
+    ref = _kernel(DiskCache(tmp_path / "in-process")).fit(tiny_corpus, train)
+    K_ref, Q_ref = ref.gram(train), ref.gram(test, train)
+    H_ref = ref.histograms(test)
+
+    cache = DiskCache(tmp_path / "dask")
+    with BlockExecutor(workers=2, processes=False) as ex:
+        ik = _kernel(cache, ex).fit(tiny_corpus, train)
+        K, Q = ik.gram(train), ik.gram(test, train)
+        H = ik.histograms(test)
+    assert ik.codebook_digests() == ref.codebook_digests()
+    np.testing.assert_array_equal(K, K_ref)
+    np.testing.assert_array_equal(Q, Q_ref)
+    for f in H_ref:
+        np.testing.assert_array_equal(H[f], H_ref[f])
+    # one cache entry per image's words and per Gram row block, written by the workers
+    assert len(list((tmp_path / "dask").rglob("*.npz"))) > len(tiny_corpus.image_ids)
+    assert any(p.parent.name == "image_gram_rows" for p in (tmp_path / "dask").rglob("*.npz"))
+
+
+def test_in_process_executor_is_todays_path(tiny_corpus, tmp_path):
+    ik = _kernel(DiskCache(tmp_path / "c"), BlockExecutor())
+    assert ik.executor is None                     # in-process: the threaded path, unchanged
