@@ -17,6 +17,7 @@ from corpora.protocol import hodosh_pool
 from corpora.teaching import EVALUATION_SEEDS, make_teaching_set
 from kernels.image import global_histogram, pyramid_histogram, pyramid_match_gram
 from kernels.text.bow import idf_weights, row_normalise, tf_matrix
+from kernels.text.tri import features_to_csr, sparse_gram, subsequence_features
 
 #: Size of every student's world: the main job's ``--quick`` layout shrunk to 300 images
 #: (train / dev / test = 200 / 50 / 50; one caption per dev and test image in the pools).
@@ -118,6 +119,21 @@ def reference_bow_gram(a_docs, b_docs, idf: dict[str, float], unseen: float) -> 
     return np.asarray((A @ B.T).todense(), dtype=np.float64)
 
 
+def reference_tri_gram(a_docs, b_docs, max_len: int = 3, lambda_m: float = 0.5) -> np.ndarray:
+    """Normalised TRI kernel (Hodosh Eq. 15: gapped subsequences of length ≤ 3, λ_m = 0.5) between token
+    lists (``kernels.text.tri``), ``(len(a), len(b))``."""
+    vocab = sorted({w for d in list(a_docs) + list(b_docs) for w in d})
+    index = {w: k for k, w in enumerate(vocab)}
+    mats = []
+    for docs in (a_docs, b_docs):
+        ids = [[index[w] for w in d] for d in docs]
+        mats.append(subsequence_features(ids, max_len=max_len, lambda_m=lambda_m))
+    cols = np.unique(np.concatenate([m[1] for m in mats]))
+    (XA, _, na), (XB, _, nb) = (features_to_csr(*m, n_rows=len(d), columns=cols) for m, d in zip(mats, (a_docs, b_docs)))
+    G = np.asarray(sparse_gram(XA, XB), dtype=np.float64)
+    return G / np.outer(np.where(na > 0, na, 1), np.where(nb > 0, nb, 1))
+
+
 # ------------------------------------------------------------------------------ assignment 4
 def kcca_grams(seed: int) -> dict[str, np.ndarray]:
     """The KCCA assignment's Gram matrices of the student's world.
@@ -192,3 +208,54 @@ def contrastive_batches(seed: int, split: str = "train", n: int = 128) -> dict[s
             "t": scorer.text_embeddings([c.text for c in caps]).astype(np.float32),
             "v_gen": scorer.image_embeddings([corpus.rerender(i, seed=1) for i in ids]).astype(np.float32),
             "t_gen": scorer.text_embeddings([corpus.paraphrase(c.id, seed=1).text for c in caps]).astype(np.float32)}
+
+
+def heldout_pairs(seed: int) -> dict[str, np.ndarray]:
+    """Teaching-CLIP embeddings of the test pool's images ``v`` and their pool captions ``t`` (paired rows)."""
+    p = pool(seed, "test")
+    return {"v": image_embeddings(seed, p.image_ids).astype(np.float32),
+            "t": text_embeddings([c.text for c in p.captions]).astype(np.float32)}
+
+
+def finetune_adapters(batches: dict[str, np.ndarray], loss_fn, *, steps: int = 30, lr: float = 1e-3,
+                      seed: int = 0):
+    """Fine-tune two linear adapters (image and text side, initialised to the identity) and the logit
+    scale on top of the frozen teaching-CLIP embeddings with ``loss_fn(v, t, v_gen, t_gen, logit_scale)``
+    (a PAC-S-style loss on L2-normalised adapted embeddings): full-batch Adam, ``steps`` steps.
+
+    Returns ``(embed_images, embed_texts, logit_scale)``: functions mapping embeddings to adapted,
+    normalised ones (no gradient), and the learnt log inverse temperature.
+    """
+    import torch   # only the fine-tuning assignment needs torch here
+
+    torch.manual_seed(seed)
+    D = batches["v"].shape[1]
+    Wv, Wt = (torch.nn.Linear(D, D, bias=False) for _ in range(2))
+    for W in (Wv, Wt):
+        torch.nn.init.eye_(W.weight)
+    logit_scale = torch.nn.Parameter(torch.tensor(float(np.log(1 / 0.07))))
+    opt = torch.optim.Adam([*Wv.parameters(), *Wt.parameters(), logit_scale], lr=lr)
+    data = {k: torch.as_tensor(v, dtype=torch.float32) for k, v in batches.items()}
+    norm = torch.nn.functional.normalize
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(norm(Wv(data["v"]), dim=-1), norm(Wt(data["t"]), dim=-1),
+                       norm(Wv(data["v_gen"]), dim=-1), norm(Wt(data["t_gen"]), dim=-1), logit_scale)
+        loss = loss[0] if isinstance(loss, tuple) else loss
+        loss.backward()
+        opt.step()
+
+    def adapt(W):
+        def f(x):
+            with torch.no_grad():
+                return norm(W(torch.as_tensor(np.asarray(x), dtype=torch.float32)), dim=-1).numpy()
+        return f
+    return adapt(Wv), adapt(Wt), float(logit_scale.detach())
+
+
+def contrastive_loss(v: np.ndarray, t: np.ndarray, logit_scale: float) -> float:
+    """CLIP's symmetric InfoNCE (the mean of both directions) of paired embeddings, through
+    ``neural.losses.info_nce``."""
+    import torch   # as above
+    from neural.losses import info_nce
+    return float(info_nce(torch.as_tensor(v), torch.as_tensor(t), logit_scale=torch.tensor(float(logit_scale))))

@@ -1,0 +1,116 @@
+# %% [markdown]
+# # Assignment 5 — CLIPScore and human judgments
+#
+# CLIPScore (Hessel et al. 2021) rates a caption $c$ of an image $v$ without references:
+#
+# $$\text{CLIP-S}(c, v) = w \cdot \max(\cos(\mathbf{c}, \mathbf{v}), 0), \qquad w = 2.5,$$
+#
+# where $\mathbf{c}$ embeds "A photo depicts " + caption. RefCLIP-S adds the references $R$ through a
+# harmonic mean, $\text{RefCLIP-S} = \text{H-Mean}(\text{CLIP-S}(c, v),\ \max_{r \in R} \cos(\mathbf{c}, \mathbf{r}))$
+# — with the reference term **as in the authors' code**: neither scaled by $w$ nor clipped at 0.
+#
+# You compute both on the toolkit's **teaching CLIP** (shipped with the package, used zero-shot), then
+# measure how well they agree with the simulated Flickr8k-Expert judgments of your world (grades 1–4),
+# with **Kendall's τ-c**, against BLEU-4 and CIDEr-D.
+
+# %% tags=["seed"]
+SEED = 2026
+
+# %% tags=["setup"]
+import sys, pathlib, corpora
+sys.path.insert(0, str(pathlib.Path(corpora.__file__).resolve().parents[1]))   # the repository root (course/)
+import numpy as np
+import otter
+from course import worlds
+from evaluation import bleu, cider_d
+
+grader = otter.Notebook(tests_dir="tests")
+image_ids, candidates, references, human = worlds.expert_items(SEED, limit=120)
+V = worlds.image_embeddings(SEED, image_ids)                  # (120, D), L2-normalised
+C = worlds.text_embeddings(candidates)                        # (120, D)
+R = [worlds.text_embeddings(refs) for refs in references]     # per candidate: (n_refs, D)
+print(len(candidates), "judged captions; e.g.", repr(candidates[0]), "graded", human[0])
+
+# %% [markdown]
+# ## Question 1 — CLIP-S
+#
+# `clip_s(V, C, w=2.5)`: rows of `V` and `C` are paired, L2-normalised embeddings; return the `(n,)`
+# scores.
+
+# %% tags=["q1"]
+def clip_s(V, C, w=2.5):
+    # BEGIN SOLUTION
+    cos = np.einsum("nd,nd->n", np.asarray(V, dtype=np.float64), np.asarray(C, dtype=np.float64))
+    return w * np.maximum(cos, 0.0)
+    # END SOLUTION
+
+
+# %%
+grader.check("q1")
+
+# %% [markdown]
+# ## Question 2 — RefCLIP-S
+#
+# `ref_clip_s(V, C, R, w=2.5)`: `R[i]` holds the reference embeddings of candidate `i`. The harmonic mean
+# of $a, b$ is $2ab / (a + b)$ (0 when $a + b = 0$).
+
+# %% tags=["q2"]
+def ref_clip_s(V, C, R, w=2.5):
+    # BEGIN SOLUTION
+    a = clip_s(V, C, w)
+    b = np.array([float(np.max(np.asarray(r) @ np.asarray(c))) for c, r in zip(C, R)])
+    s = a + b
+    return np.where(s != 0, 2 * a * b / np.where(s != 0, s, 1), 0.0)
+    # END SOLUTION
+
+
+# %%
+grader.check("q2")
+
+# %% [markdown]
+# ## Question 3 — Kendall's τ-c
+#
+# For $n$ pairs $(x_i, y_i)$, let $P$ / $Q$ be the numbers of concordant / discordant pairs $i < j$
+# (pairs tied in $x$ or in $y$ count as neither) and $m = \min(\#\text{distinct } x, \#\text{distinct } y)$.
+# Stuart's τ-c is $\tau_c = \frac{2m(P - Q)}{n^2 (m - 1)}$. Human grades tie a lot, which is why the
+# CLIPScore paper reports τ-c on Flickr8k-Expert.
+
+# %% tags=["q3"]
+def kendall_tau_c(x, y):
+    # BEGIN SOLUTION
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    n = len(x)
+    dx = np.sign(x[:, None] - x[None, :])
+    dy = np.sign(y[:, None] - y[None, :])
+    s = np.triu(dx * dy, 1).sum()
+    m = min(len(np.unique(x)), len(np.unique(y)))
+    return float(2 * m * s / (n ** 2 * (m - 1)))
+    # END SOLUTION
+
+
+# %%
+grader.check("q3")
+
+# %% [markdown]
+# ## Question 4 — which metric agrees with the judges?
+#
+# Fill in τ-c (× 100) between each metric and the mean expert grade of your 120 judged captions. Which
+# metric agrees best with the judges here, and does the reference-based score help? What do the simulated
+# judges reward (docs/teaching_set.md), and why do n-gram metrics miss it?
+
+# %% tags=["q4"]
+bleu4 = bleu(candidates, references)[:, 3]
+cider = cider_d(candidates, references)
+my_taus = {
+    "CLIP-S": 100 * kendall_tau_c(clip_s(V, C), human),  # SOLUTION
+    "RefCLIP-S": 100 * kendall_tau_c(ref_clip_s(V, C, R), human),  # SOLUTION
+    "BLEU-4": 100 * kendall_tau_c(bleu4, human),  # SOLUTION
+    "CIDEr-D": 100 * kendall_tau_c(cider, human),  # SOLUTION
+}
+my_taus
+
+# %%
+grader.check("q4")
+
+# %% [markdown]
+# *Your answer (not auto-graded):* …
