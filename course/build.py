@@ -2,7 +2,8 @@
 
 The check grades, for every assignment, on the master's practice seed:
 
-* the solution notebook — it must run top to bottom and score full points;
+* the solution notebook — it must run top to bottom, its public checks (``grader.check`` cells) included,
+  without an error, and score full points;
 * the student version — it must run top to bottom and score **zero** on every question (no test passes
   on a stub);
 * every plausible wrong solution of ``assignment.json`` — it must score zero on exactly the questions it
@@ -45,6 +46,8 @@ class Expectation:
         out = []
         if o.status != "graded" or o.reason:
             out.append(f"{o.status}: {o.reason}")
+        if self.variant == "solution" and o.cell_errors:
+            out.append(f"a cell of the solution (or its public check) raised: {o.cell_errors[0].splitlines()[0]}")
         for q, top in o.max_points.items():
             want = 0.0 if q in self.fails else top
             if o.points.get(q, 0.0) != want:
@@ -75,7 +78,7 @@ def check(assignments: list[Assignment], timeout: float, n_jobs: int, work: Path
     try:
         pairs = [v for a in assignments for v in variants(a, work)]
         outcomes = grade_many([(nb, exp.variant, exp.assignment, master_seed(exp.assignment)) for nb, exp in pairs],
-                              timeout, n_jobs)
+                              timeout, n_jobs, {k for k, (_, exp) in enumerate(pairs) if exp.variant == "solution"})
         ok = True
         for (_, exp), o in zip(pairs, outcomes):
             problems = exp.problems(o)

@@ -71,20 +71,27 @@ def _strip_ansi(text: str) -> str:
 
 
 def run_notebook(nb: nbformat.NotebookNode, assignment: Assignment, seed: int, timeout: float,
-                 workdir: Path) -> dict:
-    """Execute ``nb`` (guard cell + its cells + grade cell) in a fresh kernel; the raw result as a dict."""
+                 workdir: Path, run_checks: bool = False) -> dict:
+    """Execute ``nb`` (guard cell + its cells + grade cell) in a fresh kernel; the raw result as a dict.
+
+    ``run_checks``: also run the notebook's ``grader.check`` cells, on the kit's public tests (the kit
+    check does it for the solutions, so that a public check that cannot run is caught)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     marker = f"@@course-grade-{secrets.token_hex(8)}@@"
     watch = BASE_WATCH + assignment.watch
     cells = [nbformat.v4.new_code_cell(guard_source([str(ASSIGNMENTS_DIR)], watch))] + \
-        [c for c in nb.cells if c.cell_type == "code" and not CHECK_CELL.match(c.source)] + \
+        [c for c in nb.cells if c.cell_type == "code" and (run_checks or not CHECK_CELL.match(c.source))] + \
         [nbformat.v4.new_code_cell(grade_source(assignment.grading_tests(), seed, marker, watch))]
     run = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "language": "python",
                                                                             "display_name": "Python 3"}})
     client = NotebookClient(run, timeout=timeout, kernel_name="python3", allow_errors=True,
                             resources={"metadata": {"path": str(workdir)}})
+    if run_checks:
+        (workdir / "tests").mkdir()
+        for q, src in assignment.public_tests().items():
+            (workdir / "tests" / f"{q}.py").write_text(src, encoding="utf-8")
     deadline = time.monotonic() + timeout
     errors: list[str] = []
     with client.setup_kernel(env=grading_env(), cwd=str(workdir)):
@@ -112,8 +119,8 @@ def run_notebook(nb: nbformat.NotebookNode, assignment: Assignment, seed: int, t
 
 
 def _worker(args: list[str]) -> int:
-    """``python -m course.grading NOTEBOOK ASSIGNMENT SEED TIMEOUT OUT.json`` (one submission)."""
-    nb_path, key, seed, timeout, out = args
+    """``python -m course.grading NOTEBOOK ASSIGNMENT SEED TIMEOUT OUT.json [checks]`` (one submission)."""
+    nb_path, key, seed, timeout, out = args[:5]
     assignment = next(a for a in all_assignments() if a.key == key)
     try:
         nb = nbformat.read(nb_path, as_version=4)
@@ -122,7 +129,7 @@ def _worker(args: list[str]) -> int:
                                                     f"{str(exc).splitlines()[0][:120] if str(exc) else ''})"}
     else:
         with tempfile.TemporaryDirectory(prefix="course-grade-") as work:
-            result = run_notebook(nb, assignment, int(seed), float(timeout), Path(work))
+            result = run_notebook(nb, assignment, int(seed), float(timeout), Path(work), args[5:] == ["checks"])
     Path(out).write_text(json.dumps(result), encoding="utf-8")
     return 0
 
@@ -159,13 +166,14 @@ def outcome_from(raw: dict, student: str, assignment: Assignment, seed: int, max
 
 
 def grade_one(nb_path: Path, student: str, assignment: Assignment, seed: int, timeout: float,
-              maxima: dict[str, float]) -> Outcome:
+              maxima: dict[str, float], run_checks: bool = False) -> Outcome:
     """Grade one notebook in a worker process (its kernel is its child), killed after ``timeout`` + 60 s."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="course-worker-") as tmp:
         out = Path(tmp) / "result.json"
         proc = subprocess.Popen([sys.executable, "-m", "course.grading", str(nb_path), assignment.key, str(seed),
-                                 str(timeout), str(out)], cwd=str(REPO_ROOT), env=grading_env(),
+                                 str(timeout), str(out)] + (["checks"] if run_checks else []),
+                                cwd=str(REPO_ROOT), env=grading_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:
             _, err = proc.communicate(timeout=timeout + 60)
@@ -182,11 +190,14 @@ def grade_one(nb_path: Path, student: str, assignment: Assignment, seed: int, ti
     return outcome_from(raw, student, assignment, seed, maxima, time.monotonic() - t0)
 
 
-def grade_many(jobs: list[tuple[Path, str, Assignment, int]], timeout: float, n_jobs: int = 2) -> list[Outcome]:
-    """Grade ``(notebook, student, assignment, seed)`` jobs, ``n_jobs`` at a time, in the given order."""
+def grade_many(jobs: list[tuple[Path, str, Assignment, int]], timeout: float, n_jobs: int = 2,
+               run_checks: set[int] = frozenset()) -> list[Outcome]:
+    """Grade ``(notebook, student, assignment, seed)`` jobs, ``n_jobs`` at a time, in the given order
+    (the jobs whose index is in ``run_checks`` also run their ``grader.check`` cells)."""
     maxima = {a.key: max_points(a) for a in {j[2].key: j[2] for j in jobs}.values()}
     with ThreadPoolExecutor(max_workers=max(1, n_jobs)) as pool:
-        futures = [pool.submit(grade_one, nb, st, a, seed, timeout, maxima[a.key]) for nb, st, a, seed in jobs]
+        futures = [pool.submit(grade_one, nb, st, a, seed, timeout, maxima[a.key], k in run_checks)
+                   for k, (nb, st, a, seed) in enumerate(jobs)]
         return [f.result() for f in futures]
 
 

@@ -175,7 +175,13 @@ def clip_scorer(reference_based: bool = False):
 
 
 def image_embeddings(seed: int, image_ids) -> np.ndarray:
-    """L2-normalised teaching-CLIP embeddings of images of the student's world, ``(n, D)``."""
+    """L2-normalised teaching-CLIP embeddings of images of the student's world, ``(n, D)`` (a fresh
+    copy of a memoised result: the notebook and the tests encode each image once)."""
+    return _image_embeddings(seed, tuple(image_ids)).copy()
+
+
+@lru_cache(maxsize=16)
+def _image_embeddings(seed: int, image_ids: tuple) -> np.ndarray:
     corpus = world(seed)
     return clip_scorer().image_embeddings([corpus.load_image(i) for i in image_ids]).astype(np.float64)
 
@@ -199,7 +205,12 @@ def contrastive_batches(seed: int, split: str = "train", n: int = 128) -> dict[s
     """Teaching-CLIP embeddings for PAC-S-style fine-tuning: ``v`` (images), ``t`` (one caption each),
     ``v_gen`` (the same scene re-rendered with another layout, ``corpus.rerender``) and ``t_gen`` (a
     paraphrase with the same facts, ``corpus.paraphrase``) — the generated positives of Sarto et al.
-    (2023), Sec. 3.2 — for the first ``n`` images of a split."""
+    (2023), Sec. 3.2 — for the first ``n`` images of a split (fresh copies of a memoised result)."""
+    return {k: v.copy() for k, v in _contrastive_batches(seed, split, n).items()}
+
+
+@lru_cache(maxsize=4)
+def _contrastive_batches(seed: int, split: str, n: int) -> dict[str, np.ndarray]:
     corpus = world(seed)
     ids = list(corpus.split(split))[:n]
     caps = [corpus.captions[i][0] for i in ids]
@@ -217,7 +228,7 @@ def heldout_pairs(seed: int) -> dict[str, np.ndarray]:
             "t": text_embeddings([c.text for c in p.captions]).astype(np.float32)}
 
 
-def finetune_adapters(batches: dict[str, np.ndarray], loss_fn, *, steps: int = 30, lr: float = 1e-3,
+def finetune_adapters(batches: dict[str, np.ndarray], loss_fn, *, steps: int = 60, lr: float = 1e-4,
                       seed: int = 0):
     """Fine-tune two linear adapters (image and text side, initialised to the identity) and the logit
     scale on top of the frozen teaching-CLIP embeddings with ``loss_fn(v, t, v_gen, t_gen, logit_scale)``

@@ -39,7 +39,7 @@ print("first caption:", pool.captions[0].text)
 # `gold[q]` is the column of query `q`'s original item. Return the 1-based rank of every gold item,
 # counting **every other candidate with a score ≥ the gold score** as ranked above it:
 #
-# $$\mathrm{rank}_q = 1 + |\{j : s_{qj} > s_{qg}\}| + |\{j \ne g : s_{qj} = s_{qg}\}|.$$
+#     rank_q = 1 + |{ j : s_qj > s_qg }| + |{ j ≠ g : s_qj = s_qg }|   (g = the gold column)
 #
 # A constant scorer must get rank N for every query. Then `recall_at_k(ranks, k)` (in %) and
 # `median_rank(ranks)`.

@@ -4,13 +4,13 @@
 # Hodosh et al. (2013, Sec. 3.3) compare images through **histograms of visual words**. Here the visual
 # words are colours: every pixel's RGB value is quantised to 4 levels per channel,
 #
-# $$\mathrm{word}(r, g, b) = 16\,\lfloor r/64 \rfloor + 4\,\lfloor g/64 \rfloor + \lfloor b/64 \rfloor \in \{0, \dots, 63\}.$$
+#     word(r, g, b) = 16·⌊r / 64⌋ + 4·⌊g / 64⌋ + ⌊b / 64⌋   ∈ {0, …, 63}
 #
 # You implement
 #
-# 1. the normalised **colour histogram** $H_i(v)$ (the fraction of the image's pixels with word $v$, Eq. 5);
-# 2. the **histogram intersection** kernel $K(i, j) = \sum_v \min(H_i(v), H_j(v))$ (Eq. 5);
-# 3. the **spatial pyramid**: level $l$ cuts the image into $2^l \times 2^l$ cells, each with its own
+# 1. the normalised **colour histogram** H_i(v) (the fraction of the image's pixels with word v, Eq. 5);
+# 2. the **histogram intersection** kernel K(i, j) = Σ_v min(H_i(v), H_j(v)) (Eq. 5);
+# 3. the **spatial pyramid**: level l cuts the image into 2^l × 2^l cells, each with its own
 #    normalised histogram;
 # 4. the **pyramid match** kernel with the paper's level weights (Eqs. 7–8, Lazebnik et al. 2006).
 #
@@ -20,6 +20,7 @@
 SEED = 2026
 
 # %% tags=["setup"]
+# %matplotlib inline
 import sys, pathlib, corpora
 sys.path.insert(0, str(pathlib.Path(corpora.__file__).resolve().parents[1]))   # the repository root (course/)
 import numpy as np
@@ -66,7 +67,7 @@ grader.check("q1")
 # ## Question 2 — histogram intersection
 #
 # `intersection_kernel(HX, HY)` takes histograms as rows, `(n, D)` and `(m, D)`, and returns the
-# `(n, m)` matrix $K[i, j] = \sum_v \min(HX[i, v], HY[j, v])$. Avoid a Python loop over `v`.
+# `(n, m)` matrix `K[i, j] = Σ_v min(HX[i, v], HY[j, v])`. Avoid a Python loop over `v`.
 
 # %% tags=["q2"]
 def intersection_kernel(HX, HY):
@@ -83,9 +84,9 @@ grader.check("q2")
 # ## Question 3 — spatial pyramid histogram
 #
 # `pyramid_histogram(image, levels=3)` returns the concatenation, level by level (l = 0, 1, …,
-# `levels − 1`), of the normalised colour histograms of the $4^l$ cells of level $l$, cells in
+# `levels − 1`), of the normalised colour histograms of the 4^l cells of level l, cells in
 # row-major order (top-left first). A pixel at row `y`, column `x` of an `H × W` image lies in cell
-# `(y · 2^l // H, x · 2^l // W)` of level $l$. Length: $(1 + 4 + 16) \cdot 64$ for 3 levels.
+# `(y · 2^l // H, x · 2^l // W)` of level l. Length: (1 + 4 + 16) · 64 for 3 levels.
 
 # %% tags=["q3"]
 def pyramid_histogram(image, levels=3):
@@ -110,12 +111,12 @@ grader.check("q3")
 # %% [markdown]
 # ## Question 4 — pyramid match kernel
 #
-# With $I^l$ the intersection of the level-$l$ histograms (each cell histogram divided by the number of
-# cells $4^l$, so that $I^l \le 1$), the pyramid match of $L + 1$ levels is (Hodosh Eqs. 7–8)
+# With I^l the intersection of the level-l histograms (each cell histogram divided by the number of
+# cells 4^l, so that I^l ≤ 1), the pyramid match of L + 1 levels is (Hodosh Eqs. 7–8)
 #
-# $$K^{PY} = I^L + \sum_{l < L} \frac{I^l - I^{l+1}}{2^{L - l}} .$$
+#     K^PY = I^L + Σ_{l < L} (I^l − I^{l+1}) / 2^(L − l)
 #
-# Work out the weight $w_l$ of each $I^l$ (for $L = 2$ they are 1/4, 1/4, 1/2) and implement
+# Work out the weight w_l of each I^l (for L = 2 they are 1/4, 1/4, 1/2) and implement
 # `pyramid_match(PX, PY, levels=3)` on rows of pyramid histograms.
 
 # %% tags=["q4"]

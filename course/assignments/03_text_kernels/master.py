@@ -4,14 +4,17 @@
 # The text side of Hodosh et al. (2013, Sec. 3.4) compares captions. You implement two kernels:
 #
 # 1. **BoW with IDF** (Sec. 3.4.1): a word's weight is
-#    $\lambda_w = \log\frac{|D|}{|D(w)| + 1}$, clipped at 0, where **the documents $D$ are the training
-#    images** — each image's five captions merged into one document — and $D(w)$ the images whose captions
-#    use $w$. A word never seen in training gets $\log |D|$. The kernel is the cosine of idf-weighted
+#    λ_w = log(|D| / (|D(w)| + 1)), clipped at 0, where **the documents D are the training
+#    images** — each image's five captions merged into one document — and D(w) the images whose captions
+#    use w. A word never seen in training gets log |D|. The kernel is the cosine of idf-weighted
 #    term-frequency vectors.
-# 2. **TRI** (Eq. 15): a caption's features are all its subsequences $u$ of 1 to 3 words, gaps allowed
-#    ("dog … grass" is a feature of "a dog on the grass"); an occurrence of a length-$l$ subsequence
-#    weighs $\lambda_m^{l}$ with $\lambda_m = 0.5$, so
-#    $K(s, s') = \sum_u m_{s,u}\, m_{s',u}\, \lambda_m^{2\,l(u)}$, normalised to $K(s,s') / \sqrt{K(s,s)K(s',s')}$.
+# 2. **TRI** (Eq. 15): a caption's features are all its subsequences u of 1 to 3 words, gaps allowed
+#    ("dog … grass" is a feature of "a dog on the grass"); an occurrence of a length-l subsequence
+#    weighs λ_m^l with λ_m = 0.5, so
+#
+#        K(s, s') = Σ_u m(s, u) · m(s', u) · λ_m^(2 l(u)),   normalised: K(s, s') / √(K(s, s) · K(s', s'))
+#
+#    where m(s, u) counts the occurrences of u in s.
 #
 # Captions are tokenised with `worlds.tokens` (lower-case words). Your captions come from your own
 # teaching world (do not change the seed).
@@ -40,7 +43,7 @@ print(len(train_docs), "training documents; first:", " ".join(train_docs[0][:16]
 # ## Question 1 — IDF over training images
 #
 # `idf(docs)` takes a list of documents (token lists) and returns `(weights, unseen)`: a dict from
-# every word of the documents to $\lambda_w$, and the weight $\log |D|$ of unseen words.
+# every word of the documents to λ_w, and the weight log |D| of unseen words.
 
 # %% tags=["q1"]
 def idf(docs):
@@ -58,7 +61,7 @@ grader.check("q1")
 # ## Question 2 — the BoW kernel
 #
 # `bow_kernel(A, B, weights, unseen)`: `A` and `B` are lists of token lists; return the `(len(A), len(B))`
-# matrix of cosines between the vectors $x_w = \mathrm{tf}(w) \cdot \lambda_w$.
+# matrix of cosines between the vectors x_w = tf(w) · λ_w.
 
 # %% tags=["q2"]
 def bow_kernel(A, B, weights, unseen):
@@ -79,7 +82,7 @@ grader.check("q2")
 # ## Question 3 — the trigram (TRI) kernel
 #
 # `tri_features(tokens)` returns a `Counter` from subsequences (tuples of 1–3 words, in order, gaps
-# allowed) to $m_{s,u}\,\lambda_m^{l(u)}$; `tri_kernel(A, B)` the normalised kernel matrix.
+# allowed) to m(s, u) · λ_m^l(u); `tri_kernel(A, B)` the normalised kernel matrix.
 
 # %% tags=["q3"]
 LAMBDA_M = 0.5

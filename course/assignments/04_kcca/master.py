@@ -1,21 +1,23 @@
 # %% [markdown]
 # # Assignment 4 — Kernel CCA
 #
-# KCCA (Hodosh et al. 2013, Sec. 3.2.1, Eq. 3; Hardoon et al. 2004) finds directions $\alpha, \beta$ in
+# KCCA (Hodosh et al. 2013, Sec. 3.2.1, Eq. 3; Hardoon et al. 2004) finds directions α, β in
 # the spans of the training images and captions whose projections are maximally correlated:
 #
-# $$\rho = \max_{\alpha,\beta} \frac{\alpha^T K_X K_Y \beta}{\sqrt{(\alpha^T K_X^2 \alpha + \kappa\, \alpha^T K_X \alpha)\,(\beta^T K_Y^2 \beta + \kappa\, \beta^T K_Y \beta)}}$$
+#     ρ = max over α, β of   αᵀ K_X K_Y β / √[ (αᵀ K_X² α + κ αᵀ K_X α) · (βᵀ K_Y² β + κ βᵀ K_Y β) ]
 #
-# on **centred** Gram matrices. As a generalised eigenproblem:
+# on **centred** Gram matrices (κ ≥ 0 is the regulariser). As a generalised eigenproblem:
 #
-# $$\begin{pmatrix} 0 & K_X K_Y \\ K_Y K_X & 0 \end{pmatrix}\begin{pmatrix}\alpha\\ \beta\end{pmatrix} = \rho \begin{pmatrix} K_X^2 + \kappa K_X & 0 \\ 0 & K_Y^2 + \kappa K_Y\end{pmatrix}\begin{pmatrix}\alpha\\ \beta\end{pmatrix}.$$
+#     [ 0        K_X K_Y ] [α]       [ K_X² + κ K_X   0            ] [α]
+#     [ K_Y K_X  0       ] [β]  = ρ  [ 0              K_Y² + κ K_Y ] [β]
 #
 # The right-hand matrix is singular (centring leaves the constant vector in the null space), so solve the
-# equivalent problem you get by eliminating $\beta$ (derive it!):
-# $(K_X + \kappa I)^{-1} K_Y (K_Y + \kappa I)^{-1} K_X \alpha = \rho^2 \alpha$, then
-# $\beta \propto (K_Y + \kappa I)^{-1} K_X \alpha$.
+# equivalent problem you get by eliminating β (derive it!):
+#
+#     (K_X + κI)⁻¹ K_Y (K_Y + κI)⁻¹ K_X α = ρ² α,   then   β ∝ (K_Y + κI)⁻¹ K_X α.
+#
 # A new image is scored against a new caption by Eq. 4: the cosine of their projections onto the
-# top $n$ directions.
+# top n directions.
 #
 # The Gram matrices of your world are given: image = colour spatial-pyramid match (Assignment 2), squared;
 # text = idf-weighted BoW cosine (Assignment 3).
@@ -38,7 +40,7 @@ print({k: v.shape for k, v in G.items()})
 # %% [markdown]
 # ## Question 1 — centring
 #
-# `center(K)` returns $HKH$ with $H = I - \frac{1}{N}\mathbf{1}\mathbf{1}^T$ (the kernel of the
+# `center(K)` returns H K H with H = I − 11ᵀ / N (the kernel of the
 # mean-centred feature vectors).
 
 # %% tags=["q1"]
@@ -59,7 +61,7 @@ grader.check("q1")
 #
 # `kcca(Kx, Ky, reg, n_components)` centres both Gram matrices and returns `(rho, alpha, beta)`: the
 # `n_components` largest canonical correlations in decreasing order, and the dual directions as columns
-# `(N, n_components)`, each normalised so that $\alpha^T (K_X^2 + \kappa K_X)\alpha = 1$ (same for $\beta$).
+# `(N, n_components)`, each normalised so that αᵀ (K_X² + κ K_X) α = 1 (same for β).
 
 # %% tags=["q2"]
 def kcca(Kx, Ky, reg, n_components=20):
@@ -86,8 +88,8 @@ grader.check("q2")
 # ## Question 3 — projection and Eq. 4
 #
 # New kernel rows (`(m, N)`, against the training items) must be centred with the **training**
-# statistics: $\tilde k = k - \bar k_{\text{cols}} - \operatorname{mean}(k) + \bar K$, where
-# $\bar k_{\text{cols}}$ are the column means of the training Gram matrix and $\bar K$ its grand mean.
+# statistics: k̃ = k − (column means of the training Gram) − mean(k) + (grand mean of the training Gram),
+# where mean(k) is the mean of the row k itself.
 # `affinity(Kx_train, Ky_train, Kx_new, Ky_new, alpha, beta, n)` returns the `(m_x, m_y)` cosines
 # between the projections onto the first `n` directions.
 

@@ -1,13 +1,13 @@
 # %% [markdown]
 # # Assignment 5 — CLIPScore and human judgments
 #
-# CLIPScore (Hessel et al. 2021) rates a caption $c$ of an image $v$ without references:
+# CLIPScore (Hessel et al. 2021) rates a caption c of an image v without references:
 #
-# $$\text{CLIP-S}(c, v) = w \cdot \max(\cos(\mathbf{c}, \mathbf{v}), 0), \qquad w = 2.5,$$
+#     CLIP-S(c, v) = w · max(cos(c, v), 0),   w = 2.5,
 #
-# where $\mathbf{c}$ embeds "A photo depicts " + caption. RefCLIP-S adds the references $R$ through a
-# harmonic mean, $\text{RefCLIP-S} = \text{H-Mean}(\text{CLIP-S}(c, v),\ \max_{r \in R} \cos(\mathbf{c}, \mathbf{r}))$
-# — with the reference term **as in the authors' code**: neither scaled by $w$ nor clipped at 0.
+# where c is the embedding of "A photo depicts " + caption. RefCLIP-S adds the references R through a
+# harmonic mean, RefCLIP-S = H-Mean(CLIP-S(c, v), max_{r ∈ R} cos(c, r))
+# — with the reference term **as in the authors' code**: neither scaled by w nor clipped at 0.
 #
 # You compute both on the toolkit's **teaching CLIP** (shipped with the package, used zero-shot), then
 # measure how well they agree with the simulated Flickr8k-Expert judgments of your world (grades 1–4),
@@ -52,7 +52,7 @@ grader.check("q1")
 # ## Question 2 — RefCLIP-S
 #
 # `ref_clip_s(V, C, R, w=2.5)`: `R[i]` holds the reference embeddings of candidate `i`. The harmonic mean
-# of $a, b$ is $2ab / (a + b)$ (0 when $a + b = 0$).
+# of a, b is 2ab / (a + b) (0 when a + b = 0).
 
 # %% tags=["q2"]
 def ref_clip_s(V, C, R, w=2.5):
@@ -70,9 +70,9 @@ grader.check("q2")
 # %% [markdown]
 # ## Question 3 — Kendall's τ-c
 #
-# For $n$ pairs $(x_i, y_i)$, let $P$ / $Q$ be the numbers of concordant / discordant pairs $i < j$
-# (pairs tied in $x$ or in $y$ count as neither) and $m = \min(\#\text{distinct } x, \#\text{distinct } y)$.
-# Stuart's τ-c is $\tau_c = \frac{2m(P - Q)}{n^2 (m - 1)}$. Human grades tie a lot, which is why the
+# For n pairs (x_i, y_i), let P / Q be the numbers of concordant / discordant pairs i < j
+# (pairs tied in x or in y count as neither) and m = min(#distinct x, #distinct y).
+# Stuart's τ-c is τ_c = 2m(P − Q) / (n² (m − 1)). Human grades tie a lot, which is why the
 # CLIPScore paper reports τ-c on Flickr8k-Expert.
 
 # %% tags=["q3"]

@@ -2,16 +2,16 @@
 # # Assignment 6 — Contrastive fine-tuning with positive augmentation (PAC-S)
 #
 # PAC-S (Sarto et al. 2023) fine-tunes CLIP with its symmetric contrastive loss (Eq. 2) on image–caption
-# pairs **plus generated positives**: a generated image $V'$ for each caption and a generated caption
-# $T'$ for each image (Eq. 3):
+# pairs **plus generated positives**: a generated image V′ for each caption and a generated caption
+# T′ for each image (Eq. 3):
 #
-# $$L = L_{V,T} + \lambda_v L_{V',T} + \lambda_t L_{V,T'}, \qquad \lambda_v = 0.05,\ \lambda_t = 0.1,$$
+#     L = L(V, T) + λ_v · L(V′, T) + λ_t · L(V, T′),   λ_v = 0.05, λ_t = 0.1,
 #
-# where $L_{A,B}$ is the **sum** of the two cross-entropies of the logits $z_{ij} = e^{s}\,\mathbf{a}_i\cdot\mathbf{b}_j$
-# (rows $A \to B$ and columns $B \to A$, each averaged over the batch; the matching pair is the target).
+# where L(A, B) is the **sum** of the two cross-entropies of the logits z_ij = e^s · a_i · b_j
+# (rows A → B and columns B → A, each averaged over the batch; the matching pair is the target).
 #
 # The teaching world's generator provides the positives: the same scene re-rendered with another layout
-# ($V'$) and a paraphrase with the same facts ($T'$). You implement the loss, then fine-tune two small
+# (V′) and a paraphrase with the same facts (T′). You implement the loss, then fine-tune two small
 # adapters on top of the frozen teaching CLIP with it and check on held-out pairs that it helped.
 
 # %% tags=["seed"]
@@ -36,7 +36,7 @@ print({k: v.shape for k, v in batches.items()})
 # ## Question 1 — the symmetric InfoNCE loss (PAC-S Eq. 2)
 #
 # `info_nce(a, b, logit_scale)`: `a`, `b` are `(B, D)` L2-normalised torch tensors (row `i` of each is a
-# matching pair), `logit_scale` a scalar tensor $s$. Return the scalar $L_{A,B}$ (use
+# matching pair), `logit_scale` a scalar tensor s. Return the scalar L(A, B) (use
 # `F.cross_entropy`).
 
 # %% tags=["q1"]
@@ -72,8 +72,8 @@ grader.check("q2")
 # ## Question 3 — fine-tune, and check what it did
 #
 # `worlds.finetune_adapters` trains a linear adapter on each side (initialised to the identity) and the
-# temperature with your loss (30 Adam steps on your 128 training pairs). Measure CLIP's contrastive loss
-# on the training pairs (at the initial temperature $1/0.07$) and the held-out R@1 (annotation on your
+# temperature with your loss (60 Adam steps on your 128 training pairs). Measure CLIP's contrastive loss
+# on the training pairs (at the initial temperature 1/0.07) and the held-out R@1 (annotation on your
 # test pool, with `evaluate`) before and after. A correct loss lowers the training loss a lot and keeps
 # the held-out R@1 where it was. Then: the teaching CLIP was pretrained on 400,000 pairs of this very
 # world — why can 128 pairs not improve it on held-out data, and what would PAC-S's generated positives

@@ -4,6 +4,7 @@ from course import worlds
 from course.checks import answer, assert_close
 from evaluation import evaluate
 
+OK_FORMAT = False
 name = "q4"
 
 

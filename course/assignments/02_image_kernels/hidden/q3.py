@@ -3,6 +3,7 @@ from otter.test_files import test_case
 from course import worlds
 from course.checks import assert_close, call
 
+OK_FORMAT = False
 name = "q3"
 
 

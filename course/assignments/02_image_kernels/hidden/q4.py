@@ -4,6 +4,7 @@ from course import worlds
 from course.checks import assert_close, call
 from kernels.image import pyramid_match_gram
 
+OK_FORMAT = False
 name = "q4"
 
 

@@ -4,6 +4,7 @@ from course import worlds
 from course.checks import answer, assert_close
 from kernels.image import histogram_intersection_gram, pyramid_match_gram
 
+OK_FORMAT = False
 name = "q5"
 
 

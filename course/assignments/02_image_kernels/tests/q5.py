@@ -4,6 +4,7 @@ import numpy as np
 
 from course.checks import answer
 
+OK_FORMAT = False
 name = "q5"
 
 

@@ -3,6 +3,7 @@ from otter.test_files import test_case
 from course import worlds
 from course.checks import answer, assert_close
 
+OK_FORMAT = False
 name = "q4"
 
 

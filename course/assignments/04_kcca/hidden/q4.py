@@ -5,6 +5,7 @@ from course.checks import answer
 from evaluation import evaluate
 from kcca.solver import KCCA
 
+OK_FORMAT = False
 name = "q4"
 
 #: Half-width of the accepted band around the reference solution's test R@10 (points of %).

@@ -6,6 +6,7 @@ from course import worlds
 from course.checks import assert_close, call
 from evaluation import kendall_tau
 
+OK_FORMAT = False
 name = "q3"
 
 

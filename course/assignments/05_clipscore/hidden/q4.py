@@ -4,6 +4,7 @@ from course import worlds
 from course.checks import answer, assert_close
 from evaluation import bleu, cider_d, kendall_tau
 
+OK_FORMAT = False
 name = "q4"
 
 
@@ -11,8 +12,7 @@ name = "q4"
 def test_your_world(env):
     seed = env["GRADER_SEED"]
     ims, cands, refs, human = worlds.expert_items(seed, limit=120)
-    corpus = worlds.world(seed)
-    images = [corpus.load_image(i) for i in ims]
+    images = worlds.image_embeddings(seed, ims)          # CLIPScore re-normalises given embeddings
     scores = {"CLIP-S": worlds.clip_scorer().score(images, cands),
               "RefCLIP-S": worlds.clip_scorer(reference_based=True).score(images, cands, refs),
               "BLEU-4": bleu(cands, refs)[:, 3], "CIDEr-D": cider_d(cands, refs)}

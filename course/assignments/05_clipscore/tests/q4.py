@@ -2,6 +2,7 @@ from otter.test_files import test_case
 
 from course.checks import answer
 
+OK_FORMAT = False
 name = "q4"
 
 

@@ -6,6 +6,7 @@ from course import worlds
 from course.checks import answer, assert_close, call
 from evaluation import evaluate
 
+OK_FORMAT = False
 name = "q3"
 
 

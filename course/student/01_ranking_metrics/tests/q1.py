@@ -5,6 +5,7 @@ import numpy as np
 from course.checks import assert_close, call
 from evaluation import evaluate
 
+OK_FORMAT = False
 name = "q1"
 
 
