@@ -46,9 +46,9 @@ def world(seed: int):
     return make_teaching_set(n_images=N_IMAGES, n_train=N_TRAIN, n_dev=N_DEV, seed=check_seed(seed))
 
 
-@lru_cache(maxsize=8)
 def pool(seed: int, split: str = "test"):
-    """The Hodosh pool (one caption per image, exact relevance) of a split of the student's world."""
+    """The Hodosh pool (one caption per image, exact relevance) of a split of the student's world (built
+    afresh on every call: its arrays are writeable, and a notebook's edits must not reach the tests)."""
     return hodosh_pool(world(seed), split, seed=0)
 
 

@@ -21,7 +21,7 @@ SEED = 2026
 
 # %% tags=["setup"]
 # %matplotlib inline
-import sys, pathlib, corpora
+import sys, pathlib, textwrap, corpora
 sys.path.insert(0, str(pathlib.Path(corpora.__file__).resolve().parents[1]))   # the repository root (course/)
 import numpy as np
 import matplotlib.pyplot as plt
@@ -34,7 +34,9 @@ train = list(corpus.split("train"))
 images = [corpus.load_image(i) for i in train[:4]]
 fig, axes = plt.subplots(1, 4, figsize=(12, 2.6))
 for ax, img, i in zip(axes, images, train):
-    ax.imshow(img); ax.set_axis_off(); ax.set_title(corpus.captions[i][0].text[:38], fontsize=8)
+    ax.imshow(img)
+    ax.set_axis_off()
+    ax.set_title(textwrap.fill(corpus.captions[i][0].text, 34), fontsize=8)
 plt.show()
 
 # %% [markdown]

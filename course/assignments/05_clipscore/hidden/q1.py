@@ -1,7 +1,5 @@
 from otter.test_files import test_case
 
-import numpy as np
-
 from course import worlds
 from course.checks import assert_close, call
 

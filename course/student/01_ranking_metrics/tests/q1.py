@@ -3,7 +3,6 @@ from otter.test_files import test_case
 import numpy as np
 
 from course.checks import assert_close, call
-from evaluation import evaluate
 
 OK_FORMAT = False
 name = "q1"

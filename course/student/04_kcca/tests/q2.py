@@ -2,7 +2,7 @@ from otter.test_files import test_case
 
 import numpy as np
 
-from course.checks import assert_close, call
+from course.checks import call
 
 OK_FORMAT = False
 name = "q2"
