@@ -134,6 +134,13 @@ def reference_tri_gram(a_docs, b_docs, max_len: int = 3, lambda_m: float = 0.5) 
     return G / np.outer(np.where(na > 0, na, 1), np.where(nb > 0, nb, 1))
 
 
+def flickr8k_text(path):
+    """Real Flickr8k, text only (captions, splits, expert and crowd judgments; no image is read):
+    ``corpora.flickr8k.load_flickr8k(path, with_images=False)``.  For the assignments' optional cells."""
+    from corpora.flickr8k import load_flickr8k   # only the optional real-data cells read Flickr8k
+    return load_flickr8k(path, with_images=False)
+
+
 # ------------------------------------------------------------------------------ assignment 4
 def kcca_grams(seed: int) -> dict[str, np.ndarray]:
     """The KCCA assignment's Gram matrices of the student's world.

@@ -129,3 +129,18 @@ grader.check("q4")
 
 # %% [markdown]
 # *Your answer (not auto-graded):* …
+
+# %% [markdown]
+# ## Optional — the same on real Flickr8k text (not graded)
+#
+# Point `FLICKR8K` at a Flickr8k folder (the standard text bundle, e.g. `../shared/data/flickr8k`; no
+# image is read) and run your `idf` on its training images. Which words get the lowest weights? How do
+# they compare with your teaching world's?
+
+# %%
+FLICKR8K = None   # e.g. "../shared/data/flickr8k"
+if FLICKR8K:
+    real = worlds.flickr8k_text(FLICKR8K)
+    real_docs = [[w for c in real.captions[i] for w in worlds.tokens(c.text)] for i in real.split("train")]
+    real_weights, _ = idf(real_docs)
+    print("lowest idf:", sorted(real_weights, key=real_weights.get)[:12])

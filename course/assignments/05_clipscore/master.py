@@ -114,3 +114,21 @@ grader.check("q4")
 
 # %% [markdown]
 # *Your answer (not auto-graded):* …
+
+# %% [markdown]
+# ## Optional — n-gram metrics against the real Flickr8k-Expert judgments (not graded)
+#
+# Point `FLICKR8K` at a Flickr8k folder (text only; no image is read) to compute τ-c of BLEU-4 and
+# CIDEr-D against the real expert grades (the first 1,500 judged pairs, to keep your O(n²) τ-c fast).
+# Compare with the CLIPScore paper's Table 1 and with your teaching world.
+
+# %%
+FLICKR8K = None   # e.g. "../shared/data/flickr8k"
+if FLICKR8K:
+    from evaluation import flickr8k_expert_rows
+    rows = flickr8k_expert_rows(worlds.flickr8k_text(FLICKR8K))
+    _, real_cands, real_refs = rows.unique_items()
+    real_human = np.bincount(rows.pair_index, weights=rows.human) / np.bincount(rows.pair_index)
+    n = 1500
+    print("BLEU-4 τ-c:", 100 * kendall_tau_c(bleu(real_cands[:n], real_refs[:n])[:, 3], real_human[:n]))
+    print("CIDEr-D τ-c:", 100 * kendall_tau_c(cider_d(real_cands[:n], real_refs[:n]), real_human[:n]))
