@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     if args.command == "handout":
         seeds = handout(args.students, args.out, chosen, args.key)
-        print(f"handed out {len(chosen)} assignments to {len(seeds)} students in {args.out} (seeds: {args.out}/seeds.csv)")
+        print(f"handed out {len(chosen)} assignments to {len(seeds)} students in {args.out} "
+              f"(seeds: {Path(args.out) / 'seeds.csv'})")
         return 0
     subs = _submissions(Path(args.submissions), chosen)
     out = Path(args.out)

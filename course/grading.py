@@ -54,7 +54,8 @@ def grading_env() -> dict[str, str]:
     """The kernel's environment: the repository root on ``PYTHONPATH`` (``course`` and the toolkit),
     one BLAS thread per kernel (several kernels share the CPU)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *rest])
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
     env.setdefault("MPLBACKEND", "Agg")
@@ -96,7 +97,8 @@ def run_notebook(nb: nbformat.NotebookNode, assignment: Assignment, seed: int, t
     errors: list[str] = []
     with client.setup_kernel(env=grading_env(), cwd=str(workdir)):
         for index, cell in enumerate(run.cells):
-            client.timeout = max(1, int(deadline - time.monotonic())) if index < len(run.cells) - 1 else max(60, int(timeout))
+            last = index == len(run.cells) - 1     # the tests get their own limit
+            client.timeout = max(60, int(timeout)) if last else max(1, int(deadline - time.monotonic()))
             if index < len(run.cells) - 1 and time.monotonic() >= deadline:
                 raise CellTimeoutError(f"out of time before cell {index}")
             try:
@@ -155,7 +157,8 @@ def outcome_from(raw: dict, student: str, assignment: Assignment, seed: int, max
     out.cell_errors = raw.get("cell_errors", [])
     out.cases = raw["results"]
     if raw.get("tampered"):
-        out.status, out.reason = "tampered", f"the notebook replaced functions the tests use ({raw['tampered']}): no points"
+        out.status = "tampered"
+        out.reason = f"the notebook replaced functions the tests use ({raw['tampered']}): no points"
         return out
     read_hidden = bool(raw.get("read_hidden"))
     if read_hidden:
@@ -171,8 +174,8 @@ def grade_one(nb_path: Path, student: str, assignment: Assignment, seed: int, ti
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="course-worker-") as tmp:
         out = Path(tmp) / "result.json"
-        proc = subprocess.Popen([sys.executable, "-m", "course.grading", str(nb_path), assignment.key, str(seed),
-                                 str(timeout), str(out)] + (["checks"] if run_checks else []),
+        proc = subprocess.Popen([sys.executable, "-m", "course.grading", str(Path(nb_path).resolve()), assignment.key,
+                                 str(seed), str(timeout), str(out)] + (["checks"] if run_checks else []),
                                 cwd=str(REPO_ROOT), env=grading_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:

@@ -40,7 +40,8 @@ def __course_guard(protected, watch):
         for name in mods:
             mod = importlib.import_module(name)
             for attr, obj in list(vars(mod).items()):
-                if callable(obj) and not (name == "builtins" and attr in ("input", "raw_input", "help", "exit", "quit")):
+                # ipykernel replaces builtins.input per request (and the site helpers are not used by tests)
+                if callable(obj) and not (name == "builtins" and attr in ("input", "help", "exit", "quit")):
                     out[f"{name}.{attr}"] = obj
                     if isinstance(obj, type) and obj.__module__ == name:
                         for m, f in list(vars(obj).items()):

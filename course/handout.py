@@ -77,7 +77,8 @@ def write_student_copy(assignment: Assignment, folder: Path, seed: int) -> Path:
     return path
 
 
-def handout(roster: str | Path, out: str | Path, assignments: list[Assignment], key: str = DEFAULT_KEY) -> list[tuple[str, int]]:
+def handout(roster: str | Path, out: str | Path, assignments: list[Assignment],
+            key: str = DEFAULT_KEY) -> list[tuple[str, int]]:
     """Write ``OUT/<student>/<NN_name>/<notebook>.ipynb`` (+ ``tests/``) per student and ``OUT/seeds.csv``."""
     ids = read_roster(roster)
     seeds = [(s, student_seed(s, key)) for s in ids]

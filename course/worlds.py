@@ -129,7 +129,8 @@ def reference_tri_gram(a_docs, b_docs, max_len: int = 3, lambda_m: float = 0.5) 
         ids = [[index[w] for w in d] for d in docs]
         mats.append(subsequence_features(ids, max_len=max_len, lambda_m=lambda_m))
     cols = np.unique(np.concatenate([m[1] for m in mats]))
-    (XA, _, na), (XB, _, nb) = (features_to_csr(*m, n_rows=len(d), columns=cols) for m, d in zip(mats, (a_docs, b_docs)))
+    (XA, _, na), (XB, _, nb) = (features_to_csr(*m, n_rows=len(d), columns=cols)
+                                for m, d in zip(mats, (a_docs, b_docs)))
     G = np.asarray(sparse_gram(XA, XB), dtype=np.float64)
     return G / np.outer(np.where(na > 0, na, 1), np.where(nb > 0, nb, 1))
 

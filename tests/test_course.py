@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +36,8 @@ def _course(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def _guide_commands(section: str) -> list[list[str]]:
-    """The ``python -m course`` commands of a section of the instructor guide's bash blocks."""
+def _guide_commands_raw(section: str) -> list[list[str]]:
+    """The commands of a section's bash blocks in the instructor guide (comments dropped)."""
     text = GUIDE.read_text(encoding="utf-8")
     body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
     out = []
@@ -44,13 +46,14 @@ def _guide_commands(section: str) -> list[list[str]]:
             line = line.split("#", 1)[0].strip()
             if line:
                 out.append(shlex.split(line))
-    assert out and all(c[:3] == ["python", "-m", "course"] for c in out), out
     return out
 
 
-def _run_guide(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    args = [a.replace("/tmp/course-demo", str(tmp_path)) for a in cmd[3:]]
-    return _course(*args)
+def _guide_commands(section: str) -> list[list[str]]:
+    """The ``python -m course`` commands of a section, to run with this interpreter."""
+    out = _guide_commands_raw(section)
+    assert out and all(c[:3] == ["python", "-m", "course"] for c in out), out
+    return [[sys.executable, *c[1:]] for c in out]
 
 
 def test_guide_build_and_check_the_kit():
@@ -68,17 +71,34 @@ def test_guide_build_and_check_the_kit():
     assert after == before, "course/student/ was out of date with the masters: commit the rebuilt files"
 
 
-def test_guide_try_it_commands(tmp_path):
-    """The guide's two-minute tour: hand out to the example roster, grade the untouched copies → 0 each,
-    with feedback naming the failed public checks."""
-    for cmd in _guide_commands("Try it on your machine"):
-        done = _run_guide(cmd, tmp_path)
-        assert done.returncode == 0, done.stdout + done.stderr
+def test_guide_hand_out_collect_grade(tmp_path):
+    """The guide's hand-out / grade commands, run as written in a course folder with the example roster:
+    the untouched copies of assignment 1, collected as submissions, score 0 each, with feedback naming the
+    failed public checks."""
+    shutil.copy(REPO_ROOT / "course" / "example_roster.csv", tmp_path / "roster.csv")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    handout_cmd, grade_cmd = _guide_commands("Hand out, collect, grade")
+    done = subprocess.run(handout_cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for student in ("ada", "alan", "grace"):                          # the instructor collects assignment 1
+        shutil.copytree(tmp_path / "handout" / student / A1.key, tmp_path / "submissions" / student / A1.key)
+        assert len(list((tmp_path / "handout" / student).iterdir())) == len(select(None))
+    done = subprocess.run(grade_cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
     rows = list(csv.DictReader((tmp_path / "grades" / "grades.csv").open()))
     assert sorted(r["student"] for r in rows) == ["ada", "alan", "grace"]
     assert all(float(r["total"]) == 0 and r["status"] == "graded" for r in rows)
     fb = (tmp_path / "grades" / "feedback" / "ada" / f"{A1.key}.md").read_text()
     assert "failed public check" in fb and "gold_rank is not implemented yet" in fb
+
+
+def test_guide_student_commands():
+    """The students' two commands: the notebook they open exists, and the course extra installs JupyterLab."""
+    install, lab = _guide_commands_raw("For students: two commands")
+    assert install == ["pip", "install", "-e", ".[course]"] and lab[:2] == ["jupyter", "lab"]
+    assert (REPO_ROOT / lab[2]).is_file()
+    setup = (REPO_ROOT / "setup.py").read_text()
+    assert '"course": [' in setup and "jupyterlab" in setup
 
 
 def test_handout_gives_each_student_an_own_world(tmp_path):
@@ -94,7 +114,8 @@ def test_handout_gives_each_student_an_own_world(tmp_path):
         assert nb.metadata["course"]["seed"] == seed
         assert f"SEED = {seed}" in notebooks.tagged_cell(nb, "seed").source
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
-        assert "BEGIN SOLUTION" not in nbformat.writes(nb) and (tmp_path / "h" / student / A1.key / "tests" / "q1.py").is_file()
+        assert "BEGIN SOLUTION" not in nbformat.writes(nb)
+        assert (tmp_path / "h" / student / A1.key / "tests" / "q1.py").is_file()
     captions = {s: tuple(c.text for c in worlds.pool(seed).captions) for s, seed in seeds.items()}
     assert len(set(captions.values())) == 3, "three students, three different data sets"
 
@@ -166,8 +187,8 @@ def test_grading_copies_crashes_loops_and_tampering(tmp_path):
     pts = {s: {q: float(r[q]) for q in full} for s, r in rows.items()}
     assert pts["ada"] == full and rows["ada"]["status"] == "graded"
     assert pts["alan"] == {**full, "q4": 0}, "a copied world answer fails the copier's hidden test"
-    assert rows["crash"]["status"] == "crashed" and float(rows["crash"]["total"]) == 0 and "crashed" in rows["crash"]["reason"]
-    assert rows["endless"]["status"] == "timeout" and float(rows["endless"]["total"]) == 0 and "60 s" in rows["endless"]["reason"]
+    for who, status, why in (("crash", "crashed", "crashed"), ("endless", "timeout", "60 s")):
+        assert rows[who]["status"] == status and float(rows[who]["total"]) == 0 and why in rows[who]["reason"]
     assert rows["broken"]["status"] == "unreadable" and float(rows["broken"]["total"]) == 0
     assert pts["editor"] == {**full, "q1": 0, "q4": 0}, "edited public tests are not used"
     assert rows["patcher"]["status"] == "tampered" and float(rows["patcher"]["total"]) == 0
