@@ -167,7 +167,8 @@ def test_grading_copies_crashes_loops_and_tampering(tmp_path):
     _submission(subs, "alan", solution, seed)                                    # copied from ada
     _submission(subs, "crash", solution, seed, ["import os\nos._exit(1)"])
     _submission(subs, "endless", solution, seed, ["while True:\n    pass"])
-    edited = _submission(subs, "editor", wrong_q1, student_seed("editor"))       # edits the public tests
+    buggy = notebooks.wrong_version(master, "q1", BUGGY_Q1)                      # a raising gold_rank ...
+    edited = _submission(subs, "editor", buggy, student_seed("editor"))           # ... and edited public tests
     (edited.parent / "tests").mkdir()
     (edited.parent / "tests" / "q1.py").write_text("from otter.test_files import test_case\nname = 'q1'\n"
                                                    "@test_case(points=3)\ndef t():\n    pass\n")
@@ -175,8 +176,6 @@ def test_grading_copies_crashes_loops_and_tampering(tmp_path):
                 ["import course.checks\ncourse.checks.assert_close = lambda *a, **k: None"])
     hidden = REPO_ROOT / "course" / "assignments" / A1.key / "hidden" / "q1.py"
     _submission(subs, "peeker", solution, student_seed("peeker"), [f"print(open({str(hidden)!r}).read()[:20])"])
-    buggy = notebooks.wrong_version(master, "q1", BUGGY_Q1)
-    _submission(subs, "buggy", buggy, student_seed("buggy"))
     (subs / "broken" / A1.key).mkdir(parents=True)
     (subs / "broken" / A1.key / f"{A1.notebook}.ipynb").write_text("{not json")
 
@@ -200,7 +199,6 @@ def test_grading_copies_crashes_loops_and_tampering(tmp_path):
     assert "test_small_example_with_ties" in fb and "hidden tests: 0 of 2 points" in fb
     assert "evaluate(" not in fb and "HIDDEN_SEEDS" not in fb
     # an error in the student's function: their own traceback, not the grader's frames
-    fb = (tmp_path / "g" / "feedback" / "buggy" / f"{A1.key}.md").read_text()
     assert "gold_rank raised an error" in fb and "in helper" in fb and "AttributeError" in fb
     assert "course/checks.py" not in fb and "exception_test" not in fb
     results = json.loads((tmp_path / "g" / "results.json").read_text())
