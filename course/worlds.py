@@ -199,6 +199,15 @@ def text_embeddings(texts) -> np.ndarray:
     return clip_scorer().text_embeddings(list(texts)).astype(np.float64)
 
 
+def grouped_text_embeddings(groups) -> list[np.ndarray]:
+    """:func:`text_embeddings` of every group of texts (e.g. each candidate's references), encoded in
+    one batch: a list of ``(len(group), D)`` arrays."""
+    groups = [list(g) for g in groups]
+    flat = text_embeddings([t for g in groups for t in g])
+    bounds = np.cumsum([0] + [len(g) for g in groups])
+    return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def expert_items(seed: int, limit: int = 120):
     """The first ``limit`` judged pairs of the simulated Flickr8k-Expert judgments of the student's world:
     ``(image_ids, candidates, references, mean expert grade)`` (``evaluation.flickr8k_expert_rows``)."""

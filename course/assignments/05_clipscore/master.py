@@ -28,7 +28,7 @@ grader = otter.Notebook(tests_dir="tests")
 image_ids, candidates, references, human = worlds.expert_items(SEED, limit=120)
 V = worlds.image_embeddings(SEED, image_ids)                  # (120, D), L2-normalised
 C = worlds.text_embeddings(candidates)                        # (120, D)
-R = [worlds.text_embeddings(refs) for refs in references]     # per candidate: (n_refs, D)
+R = worlds.grouped_text_embeddings(references)                # per candidate: (n_refs, D)
 print(len(candidates), "judged captions; e.g.", repr(candidates[0]), "graded", human[0])
 
 # %% [markdown]

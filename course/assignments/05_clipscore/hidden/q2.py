@@ -13,5 +13,5 @@ def test_equals_neural_refclipscore(ref_clip_s, env):
     corpus = worlds.world(worlds.HIDDEN_SEEDS[1])
     ref = worlds.clip_scorer(reference_based=True).score([corpus.load_image(i) for i in ims], cands, refs)
     got = call(ref_clip_s, worlds.image_embeddings(worlds.HIDDEN_SEEDS[1], ims), worlds.text_embeddings(cands),
-               [worlds.text_embeddings(r) for r in refs])
+               worlds.grouped_text_embeddings(refs))
     assert_close(got, ref, atol=1e-6, what="RefCLIP-S on hidden judged captions")
