@@ -44,7 +44,13 @@ setup(
         "dask[distributed]>=2024.1",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "import-linter>=2.1", "pycocoevalcap>=1.2"],
+        "test": ["pytest>=7.4", "import-linter>=2.1", "pycocoevalcap>=1.2",
+                 # the course kit's tests (tests/test_course*.py) build, hand out and grade the notebooks
+                 "otter-grader>=6", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6", "jupytext>=1.16"],
+        # The course kit (course/README.md): otter-grader's checks and test runner, notebooks run
+        # with nbclient, masters as jupytext text files, JupyterLab for students.
+        "course": ["otter-grader>=6", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6", "jupytext>=1.16",
+                   "jupyterlab>=4", "nbconvert>=7"],
         # The official METEOR 1.5 (Java jar + paraphrase table) of the COCO caption evaluation;
         # needs a Java runtime (evaluation/meteor.py).
         "meteor": ["pycocoevalcap>=1.2"],

@@ -149,3 +149,15 @@ def test_size_scan_sees_a_long_function_and_an_unexplained_long_module(tmp_path,
     assert found == ["a.py:1: f is 91 lines", "b.py: 601 lines without a '# Size' reason"]
     long_mod.write_text("# Size (~600 lines): one reason.\n" + "x = 1\n" * 601, encoding="utf-8")
     assert size_findings([long_mod]) == []
+
+
+def test_no_toolkit_package_imports_the_course_kit():
+    # course/ is material above the toolkit (not an installed package: import-linter finds it on
+    # sys.path from the repository root); the forbidden contract in .importlinter states it, and this
+    # checks the same on the graph so that a contract edited away is noticed too.
+    config = (ROOT / ".importlinter").read_text(encoding="utf-8")
+    assert "[importlinter:contract:course]" in config and "forbidden_modules =\n    course" in config
+    graph = grimp.build_graph(*PACKAGES, "course", cache_dir=None)
+    importers = {m for course_module in graph.find_children("course") | {"course"}
+                 for m in graph.find_modules_that_directly_import(course_module)}
+    assert not {m for m in importers if m.split(".")[0] in PACKAGES}
