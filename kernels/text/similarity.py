@@ -17,8 +17,8 @@ identity for words outside the similarity's vocabulary.  Implemented here:
   (Eq. 26); for a word pair covered by only one of them that one is used.
 * **alignment** ``sigma_A`` (Eq. 25): IBM Model 1 -> Model 2 (:mod:`kernels.text.ibm`) trained on all
   ordered pairs of distinct captions of the same training image, separately on their nouns and their
-  verbs.  Noun vocabulary: lemmas seen >= 5 times as a noun; verbs: tagged verb >= 25 times and >= 25% of
-  the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
+  verbs.  Noun vocabulary (Sec. 3.5.4): lemmas seen >= 5 times as a noun and tagged noun in >= 50% of their
+  occurrences; verbs: tagged verb >= 25 times and >= 25% of the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
   ``P_n(w)``, ``P_v(w)`` the fraction of ``w``'s training tokens tagged noun / verb.  kappa_A < 0.05 -> 0.
 * **Lin / WordNet** (Eqs. 22-23): Lin's similarity ``sim_Lin(c, c') = 2 IC(lcs(c, c')) / (IC(c) + IC(c'))``
   (Eq. 22); each word is the vector over WordNet synsets with entry 1 on its *first* noun sense ``c``
