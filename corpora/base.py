@@ -9,7 +9,7 @@ the small, typed objects defined here:
   Flickr8k-CF (Hodosh et al. 2013, Sec. 4.2 / 4.3.2);
 * :class:`Corpus` – image ids, lazy RGB image loading, captions per image, splits, judgments;
 * :class:`RankingPool` – the image / caption pool of one split under the Hodosh protocol (Sec. 4.1)
-  with the gold pairing and the relevance matrix used by S@k and R-precision (Sec. 4.3.2).
+  with the gold pairing and the relevance matrix used by S@k and R-precision (Sec. 4.3.2 for relevance, Sec. 4.3.3 for the metrics).
 
 Score-matrix convention (shared by every scorer): an *affinity* matrix ``S`` of shape
 ``(n_images, n_captions)`` over ``pool.image_ids`` × ``pool.caption_ids``.  Image annotation ranks the
@@ -443,7 +443,7 @@ class GeneratedCorpus(Protocol):
 
 @dataclass(frozen=True)
 class RankingPool:
-    """The candidate pool of one split (Hodosh et al. 2013, Sec. 4.1.2).
+    """The candidate pool of one split (Hodosh et al. 2013, Sec. 4.1.1).
 
     Attributes
     ----------

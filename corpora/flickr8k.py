@@ -47,7 +47,7 @@ Blank lines (only whitespace) are skipped everywhere; ``\\r\\n`` line ends and a
 
 The Hodosh test pool
 --------------------
-Sec. 4.1.2: the test pool holds one caption per test image – the caption that was judged by the crowd.
+Sec. 4.1.1: the test pool holds one caption per test image – the caption that was judged by the crowd.
 CrowdFlowerAnnotations.txt contains exactly 1,000 distinct caption ids, one written for each test
 image; :func:`load_flickr8k` recovers them (for every test image, the caption id *of that image* that
 appears in the crowd file's caption column), checks that there is exactly one per test image and
@@ -414,7 +414,7 @@ def seeded_split(image_ids: Sequence[ImageId], seed: int = 0, *, n_dev: int | No
 
 def hodosh_test_captions(crowd: Sequence[CrowdJudgment], test_ids: Sequence[ImageId],
                          path: str | Path | None = None) -> tuple[CaptionId, ...]:
-    """The Hodosh test caption pool (Sec. 4.1.2) recovered from the crowd judgments.
+    """The Hodosh test caption pool (Sec. 4.1.1) recovered from the crowd judgments.
 
     For every test image, the caption id *written for that image* that occurs in the crowd file's
     caption column.  Exactly one per test image is required; anything else is a :class:`CorpusError`

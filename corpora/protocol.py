@@ -1,7 +1,7 @@
-"""The evaluation protocol of Hodosh, Young & Hockenmaier (2013), Sec. 4.1 and 4.3.2.
+"""The evaluation protocol of Hodosh, Young & Hockenmaier (2013), Sec. 4.1.1 and 4.3.2.
 
 * **Training data** (Sec. 4.1): the training images with *all* their captions – :func:`train_items`.
-* **Ranking pools** (Sec. 4.1.2): the dev and test pools hold N images and **one caption per image**
+* **Ranking pools** (Sec. 4.1.1): the dev and test pools hold N images and **one caption per image**
   (N = 1,000 for Flickr8k).  Image annotation ranks the N captions for each image, image search ranks the
   N images for each caption – :func:`hodosh_pool`.
 * **Caption pools** (not in the paper; a variance check): :func:`caption_pools` returns one pool per
@@ -20,7 +20,7 @@
 * **Relevance** (Sec. 4.3.2): ``R[i, j]`` is true iff caption ``j`` is image ``i``'s original caption
   or the crowd's "fraction yes" for (image ``i``, caption ``j``) is ≥ 0.66 (two of three judges);
   unjudged pairs are not relevant.  Computed by ``corpus.judge_relevance`` (generated corpora with exact
-  scene facts override it).  :func:`relevance_stats` summarises it (Hodosh's Table 2-style counts).
+  scene facts override it).  :func:`relevance_stats` summarises it (the counts Hodosh et al. give in the prose of Sec. 4.3.2).
 
 Missing images
 --------------
@@ -124,7 +124,7 @@ def _one_caption_pool(corpus: Corpus, split: str, images: Sequence[ImageId], cho
 
 def hodosh_pool(corpus: Corpus, split: str, *, seed: int = 0, skip_missing_images: bool = False,
                 require_images: bool = False) -> RankingPool:
-    """The ranking pool of ``split`` under the Hodosh protocol (Sec. 4.1.2): N images, one caption each.
+    """The ranking pool of ``split`` under the Hodosh protocol (Sec. 4.1.1): N images, one caption each.
 
     Parameters
     ----------

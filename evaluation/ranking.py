@@ -5,7 +5,7 @@ queries, columns = candidates, higher = better) into the metrics of the paper:
 
 * **R@k** – percentage of queries whose *original* (gold) item is among the top ``k`` candidates;
 * **median rank / mean rank** – of the gold item, 1-based;
-* **S@k** – percentage of queries with at least one *relevant* item in the top ``k`` (Sec. 4.3.2);
+* **S@k** – percentage of queries with at least one *relevant* item in the top ``k`` (Sec. 4.3.3);
 * **R-precision** – precision at rank ``r_q`` where ``r_q`` is the number of relevant items of query
   ``q``, averaged over queries.
 

@@ -62,7 +62,7 @@ def missing_images_message(exc) -> str:
 
 
 def build_pools(corpus: Corpus, options: RunOptions) -> tuple[dict[str, RankingPool], int]:
-    """Dev and test pools (Hodosh Sec. 4.1.2) and the number of images skipped (missing on disk).
+    """Dev and test pools (Hodosh Sec. 4.1.1) and the number of images skipped (missing on disk).
 
     Parameters
     ----------

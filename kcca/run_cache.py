@@ -21,7 +21,7 @@ __all__ = ["RUN_CACHE_VERSION", "RUN_CACHE_NAMESPACE", "digest", "pool_digest", 
            "run_to_arrays", "run_from_arrays"]
 
 #: Bumped whenever the cached content of a KCCA system run changes meaning.
-RUN_CACHE_VERSION = 2
+RUN_CACHE_VERSION = 3
 #: The DiskCache namespace of the runs.
 RUN_CACHE_NAMESPACE = "kcca_runs"
 

@@ -6,8 +6,8 @@ The paper's procedure, per kernel pair:
    diagonal factor ``d ∈ [1, 15]`` (:func:`choose_power_and_diag`: every ``(p, d)`` of a small grid is
    swept over all ``(n, κ)`` below and the pair with the best dev score — the mean over both tasks of
    the best ``(R@1 + R@5 + R@10) / 3`` — wins; ties go to the smaller ``p`` then the smaller ``d``).
-2. ``κ ∈ {0.1, 0.5, 1, 5}`` and ``n`` from 46 log-spaced values in ``[10, 6000]`` capped by the rank
-   (:func:`~kcca.solver.log_spaced_ns`).  One fit per kernel pair; every κ re-solves only the small core
+2. ``κ ∈ {0.1, 0.5, 1, 5}`` and ``n`` from 46 values in ``[10, 6000]`` capped by the rank, log-spaced
+   (the paper gives the range, not the spacing; :func:`~kcca.solver.log_spaced_ns`).  One fit per kernel pair; every κ re-solves only the small core
    (:meth:`KCCA.with_reg`) and every ``n`` is a prefix of the same projections
    (:func:`~kcca.solver.cosine_sweep`), so the ``4 × 46`` dev evaluations cost 4 core solves, 4
    projections and 184 vectorised rank computations (:func:`sweep_dev`).

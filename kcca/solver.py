@@ -151,8 +151,9 @@ def center_rows(K_new: np.ndarray, column_means: np.ndarray, grand_mean: float) 
 
 
 def log_spaced_ns(n_max: int = 6000, count: int = 46, n_min: int = 10, cap: int | None = None) -> list[int]:
-    """Hodosh Sec. 4.1.3: ``count`` log-spaced integers in ``[n_min, n_max]`` (rounded, unique,
-    ascending), capped by ``cap`` (the rank) when given (values above it are replaced by ``cap``)."""
+    """``count`` log-spaced integers in ``[n_min, n_max]`` (rounded, unique, ascending), capped by ``cap``
+    (the rank) when given (values above it are replaced by ``cap``).  Hodosh Sec. 4.1.3 gives the number
+    of values of ``n`` and their range, not their spacing; the log spacing is ours."""
     raw = np.unique(np.rint(np.geomspace(n_min, n_max, count)).astype(int))
     if cap is not None:
         raw = np.unique(np.minimum(raw, max(1, int(cap))))

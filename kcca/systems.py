@@ -9,7 +9,8 @@ dev and test score matrices (Hodosh's dev-set model selection and Borda ensemble
 
 Canonical names are ASCII (``BoW5^sqrtidf``, ``TRI5_A,D_ext+ic^sqrtidf``); :func:`canonical_name`
 also accepts the paper's spellings (``BoW5^{√idf}``, ``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``,
-``NN5_F1^{idf}``, ``D_BNC`` for ``D_ext``).  ``TRI5SEM`` is ``TRI5_A,D_ext+ic^sqrtidf`` with the
+``NN5_F1^{idf}``, ``D_BNC`` for ``D_ext``, ``NN`` for ``NN5_F1^idf`` as Sec. 4 abbreviates it, and every
+:attr:`SystemConfig.paper_name`).  ``TRI5SEM`` is ``TRI5_A,D_ext+ic^sqrtidf`` with the
 pyramid kernel, ``TRI5SEM^Histo`` the same text kernel with the global-histogram kernel, ``NN5_TRI`` the
 paper's NN5_TRI(best) (the NN baseline over TRI5SEM's text kernel).  :data:`PAPER_TABLE_ORDER` holds the
 30 systems of Tables 11-12 in the tables' order; :data:`EXTRA_SYSTEMS` the registered systems outside
@@ -89,15 +90,17 @@ def _build_registry() -> dict[str, SystemConfig]:
     add("NN5_BoW5", model="nn", nn_variant="NN5_BoW5", paper_name="NN5_BoW5")
     # NN5_TRI(best): the NN baseline over the best TRI text kernel (TRI5SEM's)
     add("NN5_TRI", model="nn", nn_variant="NN5_TRI", text="TRI5SEM", paper_name="NN5_TRI(best)")
-    for t in ("BoW1", "TRI1", "BoW5", "BoW5^idf", "BoW5^sqrtidf", "TagRank", "TRI5", "TRI5^sqrtidf"):
+    for t in ("BoW1", "TRI1", "BoW5", "BoW5^idf", "BoW5^sqrtidf", "TRI5", "TRI5^sqrtidf"):
         add(t, model="kcca", text=t, paper_name=t.replace("^sqrtidf", "^√idf"))
+    add("TagRank", model="kcca", text="TagRank", paper_name="TAGRANK")
     add("BoW5^Histo", model="kcca", text="BoW5", image_kind="histogram", paper_name="BoW5^Histo")
     add("TRI5^Histo", model="kcca", text="TRI5", image_kind="histogram", paper_name="TRI5^Histo")
     for s in ("Lin", "D_ext", "D_ic", "D_ext+ic", "A", "A,D_ic", "A,D_ext", "A,D_ext+ic"):
-        add(f"TRI5_{s}", model="kcca", text=f"TRI5_{s}", paper_name=f"TRI5_{{{s}}}")
+        printed = s.replace("D_ext", "D_BNC")
+        add(f"TRI5_{s}", model="kcca", text=f"TRI5_{s}", paper_name=f"TRI5_{{{printed}}}")
         if s != "A,D_ext+ic":   # its √idf version is TRI5SEM, registered under that name only
-            add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{s}}}^√idf")
-    add("TRI5SEM", model="kcca", text="TRI5SEM", paper_name="TRI5SEM")
+            add(f"TRI5_{s}^sqrtidf", model="kcca", text=f"TRI5_{s}^sqrtidf", paper_name=f"TRI5_{{{printed}}}^√idf")
+    add("TRI5SEM", model="kcca", text="TRI5SEM", paper_name="TRI5_{A,D_BNC+ic}^√idf (= TRI5SEM)")
     add("TRI5SEM^Histo", model="kcca", text="TRI5SEM", image_kind="histogram",
         paper_name="TRI5_{A,D_BNC+ic}^{√idf,Histo}")
     # outside the paper's grid (EXTRA_SYSTEMS)
@@ -108,13 +111,15 @@ def _build_registry() -> dict[str, SystemConfig]:
 #: name -> SystemConfig (canonical ASCII names).
 SYSTEMS: dict[str, SystemConfig] = _build_registry()
 
-#: The 30 systems of Tables 11/12 in the tables' order (``--systems all``).
+#: The 30 systems of Tables 11/12 row by row (``--systems all``): the baselines and BoW / TagRank rows,
+#: the eight plain TRI5 variants, then the √idf block ending with TRI5SEM^Histo and TRI5SEM.
 PAPER_TABLE_ORDER: tuple[str, ...] = (
     "NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI", "BoW1", "TRI1", "BoW5^Histo", "BoW5", "BoW5^idf",
-    "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5", "TRI5^sqrtidf", "TRI5_Lin",
-    "TRI5_D_ext", "TRI5_D_ext^sqrtidf", "TRI5_D_ic", "TRI5_D_ic^sqrtidf", "TRI5_D_ext+ic",
-    "TRI5_D_ext+ic^sqrtidf", "TRI5_A", "TRI5_A^sqrtidf", "TRI5_A,D_ic", "TRI5_A,D_ic^sqrtidf",
-    "TRI5_A,D_ext", "TRI5_A,D_ext^sqrtidf", "TRI5_A,D_ext+ic", "TRI5SEM^Histo", "TRI5SEM",
+    "BoW5^sqrtidf", "TagRank", "TRI5^Histo", "TRI5",
+    "TRI5_Lin", "TRI5_D_ext", "TRI5_D_ic", "TRI5_D_ext+ic", "TRI5_A", "TRI5_A,D_ext", "TRI5_A,D_ic",
+    "TRI5_A,D_ext+ic",
+    "TRI5^sqrtidf", "TRI5_D_ext^sqrtidf", "TRI5_D_ic^sqrtidf", "TRI5_D_ext+ic^sqrtidf", "TRI5_A^sqrtidf",
+    "TRI5_A,D_ext^sqrtidf", "TRI5_A,D_ic^sqrtidf", "TRI5SEM^Histo", "TRI5SEM",
 )
 
 #: Registered systems outside the paper's grid (run by name only): TRI5_Lin with √idf weights, and the
@@ -132,6 +137,9 @@ def canonical_name(name: str) -> str:
     s = re.sub(r"\^histo\b", "^Histo", s, flags=re.IGNORECASE)
     s = re.sub(r"NN5_F1_idf", "NN5_F1^idf", s, flags=re.IGNORECASE)
     s = re.sub(r"NN5_TRI\(best\)", "NN5_TRI", s, flags=re.IGNORECASE)
+    s = re.sub(r"\(=TRI5SEM\)$", "", s, flags=re.IGNORECASE)   # TRI5SEM's printed name with its note
+    if s.upper() == "NN":                        # the paper's short name (Sec. 4): NN5_F1^idf
+        s = "NN5_F1^idf"
     if s.lower() == "tri5_a,d_ext+ic^sqrtidf":   # registered under its paper name only
         s = "TRI5SEM"
     if s.lower() in ("tri5_a,d_ext+ic^sqrtidf,histo", "tri5sem^histo"):

@@ -2,8 +2,8 @@
 """BRIDGE (Sarto et al., ECCV 2024): caption evaluation with pseudo-captions built from visual cues.
 
 The authors' repository (aimagelab/bridge-score) held no training code in the copy we could read (its
-README only); this follows the paper (Sec. 3 and the supplementary losses as stated in the issue) on top
-of any frozen CLIP :class:`Backbone`.
+README only); this follows the paper (Sec. 3 and the supplementary Eqs. 5–6) on top of any frozen CLIP
+:class:`Backbone`.
 
 1. **Template captions** (Sec. 3.2).  For each image a caption of it is needed: on the teaching set the
    generator's own description (``corpus.describe(image_id)``, a stand-in for a captioner's output); on
@@ -26,13 +26,15 @@ of any frozen CLIP :class:`Backbone`.
    image's template (one when it has a single chunk), so image i has N_i ∈ {1, 2} pseudo-captions
    ``p_{i,k}`` in the batch.  With ``z = cos / τ``:
 
-   * ``L1`` (:func:`bridge_pair_loss`) — pseudo-captions against the global image embeddings ``v``::
+   * ``L1`` (:func:`bridge_pair_loss`) — pseudo-captions against the global image embeddings ``v``,
+     with ``M = Σ_i N_i`` the pseudo-captions in the batch::
 
-         L1 = ½ [ −1/B Σ_i 1/N_i Σ_k log( e^{z(p_ik, v_i)} / Σ_{j≠i} e^{z(p_ik, v_j)} )
-                  −1/B Σ_i 1/N_i Σ_k log( e^{z(v_i, p_ik)} / Σ_{(j,l): j≠i} e^{z(v_i, p_jl)} ) ]
+         L1 = −1/M Σ_i Σ_k [ log( e^{z(p_ik, v_i)} / Σ_{j≠i} N_j e^{z(p_ik, v_j)} )
+                             + N_i log( e^{z(v_i, p_ik)} / Σ_{(j,l): j≠i} e^{z(v_i, p_jl)} ) ]
 
-     each pseudo-caption term weighted by 1 / N_i (every image counts once whatever its chunk count), the
-     positive left out of the denominator;
+     the negatives of the first term weighted by their chunk counts, the second term by ``N_i``, so an
+     image whose caption has more noun chunks weighs more (the supplementary: "captions having more noun
+     chunks … we therefore assign them a higher weight"); the positive is left out of the denominators;
    * ``L2`` — the same with the embedding of a ground-truth caption of image i in place of ``v_i``;
    * ``L3`` — ``C(x) = Linear(ReLU(Linear(x)))`` on ``p_{i,k}`` contrasted (InfoNCE) with the embeddings
      of the prompt ``"a photo of a <noun chunk>"`` of the masked chunk (leading article dropped from the
@@ -44,8 +46,8 @@ of any frozen CLIP :class:`Backbone`.
 
        BRIDGE(I, T) = ½ [ CLIP-S(I, T) + w · max(cos(t*, t), 0) ],   w = 2.5
 
-   with ``t*`` the mean of the L2-normalised pseudo-caption embeddings over all noun chunks of the
-   image's template, CLIP-S = ``w · max(cos(v, c), 0)`` on "A photo depicts"-prefixed candidates (as
+   (``w`` is ours: the paper gives no value) with ``t*`` the mean of the L2-normalised pseudo-caption
+   embeddings over all noun chunks of the image's template, CLIP-S = ``w · max(cos(v, c), 0)`` on "A photo depicts"-prefixed candidates (as
    :mod:`neural.clipscore`), and ``t`` the candidate's embedding without the prompt (pseudo-captions are
    plain captions).  BRIDGE is reference-free: ``references`` are ignored.
 """
@@ -165,6 +167,17 @@ class MappingModule(nn.Module):
 def bridge_pair_loss(p: torch.Tensor, owner: torch.Tensor, q: torch.Tensor, temperature: float) -> torch.Tensor:
     """BRIDGE L1 / L2 (supplementary Eqs. 5–6): pseudo-captions against one target per image.
 
+    With image ``i``'s ``N_i`` pseudo-captions ``p_ik`` in the batch, ``M = Σ_i N_i`` and
+    ``z = cos / τ``::
+
+        L = −1/M Σ_i Σ_k [ log( e^{z(p_ik, q_i)} / Σ_{j≠i} N_j e^{z(p_ik, q_j)} )
+                           + N_i log( e^{z(q_i, p_ik)} / Σ_{j≠i} Σ_l e^{z(q_i, p_jl)} ) ]
+
+    normalised by ``1/M``, the negative images in the first term's denominator weighted by their chunk
+    counts ``N_j``, the second term multiplied by ``N_i``: captions with more noun chunks get a higher
+    weight ("captions having more noun chunks … we therefore assign them a higher weight").  The
+    positive is left out of both denominators.
+
     Parameters
     ----------
     p : Tensor, shape (P, D)
@@ -179,9 +192,7 @@ def bridge_pair_loss(p: torch.Tensor, owner: torch.Tensor, q: torch.Tensor, temp
     Returns
     -------
     Tensor
-        ``½ (L_{P→Q} + L_{Q→P})``: each direction's ``−log(e^{z_pos} / Σ_negatives e^{z})`` with the
-        positive removed from the denominator, pseudo-caption terms weighted by ``1 / N_i`` and averaged
-        over the B images (see the module docstring).
+        The scalar ``L`` above (``M = P``).
     """
     B = q.shape[0]
     z = contrastive_logits(p, q, temperature=temperature)                 # (P, B)
@@ -189,13 +200,12 @@ def bridge_pair_loss(p: torch.Tensor, owner: torch.Tensor, q: torch.Tensor, temp
     n_i = torch.bincount(owner, minlength=B).to(z.dtype)                  # N_i
     if bool((n_i == 0).any()) or B < 2:
         raise ValueError("bridge_pair_loss: every image needs a pseudo-caption, and B ≥ 2")
-    w = 1.0 / n_i[owner]                                                  # 1 / N_i per pseudo-caption
     z_pos = z[pos]                                                        # (P,) in row order
-    neg_rows = torch.logsumexp(z.masked_fill(pos, float("-inf")), dim=1)  # Σ_{j≠i} over images
-    p_to_q = (w * (neg_rows - z_pos)).sum() / B
+    weighted = (z + torch.log(n_i)[None, :]).masked_fill(pos, float("-inf"))
+    p_to_q = torch.logsumexp(weighted, dim=1) - z_pos                     # log Σ_{j≠i} N_j e^{z(p, q_j)}
     neg_cols = torch.logsumexp(z.masked_fill(pos, float("-inf")), dim=0)  # Σ over other images' p
-    q_to_p = (w * (neg_cols[owner] - z_pos)).sum() / B
-    return 0.5 * (p_to_q + q_to_p)
+    q_to_p = n_i[owner] * (neg_cols[owner] - z_pos)
+    return (p_to_q + q_to_p).sum() / p.shape[0]
 
 
 def sample_replicas(rows_of: list[np.ndarray], images: np.ndarray, per_image: int,
@@ -216,8 +226,9 @@ def sample_replicas(rows_of: list[np.ndarray], images: np.ndarray, per_image: in
 class BridgeConfig:
     """BRIDGE recipe.  Defaults sized for the tiny CLIP on the teaching set (seconds on 2 CPU cores):
     16 images × ``chunks_per_image`` = 2 noun chunks = 32 pseudo-captions per step; for a real backbone
-    use more steps (thousands), larger batches and ``heads = text_width // 64``.  The learning rate,
-    steps and batch are our choice (the paper's training schedule is not reproducible here)."""
+    use more steps (thousands), larger batches and ``heads = text_width // 64``.  These defaults' learning
+    rate, steps and batch are ours (the paper's AdamW, lr 1e-4, batch 256 of Sec. 4.1 are the
+    ``bridge-paper`` recipe's); ``w = 2.5`` in Eq. 4 is ours too (the paper gives no value; CLIP-S's)."""
 
     n_pseudo: int = 3
     chunks_per_image: int = 2
@@ -464,7 +475,10 @@ class BRIDGE:
                          "n_images": len(ids), "image_ids": ids, "n_captions": len(caps)}
         # the fit's template captions serve affinity() / corpus_pseudo_embeddings() by default
         self.captions_file = dict(captions_file) if captions_file is not None else None
-        key = {"what": "bridge", "l3_positives": "same-prompt", "recipe": "supp-eqs-5-6, 2 chunks, relu C, det kept", "backbone": self.clip.cache_identity(),
+        key = {"what": "bridge", "l3_positives": "same-prompt",
+               "recipe": "supp-eqs-5-6 as printed (1/M, N_j-weighted negatives, N_i x second term), 2 chunks, "
+                         "relu C, det kept",
+               "backbone": self.clip.cache_identity(),
                "corpus": corpus.name,
                "fingerprint": corpus.fingerprint, "split": split, "ids": ids, "config": asdict(cfg),
                "images": corpus.images_fingerprint(ids), "template_source": source,

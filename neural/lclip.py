@@ -15,8 +15,7 @@ Architecture (:class:`MultiplexedCLIP`) — *weight multiplexing* + *matrix deco
   initialised from the teacher's embedding by truncated SVD.
 * the student keeps the teacher's widths (so the patch embedding, class token and positional
   embeddings are copied from the teacher; the patch convolution stays frozen in both stages (Sec. IV-B),
-  class token and positional embeddings are frozen in stage 1 and trainable in stage 2 for the image
-  side); shared blocks are initialised from evenly spaced teacher layers, final LayerNorms and
+  everything else of the student trains in stage 1); shared blocks are initialised from evenly spaced teacher layers, final LayerNorms and
   projections from the teacher.
 
 Training (:func:`train_lclip`), two stages:
@@ -29,12 +28,19 @@ Training (:func:`train_lclip`), two stages:
   with ``|·|₁`` the L1 norm **averaged over the embedding dimensions** (mean absolute error; the sum
   would scale with D and swamp the cosine term) and the loss averaged over the batch.
 * Stage 2 adds the Similarity Regulator (Eq. 2) on the cosine-similarity matrices ``S^T`` (teacher) and
-  ``S^S`` (student) of a batch of n matching image–text pairs, with the text encoder frozen::
+  ``S^S`` (student) of a batch of n matching image–text pairs, with the text encoder frozen (the paper's
+  ``S_ij`` is "the inner product of the global [CLS] tokens"; we take the cosine, the quantity the score
+  of Eq. 3 uses, so that the regulator orders the cosines the score reads and the embeddings' norms,
+  already matched by Eq. 1's L1 term, do not scale its hinges)::
 
       L_SR = 1/n Σ_i max(0, S^T_ii − S^S_ii) + 1/(n(n−1)) Σ_{i≠j} max(0, S^S_ij − S^T_ij)
 
   (each sum normalised by its number of terms), total ``L = L_D(image) + λ_SR · L_SR`` (λ_SR = 1).
-  Only the image tower trains in stage 2 (Sec. IV-B), its patch convolution excepted.
+  Only the image tower trains in stage 2 (Sec. IV-B), its patch convolution excepted.  Stage 1 runs at
+  ``lr`` and ``batch_size``, stage 2 at ``stage2_lr`` and ``stage2_batch_size`` (Sec. IV-B: 5e-3 / 4,096,
+  then 1e-4 / 2,048, :data:`neural.recipes.LCLIP_PAPER`).  The paper's random image enhancement with
+  Eq. 2 is not applied: the distillation images are encoded by the teacher once (the student sees the
+  same pixels the teacher's targets were computed on), which keeps a CPU run to seconds.
 
 Score (:class:`LCLIPScore`, Eqs. 3–4)::
 
@@ -392,6 +398,9 @@ class LCLIPConfig:
     stage2_steps: int = 15
     batch_size: int = 16
     lr: float = 5e-4
+    #: stage 2's learning rate and batch (``None``: stage 1's ``lr`` / ``batch_size``)
+    stage2_lr: float | None = None
+    stage2_batch_size: int | None = None
     weight_decay: float = 1e-2
     lambda_sr: float = 1.0
     seed: int = 0
@@ -408,7 +417,8 @@ class LCLIPConfig:
         decay, schedule, precision, image / text caps — ``None`` caps: the whole split); ``overrides``
         (e.g. ``seed``) replace single fields."""
         fields = {**recipe.optimiser_fields("L-CLIPScore"), "stage1_steps": recipe.steps,
-                  "stage2_steps": recipe.stage2_steps, "max_images": recipe.max_images or 10 ** 9,
+                  "stage2_steps": recipe.stage2_steps, "stage2_lr": recipe.stage2_lr,
+                  "stage2_batch_size": recipe.stage2_batch_size, "max_images": recipe.max_images or 10 ** 9,
                   "max_texts": recipe.max_texts or 10 ** 9}
         return cls(**{**fields, **overrides})
 
@@ -527,12 +537,10 @@ def _distil(student: MultiplexedCLIP, teacher, images, texts, pairs, cfg: LCLIPC
 
 
 def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
-    """Stage 1 (Eq. 1 on both towers): patch / class / positional embeddings frozen, random image and
-    text batches."""
+    """Stage 1 (Eq. 1 on both towers): the patch convolution frozen (Sec. IV-B), everything else trains;
+    random image and text batches of ``batch_size``."""
     n_img, n_txt = len(d.X), len(d.T)
-    frozen = [student.visual.conv1.weight, student.visual.class_embedding, student.visual.positional_embedding,
-              student.positional_embedding]
-    for p in frozen:
+    for p in student.visual.conv1.parameters():
         p.requires_grad_(False)
     params = [p for p in student.parameters() if p.requires_grad]
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -565,20 +573,23 @@ def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
 def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
     """Stage 2 (Li et al., Sec. IV-B: Eq. 1 on the image tower + λ_SR · Eq. 2): the whole text encoder
     frozen, the image tower trained except its patch convolution (``visual.conv1``), which stays frozen
-    throughout both stages; batches of distinct matching pairs (none when fewer than two pairs)."""
+    throughout both stages; batches of ``stage2_batch_size`` distinct matching pairs at ``stage2_lr``
+    (none when fewer than two pairs)."""
     for p in student.parameters():
         p.requires_grad_(False)
     for p in student.image_parameters():
         p.requires_grad_(True)
     for p in student.visual.conv1.parameters():
         p.requires_grad_(False)
-    opt = adamw([p for p in student.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+    lr = cfg.lr if cfg.stage2_lr is None else cfg.stage2_lr
+    batch = cfg.batch_size if cfg.stage2_batch_size is None else cfg.stage2_batch_size
+    opt = adamw([p for p in student.parameters() if p.requires_grad], lr=lr, weight_decay=cfg.weight_decay)
     if len(d.P) < 2:
         return
     amp = MixedPrecision(d.X.device, cfg.precision)
     sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage2_steps), cfg.stage2_steps)
     for step in range(cfg.stage2_steps):
-        sel = _distinct_pairs(d.P, rng, cfg.batch_size)
+        sel = _distinct_pairs(d.P, rng, batch)
         bi = torch.from_numpy(d.P[sel, 0])
         bt = torch.from_numpy(d.P[sel, 1])
         with amp.autocast():

@@ -10,7 +10,7 @@ with the same ``"A photo depicts"`` prompt and truncating tokenisation as CLIPSc
 the harmonic mean of PAC-S and ``max_r cos(c, r)`` — as in the reference code (``RefPACScore``), the
 reference term is neither scaled nor clipped.
 
-Fine-tuning (Sec. 3.2).  For a batch of N tuples :math:`(v_i, t_i, v'_i, t'_i)` — a real image, its real
+Fine-tuning (Sec. 3, introduction, and Sec. 4.1).  For a batch of N tuples :math:`(v_i, t_i, v'_i, t'_i)` — a real image, its real
 caption, a *generated* image of the same content and a *generated* caption of the same content — the
 symmetric InfoNCE of Eq. 2 is
 
@@ -25,12 +25,14 @@ and the positive-augmented objective (Eq. 3) is
 .. math:: L = L_{V,T} + \\lambda_v L_{V',T} + \\lambda_t L_{V,T'}, \\quad \\lambda_v = 0.05,\\ \\lambda_t = 0.1,
 
 :math:`L_{V',T}` contrasting generated images with the real captions and :math:`L_{V,T'}` real images with
-the generated captions.  :math:`1/\\tau = \\exp(\\text{logit\\_scale})` is learnable and starts from the
-backbone's value.  Only the final visual and textual projections (``visual.proj``,
-``text_projection``) and the temperature are trained (configurable); AdamW, lr 1e-4, batch size 256 (Sec.
-4.1); early stopping on the validation loss with the patience counted in **iterations** (Sec. 4.1): the
-validation loss is computed every ``eval_every`` iterations, training stops after ``patience`` iterations
-without improvement (or at ``max_iters``), and the best evaluation's weights are kept.  The training
+the generated captions.  :math:`1/\\tau = \\exp(\\text{logit\\_scale})` is the backbone's.  Only the final
+visual and textual projections (``visual.proj``, ``text_projection``) are trained (Sec. 4.1: "finetune the
+visual and textual final projections"; configurable: adding ``logit_scale`` to ``trainable`` makes the
+temperature learnable); AdamW, lr 1e-4, batch size 256 (Sec. 4.1); early stopping on the validation loss
+with the patience counted in **iterations** (Sec. 4.1: training stops when the validation loss "stops
+decreasing for 1,500 iterations"): the validation loss is computed every ``eval_every`` iterations,
+training stops after ``patience`` iterations without improvement (or at ``max_iters``), and the best
+evaluation's weights are kept.  The training
 tuples are visited in seeded shuffles (one epoch after another); a batch never spans two epochs.
 
 On the teaching set the generator supplies the positives: :math:`v'` = ``corpus.rerender(image_id,
@@ -38,8 +40,8 @@ seed)`` (the same scene with new layout noise) and :math:`t'` = ``corpus.paraphr
 (the same facts in other words) — :func:`teaching_tuples`.  On real data the user supplies them
 (:func:`load_tuples`: a JSON file listing real image, real caption, generated image, generated caption).
 
-When only the projections and the temperature train, the frozen towers' pre-projection features are
-computed once and every step is a few small matrix products (identical maths, much faster).
+When only the projections (and, if made trainable, the temperature) train, the frozen towers'
+pre-projection features are computed once and every step is a few small matrix products (identical maths, much faster).
 """
 from __future__ import annotations
 
@@ -219,10 +221,11 @@ def pacs_loss(v: torch.Tensor, t: torch.Tensor, v_gen: torch.Tensor, t_gen: torc
 # ---------------------------------------------------------------------------- fine-tuning
 @dataclass(frozen=True)
 class PACSFinetuneConfig:
-    """Hyper-parameters of :func:`finetune_pacs` (Sarto et al. 2023, Sec. 3.2 / 4.1): λ_v = 0.05,
-    λ_t = 0.1, AdamW lr 1e-4, batch 256, early stopping with the patience in iterations.  ``eval_every``,
-    ``patience`` and ``max_iters`` (iterations) are ours, sized for the in-run fine-tune (a few hundred
-    tuples; the paper trains on COCO)."""
+    """Hyper-parameters of :func:`finetune_pacs` (Sarto et al. 2023, Sec. 3 introduction and Sec. 4.1):
+    λ_v = 0.05, λ_t = 0.1, AdamW lr 1e-4, batch 256, the two final projections trained, early stopping with
+    the patience in iterations (the paper's 1,500: :data:`neural.recipes.PACS_PAPER`).  The defaults'
+    ``eval_every``, ``patience`` and ``max_iters`` (iterations) are ours, sized for the in-run fine-tune (a
+    few hundred tuples; the paper trains on COCO)."""
 
     lambda_v: float = 0.05
     lambda_t: float = 0.1
@@ -232,7 +235,7 @@ class PACSFinetuneConfig:
     max_iters: int = 400
     eval_every: int = 5
     patience: int = 50
-    trainable: tuple[str, ...] = ("visual.proj", "text_projection", "logit_scale")
+    trainable: tuple[str, ...] = ("visual.proj", "text_projection")
     seed: int = 0
     max_logit_scale: float = 100.0
     #: return the best validation evaluation's weights (early stopping); ``False``: the last iteration's
@@ -332,13 +335,14 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
     Parameters
     ----------
     backbone : Backbone
-        Starting CLIP (not modified).  Its ``logit_scale`` initialises the temperature.
+        Starting CLIP (not modified).  Its ``logit_scale`` is the temperature (and its start, when
+        ``logit_scale`` is made trainable).
     train, val : PositiveTuples
         Training and validation tuples ``(v, t, v', t')``.
     config : PACSFinetuneConfig or Recipe
         A PAC-S :class:`~neural.recipes.Recipe` (``pacs-small``, ``pacs-paper``) or its config: λ_v, λ_t,
         AdamW lr / weight decay, batch size, iterations, early-stopping patience (iterations), the names of
-        the trainable parameters (default: the two final projections and the temperature).  Keyword
+        the trainable parameters (default: the two final projections).  Keyword
         ``overrides`` replace single fields.
     cache : DiskCache, optional
         Stores the fine-tuned trainable parameters (key: backbone weights, tuple identities, config).
@@ -398,8 +402,8 @@ def finetune_pacs(backbone: Backbone, train: PositiveTuples, val: PositiveTuples
 
 def _trainable_copy(backbone: Backbone, cfg: PACSFinetuneConfig) -> tuple[torch.nn.Module, bool]:
     """:func:`finetune_pacs`, step 1: an fp32 copy of the backbone's model with only ``cfg.trainable``
-    requiring gradients, and whether the fast path applies (only the projections and the temperature
-    train, so the frozen towers' pre-projection features can be computed once)."""
+    requiring gradients, and whether the fast path applies (only the projections and perhaps the
+    temperature train, so the frozen towers' pre-projection features can be computed once)."""
     model = copy.deepcopy(backbone.model).float()
     names = dict(model.named_parameters())
     unknown = [n for n in cfg.trainable if n not in names]

@@ -1,7 +1,7 @@
 """PAC-S positive-tuple files (``--pacs-positives``), read without torch.
 
 A tuples file is a JSON list of objects ``{"image": path, "caption": str, "generated_image": path,
-"generated_caption": str}`` (Sarto et al. 2023, Sec. 3.2: a real image–caption pair and its generated
+"generated_caption": str}`` (Sarto et al. 2023, Sec. 3: a real image–caption pair and its generated
 positives); relative paths are resolved against an image root (default: the JSON file's folder).
 :func:`tuple_entries` parses and checks a file; :func:`neural.pacs.load_tuples` reads the images of its
 entries.  The main job calls :func:`check_positives_file` before any work, so a bad file stops the run

@@ -8,9 +8,9 @@ frozen, optimiser, precision, and a cap on the training images.  Two families:
 * ``*-small`` (and ``specs-teaching``): the constants the trainers use for the small offline CLIPs (the
   tiny CLIP trained in the run, :func:`neural.names.is_tiny_model`, and the shipped teaching CLIP,
   :func:`neural.names.is_teaching_model`).  They reproduce the default behaviour exactly.
-* ``*-paper``: each paper's values where we could confirm them, for every real backbone (ViT-B/32 …).
-  Each recipe's ``sources`` names, field by field, where a value comes from; a value we could not
-  confirm says ``"unconfirmed: …"`` (our choice, stated as such, never a silent invention).
+* ``*-paper``: each paper's printed values, for every real backbone (ViT-B/32 …).  Each recipe's
+  ``sources`` names, field by field, where a value comes from (paper, section and the sentence); a value
+  no paper states says ``"ours: …"`` (our choice, stated as such, never a silent invention).
 
 :meth:`neural.family.ScorerFamily.recipe` is the rule (through :func:`neural.registry.recipe_for`): small
 offline CLIP → small recipe, any other backbone → the paper's; each family declares its recipes.
@@ -52,6 +52,8 @@ class Recipe:
         Optimiser steps (PAC-S: the iteration cap; L-CLIPScore: stage 1), unless ``epochs`` is set.
     stage2_steps : int
         L-CLIPScore stage 2 steps (0 for the other scorers).
+    stage2_lr, stage2_batch_size : float or None, int or None
+        L-CLIPScore stage 2's learning rate and batch (``None``: stage 1's ``lr`` / ``batch_size``).
     epochs : int or None
         Passes over the training images; then the steps follow from the data (:meth:`total_steps`).
     grad_accumulation : int
@@ -75,7 +77,7 @@ class Recipe:
     max_images, max_texts : int or None
         Caps on the training images / texts (``None``: all of the split).
     sources : tuple of (field, source) pairs
-        Where each value comes from; ``"unconfirmed: …"`` marks our own choice.
+        Where each value comes from; ``"ours: …"`` marks our own choice (no paper states it).
     """
 
     name: str
@@ -85,6 +87,8 @@ class Recipe:
     weight_decay: float
     steps: int
     stage2_steps: int = 0
+    stage2_lr: float | None = None
+    stage2_batch_size: int | None = None
     epochs: int | None = None
     grad_accumulation: int = 1
     schedule: str = "constant"
@@ -121,6 +125,14 @@ class Recipe:
         """Samples per optimiser step: ``batch_size × grad_accumulation``."""
         return self.batch_size * self.grad_accumulation
 
+    def total_samples(self, n_train: int | None = None) -> int:
+        """Samples through the model over the whole run: :meth:`total_steps` × effective batch, with
+        L-CLIPScore's stage 2 at its own batch (``stage2_batch_size``)."""
+        if self.epochs is not None or not self.stage2_steps:
+            return self.total_steps(n_train) * self.effective_batch
+        stage2 = (self.stage2_batch_size or self.batch_size) * self.grad_accumulation
+        return self.steps * self.effective_batch + self.stage2_steps * stage2
+
     def total_steps(self, n_train: int | None = None) -> int:
         """Optimiser steps of the whole run: ``epochs × ⌈n / effective batch⌉`` (``n`` = the training
         images, capped by ``max_images``) for an epoch recipe, else ``steps + stage2_steps``."""
@@ -139,66 +151,69 @@ class Recipe:
         """The recipe as a JSON-able dict (for provenance and the report)."""
         return {"name": self.name, "scorer": self.scorer, "batch_size": self.batch_size, "lr": self.lr,
                 "weight_decay": self.weight_decay, "steps": self.steps, "stage2_steps": self.stage2_steps,
+                "stage2_lr": self.stage2_lr, "stage2_batch_size": self.stage2_batch_size,
                 "epochs": self.epochs, "grad_accumulation": self.grad_accumulation, "schedule": self.schedule,
                 "warmup_steps": self.warmup_steps, "eval_every": self.eval_every, "patience": self.patience,
                 "precision": self.precision, "max_images": self.max_images}
 
 
 _SMALL = "the in-run default of the trainer (sized for the small offline CLIP on 2 CPU cores)"
-_PACS_PROJ = ("visual.proj", "text_projection", "logit_scale")
+_PACS_PROJ = ("visual.proj", "text_projection")
 
 PACS_SMALL = Recipe(
     "pacs-small", "PAC-S", batch_size=256, lr=1e-4, weight_decay=0.01, steps=400, eval_every=5, patience=50,
-    trainable=_PACS_PROJ, frozen="both towers except the final projections; temperature trains",
+    trainable=_PACS_PROJ, frozen="everything but the two final projections (the temperature too)",
     sources=(("*", "neural.pacs.PACSFinetuneConfig defaults: " + _SMALL),))
 """PAC-S for the small offline CLIP: :class:`neural.pacs.PACSFinetuneConfig`'s defaults (AdamW lr 1e-4,
 batch 256, at most 400 iterations, validation every 5, patience 50 iterations)."""
 
 PACS_PAPER = Recipe(
     "pacs-paper", "PAC-S", batch_size=256, lr=1e-4, weight_decay=0.01, steps=20_000, eval_every=100,
-    patience=2_000, trainable=_PACS_PROJ, precision="amp",
-    frozen="both towers except the final projections; temperature trains",
+    patience=1_500, trainable=_PACS_PROJ, precision="amp",
+    frozen="everything but the two final projections (the temperature too)",
     sources=(("batch_size", "Sarto et al., CVPR 2023, Sec. 4.1 (batch size 256)"),
              ("lr", "Sarto et al., CVPR 2023, Sec. 4.1 (AdamW, learning rate 1e-4)"),
              ("optimizer", "Sarto et al., CVPR 2023, Sec. 4.1 (AdamW)"),
-             ("patience", "Sec. 4.1: early stopping on the validation loss with the patience counted in "
-                          "iterations; the number itself is unconfirmed here: 2,000 is our choice"),
-             ("steps", "unconfirmed: the paper stops early on COCO; 20,000 iterations is our cap"),
-             ("eval_every", "unconfirmed: our choice (100 iterations)"),
-             ("weight_decay", "unconfirmed: torch's AdamW default 0.01"),
-             ("trainable", "Sec. 3.2 / 4.1 as neural/pacs.py reads it: the final projections (configurable)"),
+             ("patience", "Sec. 4.1: early stopping when the validation loss \"stops decreasing for 1,500 "
+                          "iterations\""),
+             ("trainable", "Sec. 3 (introduction) and Sec. 4.1: \"finetune the visual and textual final "
+                           "projections\" (the temperature stays the backbone's)"),
+             ("steps", "ours: the paper stops early on COCO; 20,000 iterations is our cap"),
+             ("eval_every", "ours: validation every 100 iterations"),
+             ("weight_decay", "ours: torch's AdamW default 0.01"),
              ("precision", "ours: mixed precision on CUDA")))
-"""PAC-S (Sarto et al., CVPR 2023, Sec. 4.1): AdamW, lr 1e-4, batch 256, early stopping on the validation
-loss with the patience in iterations.  **Unconfirmed** (our choices, the paper's text was not available
-to check): the patience (2,000 iterations), the iteration cap (20,000), the validation interval (100),
-weight decay 0.01 (torch's AdamW default).  Mixed precision on CUDA is ours."""
+"""PAC-S (Sarto et al., CVPR 2023, Sec. 3 introduction and Sec. 4.1): only the visual and textual final
+projections are fine-tuned, AdamW, lr 1e-4, batch 256, early stopping when the validation loss stops
+decreasing for 1,500 iterations.  Ours (no paper states them): the iteration cap (20,000), the validation
+interval (100), weight decay 0.01 (torch's AdamW default), mixed precision on CUDA."""
 
 LCLIP_SMALL = Recipe(
     "lclip-small", "L-CLIPScore", batch_size=16, lr=5e-4, weight_decay=1e-2, steps=30, stage2_steps=15,
     max_images=256, max_texts=2048,
-    frozen="stage 1: patch, class and positional embeddings; stage 2: the text tower and the patch conv",
+    frozen="the patch convolution in both stages; stage 2: the text tower",
     sources=(("*", "neural.lclip.LCLIPConfig defaults: " + _SMALL),))
 """L-CLIPScore for the small offline CLIP: :class:`neural.lclip.LCLIPConfig`'s defaults (30 + 15 steps,
 batch 16, AdamW lr 5e-4, wd 1e-2, 256 images, 2,048 texts)."""
 
 LCLIP_PAPER = Recipe(
-    "lclip-paper", "L-CLIPScore", batch_size=256, lr=5e-4, weight_decay=1e-2, steps=20_000,
-    stage2_steps=5_000, schedule="cosine", warmup_steps=500, precision="amp",
-    frozen="stage 1: patch, class and positional embeddings; stage 2: the text tower and the patch conv",
+    "lclip-paper", "L-CLIPScore", batch_size=4096, lr=5e-3, stage2_batch_size=2048, stage2_lr=1e-4,
+    weight_decay=1e-2, steps=20_000, stage2_steps=5_000, schedule="cosine", warmup_steps=500, precision="amp",
+    frozen="the patch convolution in both stages; stage 2: the text tower",
     sources=(("stages", "Li et al., L-CLIPScore, Sec. IV-B: stage 1 single-modal distillation (Eq. 1), "
                         "stage 2 adds the Similarity Regulator (Eq. 2) with the text encoder frozen"),
              ("frozen", "Sec. IV-B: the patch convolution frozen in both stages, the text tower in stage 2"),
-             ("steps", "unconfirmed: 20,000 + 5,000 steps is our choice (the paper's schedule was not "
-                       "available to check)"),
-             ("batch_size", "unconfirmed: 256 is our choice"),
-             ("lr", "unconfirmed: 5e-4 (as our small recipe)"),
-             ("schedule", "unconfirmed: cosine with 500 warm-up steps is our choice"),
-             ("weight_decay", "unconfirmed: 1e-2"),
-             ("precision", "ours: mixed precision on CUDA")))
-"""L-CLIPScore (Li et al., Sec. IV): two stages — single-modal distillation, then the Similarity
-Regulator with the text tower frozen (Sec. IV-B; the patch convolution frozen throughout).  **Unconfirmed**
-(our choices): 20,000 + 5,000 steps, batch 256, AdamW lr 5e-4 with cosine decay after 500 warm-up steps,
-weight decay 1e-2, the whole training split (no image cap)."""
+             ("batch_size", "Sec. IV-B: single-modal distillation with batch size 4,096"),
+             ("lr", "Sec. IV-B: single-modal distillation with learning rate 5e-3"),
+             ("stage2_batch_size", "Sec. IV-B: the Similarity Regulator stage with batch size 2,048"),
+             ("stage2_lr", "Sec. IV-B: the Similarity Regulator stage with learning rate 1e-4"),
+             ("precision", "Sec. IV-B: \"all training processes are carried out with mixed precision\""),
+             ("steps", "ours: 20,000 + 5,000 steps (the paper trains on its large image-text data)"),
+             ("schedule", "ours: cosine with 500 warm-up steps"),
+             ("weight_decay", "ours: 1e-2")))
+"""L-CLIPScore (Li et al., Sec. IV-B): two stages — single-modal distillation at lr 5e-3 and batch 4,096,
+then the Similarity Regulator with the text tower frozen at lr 1e-4 and batch 2,048, all in mixed
+precision; the patch convolution frozen throughout.  Ours (no paper value): 20,000 + 5,000 steps, the
+cosine decay after 500 warm-up steps, weight decay 1e-2, the whole training split (no image cap)."""
 
 BRIDGE_SMALL = Recipe(
     "bridge-small", "BRIDGE", batch_size=16, lr=1e-3, weight_decay=1e-2, steps=60, max_images=512,
@@ -213,16 +228,18 @@ BRIDGE_PAPER = Recipe(
     frozen="the CLIP backbone (only ψ and the L3 MLP train)",
     sources=(("frozen", "Sarto et al., ECCV 2024, Sec. 3.3: the backbone frozen, the mapping module trains"),
              ("lambdas", "Sec. 3.3 / supplementary: λ1 = λ3 = 0.01, λ2 = 1 (neural.bridge.BridgeConfig)"),
-             ("batch_size", "unconfirmed: 256 images is our choice"),
-             ("lr", "unconfirmed: 1e-4 is our choice"),
-             ("epochs", "unconfirmed: 10 epochs over the training images is our choice"),
-             ("schedule", "unconfirmed: cosine with 500 warm-up steps is our choice"),
-             ("weight_decay", "unconfirmed: 1e-2"),
+             ("optimizer", "Sarto et al., ECCV 2024, Sec. 4.1: AdamW"),
+             ("lr", "Sec. 4.1: learning rate 1e-4"),
+             ("batch_size", "Sec. 4.1: batch size 256"),
+             ("w", "ours: Eq. 4's w = 2.5 (the paper gives no value; CLIP-S's w)"),
+             ("epochs", "ours: 10 epochs over the training images"),
+             ("schedule", "ours: cosine with 500 warm-up steps"),
+             ("weight_decay", "ours: 1e-2"),
              ("precision", "ours: mixed precision on CUDA")))
-"""BRIDGE (Sarto et al., ECCV 2024, Sec. 3.3 and supplementary): the backbone frozen, ψ and the L3 MLP
-trained with λ1 = λ3 = 0.01, λ2 = 1.  **Unconfirmed** (our choices; the authors' repository held no
-training code in the copy we could read): batch 256 images, AdamW lr 1e-4 with cosine decay after 500
-warm-up steps, weight decay 1e-2, 10 epochs over the training images."""
+"""BRIDGE (Sarto et al., ECCV 2024, Sec. 3.3, Sec. 4.1 and supplementary): the backbone frozen, ψ and the
+L3 MLP trained with λ1 = λ3 = 0.01, λ2 = 1; AdamW, lr 1e-4, batch 256 (Sec. 4.1).  Ours (no paper value):
+w = 2.5 in Eq. 4, 10 epochs over the training images, the cosine decay after 500 warm-up steps, weight
+decay 1e-2, mixed precision on CUDA."""
 
 SPECS_SMALL = Recipe(
     "specs-small", "SPECS", batch_size=32, lr=1e-5, weight_decay=1e-2, steps=30, max_images=384,
@@ -239,23 +256,27 @@ SPECS_TEACHING = Recipe(
 as ``specs-small``) — what the main job has always given it."""
 
 SPECS_PAPER = Recipe(
-    "specs-paper", "SPECS", batch_size=100, grad_accumulation=32, lr=1e-5, weight_decay=1e-2, steps=0, epochs=6,
+    "specs-paper", "SPECS", batch_size=100, grad_accumulation=16, lr=1e-5, weight_decay=1e-2, steps=0, epochs=3,
     schedule="cosine", warmup_steps=40, precision="amp", frozen="nothing (every parameter trains)",
-    sources=(("lr", "Chen et al. 2025 (SPECS) authors' train/run_spec.sh: --learning_rate 1e-5"),
+    sources=(("epochs", "Chen et al. 2025 (SPECS), Sec. 4: the base model is trained for six epochs, then "
+                        "fine-tuned with the specificity objective for another three (the authors' "
+                        "train/run_spec.sh passes --num_train_epochs 6)"),
+             ("batch_size", "Sec. 4: 100 per GPU (train/run_spec.sh: --per_device_train_batch_size 100)"),
+             ("grad_accumulation", "Sec. 4: four A40s at 400 per GPU, an effective batch of 1,600 = 100 × 16 "
+                                   "on one device (train/run_spec.sh: --gradient_accumulation_steps 4 on "
+                                   "torchrun --nproc_per_node=8, i.e. 3,200)"),
+             ("lr", "train/run_spec.sh: --learning_rate 1e-5"),
              ("weight_decay", "train/run_spec.sh: --weight_decay 1e-2"),
-             ("epochs", "train/run_spec.sh: --num_train_epochs 6"),
-             ("batch_size", "train/run_spec.sh: --per_device_train_batch_size 100"),
-             ("grad_accumulation", "train/run_spec.sh: --gradient_accumulation_steps 4 on torchrun "
-                                   "--nproc_per_node=8 (8 × 4 = 32 batches of 100 per optimiser step; the "
-                                   "script's SLURM header asks for 4 GPUs, which would make it 16)"),
              ("schedule", "train/train_spec.py: cosine_lr with --warmup_steps 40"),
              ("precision", "train/train_spec.py: torch.cuda.amp.autocast + GradScaler"),
              ("optimizer", "train/train_spec.py: torch.optim.AdamW")))
-"""SPECS (Chen et al., EMNLP 2025), confirmed from the authors' training code (mbzuai-nlp/SPECS,
-``train/run_spec.sh`` and ``train/train_spec.py``): AdamW lr 1e-5, weight decay 1e-2, 6 epochs, 100 images
-per device batch with 4 accumulation steps on 8 processes (32 × 100 = 3,200 images per optimiser step),
-cosine schedule after 40 warm-up steps, mixed precision.  The script's SLURM header asks for 4 GPUs while
-torchrun starts 8 processes; we follow torchrun (8)."""
+"""SPECS (Chen et al., EMNLP 2025, Sec. 4): the specificity fine-tune runs three epochs at an effective
+batch of 1,600 (100 per GPU, 400 per GPU with accumulation, four A40s); here 100 × 16 accumulation steps
+on one device.  The paper's six-epoch base training before it is not repeated: the fine-tune starts from
+the given (stretched) backbone.  From the authors' code (mbzuai-nlp/SPECS, ``train/run_spec.sh``,
+``train/train_spec.py``): AdamW lr 1e-5, weight decay 1e-2, cosine schedule after 40 warm-up steps, mixed
+precision.  Where the script differs from the paper — 6 epochs, 4 accumulation steps on 8 processes
+(3,200 per step) — the recipe follows the paper."""
 
 #: Every recipe by name.
 RECIPES: Mapping[str, Recipe] = {r.name: r for r in (PACS_SMALL, PACS_PAPER, LCLIP_SMALL, LCLIP_PAPER,
@@ -298,12 +319,13 @@ def small_kind(backbone) -> str | None:
 
 # ---------------------------------------------------------------------------- the CPU guard
 def estimate_cpu_seconds(recipe: Recipe, seconds_per_sample: float, n_train: int | None = None) -> float:
-    """Estimated CPU time of ``recipe``: ``total steps × effective batch × seconds per sample``.
+    """Estimated CPU time of ``recipe``: samples through the model (:meth:`Recipe.total_samples`) × seconds
+    per sample.
 
     ``seconds_per_sample`` is one forward + backward pass of one image–text pair through the whole
     model (:func:`measure_seconds_per_sample`).  Every step is counted as such a pass per sample: the
     recipes that freeze towers (PAC-S, BRIDGE) spend less per step, SPECS (four texts per image) more."""
-    return recipe.total_steps(n_train) * recipe.effective_batch * float(seconds_per_sample)
+    return recipe.total_samples(n_train) * float(seconds_per_sample)
 
 
 def cpu_training_message(recipe: Recipe, seconds: float, n_train: int | None = None) -> str:
@@ -311,7 +333,8 @@ def cpu_training_message(recipe: Recipe, seconds: float, n_train: int | None = N
     hours = seconds / 3600.0
     amount = f"~{hours:.1f} h" if hours < 10 else f"~{hours:.0f} h"
     return (f"{recipe.scorer} {recipe.name.split('-', 1)[1]} recipe on CPU: {amount} "
-            f"({recipe.total_steps(n_train)} steps × batch {recipe.effective_batch})")
+            f"({recipe.total_steps(n_train)} steps × batch {recipe.effective_batch}"
+            + (f", stage 2 × batch {recipe.stage2_batch_size}" if recipe.stage2_batch_size else "") + ")")
 
 
 def measure_seconds_per_sample(model, image_size: int, context_length: int, *, batch: int = 4,

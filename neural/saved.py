@@ -23,8 +23,8 @@ what its weights hold and whether loading needs the parent backbone; the built-i
 metric        weights                                                          parent needed
 ============  ==============================================================  ==============
 PAC-S         the **delta**: the state-dict entries that differ from the      yes
-              parent (by default the two projections and the temperature,
-              Sarto et al. 2023, Sec. 3.2), applied to a copy of the parent
+              parent (by default the two final projections, Sarto et al.
+              2023, Sec. 4.1), applied to a copy of the parent
 L-CLIPScore   the whole student (:class:`~neural.lclip.MultiplexedCLIP`)       no
 BRIDGE        the mapping module ψ and the L3 head; the caption bank (the      yes (frozen CLIP)
               fallback templates) is in ``scorer.json``

@@ -14,6 +14,10 @@ teaching set's own units); its cumulative captions are ``c_k = u_1 ⊕ … ⊕ u
     SR_{neg} = \\frac{\\sum_i \\sum_{k=1}^{K_i} 1[s(I_i, c_{i,k} \\oplus u^-_{i,k}) < s(I_i, c_{i,k})]}
                      {\\sum_i K_i}.
 
+The printed Eq. 2 has the inequality the other way round (the extended caption scoring *above* the
+base); its prose — an incorrect detail should lower the score — is what is implemented here, as the
+authors' code does.
+
 Both rates are pooled over all steps of all images ("micro" average: every step counts once); the
 per-image ("macro") averages are returned too.  The first positive step ``c_1`` has no base caption and is
 not counted; ties (equal scores) count as failures in both rates.

@@ -8,7 +8,7 @@
   ``keep = 20``, ratio 4).  The paper's setting is 77 → 248, keep 20; for a backbone with a shorter
   context (the tiny CLIP has 32 positions) the default stretches *proportionally*:
   ``L' = round(248 · L / 77)``, ``keep = round(20 · L / 77)`` (32 → 103, keep 8).  Both are configurable.
-* **Fine-tuning** (:func:`train_specs`, Eqs. 3–4).  For an image I with detail units d_1 … d_K
+* **Fine-tuning** (:func:`train_specs`; L_pos Eq. 3, L_con Eq. 4 and Fig. 2).  For an image I with detail units d_1 … d_K
   (cumulative captions c_j = d_1 ⊕ … ⊕ d_j), a step j, its positive detail d⁺ = d_{j+1} and a negative
   detail d⁻ (a unit of another image, word-shuffled for 90 % of the training images), with the logits
   ``z(I, c) = exp(logit_scale) · cos(I, c)`` (the model's own temperature, clamped at 100)::
@@ -19,7 +19,8 @@
       ε_• = clamp(stop_grad(batch mean of the corresponding gain), ε_min = 0, ε_max = 1.5)
 
   Both hinges compare against the same base caption c_j, and act on the logit scale α, β, γ were tuned
-  for — as the authors' training code does (mbzuai-nlp/SPECS, ``model/model_spec.py``: ``hinge_loss`` on
+  for — as the authors' training code does, while the paper's text writes the hinges on the similarity
+  itself (mbzuai-nlp/SPECS, ``model/model_spec.py``: ``hinge_loss`` on
   ``logit_scale · cos``, the negative caption ``c_j ⊕ d⁻`` built in ``train/prepare_data.py``, its margin
   clamped to [0, 1.5]).  ``L_con`` is CLIP's symmetric InfoNCE (:func:`neural.losses.info_nce`,
   ``reduction="mean"``) between the images and their full captions c_K.  One step j is drawn per image
@@ -27,7 +28,8 @@
   is trained.  :meth:`SPECSConfig.for_tiny` only shortens the run (30 steps) for the small offline CLIP.
 * **Score** (Eq. 5, :class:`SPECSScore`): ``SPECS(I, T) = w · max((cos(v, t) + 1) / 2, 0)`` with
   ``w = 1`` (range [0, 1]), as the authors' reference code computes it (mbzuai-nlp/SPECS, README,
-  "Compute SPECS scores"), and no prompt prefix — long captions are scored as written, tokenised to the
+  "Compute SPECS scores"); the paper's text says "cosine similarity, clipped at 0" (``max(cos, 0)``),
+  which ties every negative cosine at 0; no prompt prefix — long captions are scored as written, tokenised to the
   stretched context.  The map is strictly increasing in the cosine (negative cosines do not tie at 0);
   it does not enter the specificity rates, whose θ is the raw cosine.
 * :func:`specificity_on_corpus` computes SR_pos / SR_neg (Eqs. 1–2, :mod:`neural.specificity`) of any

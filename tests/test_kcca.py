@@ -402,7 +402,7 @@ def test_exact_solver_on_data_with_kernel_callables():
 
 
 def test_log_spaced_ns_are_geometric():
-    # Hodosh Sec. 4.1.3: 46 log-spaced sizes in [10, 6000]: n_i = round(10 · 600^(i/45))
+    # Hodosh Sec. 4.1.3: 46 sizes in [10, 6000]; the log spacing n_i = round(10 · 600^(i/45)) is ours
     ns = log_spaced_ns(6000, 46, 10)
     assert len(ns) == 46
     for i, n in enumerate(ns):

@@ -289,40 +289,49 @@ def test_score_matrix_is_the_mean_of_clip_s_and_the_pseudo_caption_term(backbone
     np.testing.assert_allclose(S, expect, atol=1e-4)
 
 
-def _old_l1(p, v, temperature):
-    """The L1 / L2 before the fix: one pseudo-caption per image, plain symmetric InfoNCE (the positive
-    in the denominator, no chunk-count weights)."""
-    from neural.losses import info_nce
-    return info_nce(p, v, temperature=temperature)
+def _per_image_l1(p, owner, v, temperature):
+    """The L1 / L2 before the fix: each pseudo-caption term weighted by 1 / N_i, averaged over the B
+    images, both directions averaged, unweighted denominators (an image with more chunks weighs less)."""
+    z = p @ v.T / temperature
+    B = v.shape[0]
+    n = torch.bincount(owner, minlength=B).double()
+    pos = torch.nn.functional.one_hot(owner, B).bool()
+    zp = z[pos]
+    rows = torch.logsumexp(z.masked_fill(pos, float("-inf")), 1) - zp
+    cols = torch.logsumexp(z.masked_fill(pos, float("-inf")), 0)[owner] - zp
+    w = 1.0 / n[owner]
+    return float(0.5 * ((w * rows).sum() + (w * cols).sum()) / B)
 
 
-def test_bridge_pair_loss_supplementary_eqs_5_6_hand_computed():
-    """L1 / L2 (supplementary Eqs. 5–6): pseudo-caption terms weighted by 1 / N_i (N_i = the image's
-    chunk count in the batch), the positive removed from the denominator, both directions averaged.
-    Hand-computed on 3 pseudo-captions of 2 images; the old formula (InfoNCE with the positive in the
-    denominator) gives another value on the same embeddings."""
+def test_bridge_pair_loss_supplementary_eqs_5_6_as_printed():
+    """L1 / L2 (supplementary Eqs. 5–6) written out term by term on a batch whose images have 3, 1 and 2
+    pseudo-captions: 1/M over the M = 6 pseudo-captions, the negative images of the first term weighted
+    by their chunk counts N_j, the second term multiplied by N_i, the positive out of both denominators.
+    The former per-image form (1 / N_i weights) gives another value on the same batch."""
+    import math
+
     from neural.bridge import bridge_pair_loss
 
     g = torch.Generator().manual_seed(0)
-    p = torch.nn.functional.normalize(torch.randn(3, 5, generator=g), dim=-1)
-    v = torch.nn.functional.normalize(torch.randn(2, 5, generator=g), dim=-1)
-    owner = torch.tensor([0, 0, 1])
+    p = torch.nn.functional.normalize(torch.randn(6, 5, generator=g, dtype=torch.float64), dim=-1)
+    v = torch.nn.functional.normalize(torch.randn(3, 5, generator=g, dtype=torch.float64), dim=-1)
+    owner = torch.tensor([0, 0, 0, 1, 2, 2])
     tau = 0.5
     z = (p @ v.T / tau).tolist()
-    # P → V: row r, positive z[r][own], denominator = the other image only (B = 2)
-    w = [0.5, 0.5, 1.0]
-    pv = sum(w[r] * -(z[r][owner[r]] - z[r][1 - owner[r]]) for r in range(3)) / 2
-    # V → P: image 0 against image 1's pseudo-caption (row 2) and vice versa
-    import math
-    vp = (0.5 * -(z[0][0] - z[2][0]) + 0.5 * -(z[1][0] - z[2][0])
-          + 1.0 * -(z[2][1] - math.log(math.exp(z[0][1]) + math.exp(z[1][1])))) / 2
+    n = [3, 1, 2]
+    total = 0.0
+    for r in range(6):
+        i = int(owner[r])
+        first = z[r][i] - math.log(sum(n[j] * math.exp(z[r][j]) for j in range(3) if j != i))
+        second = z[r][i] - math.log(sum(math.exp(z[s][i]) for s in range(6) if int(owner[s]) != i))
+        total += first + n[i] * second
+    expect = -total / 6
     got = float(bridge_pair_loss(p, owner, v, tau))
-    assert got == pytest.approx(0.5 * (pv + vp), abs=1e-5)
-    # with one pseudo-caption per image the old formula differs (positive kept in the denominator)
-    one = torch.tensor([0, 1])
-    assert float(bridge_pair_loss(p[1:], one, v, tau)) != pytest.approx(float(_old_l1(p[1:], v, tau)), abs=1e-3)
+    assert got == pytest.approx(expect, abs=1e-9)
+    assert abs(got - _per_image_l1(p, owner, v, tau)) > 0.1          # the two forms differ here
+    # more chunks, more weight: image 0's second-term rows count N_0 = 3 times
     with pytest.raises(ValueError):
-        bridge_pair_loss(p[:2], torch.tensor([0, 0]), v, tau)    # image 1 has no pseudo-caption
+        bridge_pair_loss(p[:2], torch.tensor([0, 0]), v[:2], tau)    # image 1 has no pseudo-caption
 
 
 def test_two_chunks_per_template_and_relu_head(backbone, small_teaching_set):

@@ -49,22 +49,24 @@ def test_tri_idf_counts_training_images_not_captions(name):
         assert w["dog"] == pytest.approx(math.sqrt(math.log(5.0)))
 
 
-# ------------------------------------------------------------------ noun vocabulary (Eq. 25, Sec. 3.4)
-def test_noun_vocabulary_counts_noun_tags_only():
-    """A lemma seen >= 5 times *as a noun* is a noun, however often it is tagged otherwise; one seen 6
-    times, 4 of them as a noun, is not (the old rule, >= 5 occurrences and >= 50 % noun tags, had it the
-    other way round for both)."""
+# ------------------------------------------------------------------ noun vocabulary (Eq. 25, Sec. 3.5.4)
+def test_noun_vocabulary_needs_both_clauses():
+    """Sec. 3.5.4: a noun is seen "at least 5 times as a noun, and ... tagged as a noun in at least 50% of
+    [its] occurrences".  climb (5 noun tags of 12) fails the second clause, dive (4 of 6) the first, surf
+    (6 of 10) passes both; the one-clause rule kept climb."""
     from kernels.text.preprocess import ProcessedCaption
     from kernels.text.similarity import pos_vocabularies
 
     proc = ([ProcessedCaption(("climb", "rock"), ("VBZ", "NN"))] * 7            # climb: 7 x verb
             + [ProcessedCaption(("climb", "wall"), ("NN", "NN"))] * 5           # climb: 5 x noun (5/12)
             + [ProcessedCaption(("dive", "pool"), ("NN", "NN"))] * 4            # dive: 4 x noun
-            + [ProcessedCaption(("dive", "pool"), ("JJ", "NN"))] * 2)           # dive: 6 tokens, 4/6 noun
+            + [ProcessedCaption(("dive", "pool"), ("JJ", "NN"))] * 2            # dive: 6 tokens, 4/6 noun
+            + [ProcessedCaption(("surf", "wave"), ("NN", "NN"))] * 6            # surf: 6 x noun
+            + [ProcessedCaption(("surf", "wave"), ("VBP", "NN"))] * 4)          # surf: 6/10 noun
     nouns, _, p_n, _ = pos_vocabularies(proc, min_count=5)
-    assert "climb" in nouns and "dive" not in nouns
-    assert {"rock", "wall", "pool"} <= set(nouns)
-    assert p_n["climb"] == pytest.approx(5 / 12)
+    assert "climb" not in nouns and "dive" not in nouns and "surf" in nouns
+    assert {"rock", "wall", "pool", "wave"} <= set(nouns)
+    assert p_n["climb"] == pytest.approx(5 / 12) and p_n["surf"] == pytest.approx(0.6)
 
 
 # ------------------------------------------------------------------ Lin hypernym vectors (Eqs. 22-23)
@@ -82,9 +84,9 @@ def _tagged_nouns(counts: dict[str, int]):
 
 
 def test_lin_vector_is_over_the_first_senses_hypernyms(wordnet):
-    """Eq. 23: dog's vector has the entry 2 IC(h) / (IC(dog) + IC(h)) on every hypernym h of dog.n.01 and 0
-    elsewhere; kappa_Lin(dog, cat) is the cosine of the two hypernym vectors (not the cosine of rows of
-    the word-by-word Lin matrix, the Eq. 17 recipe)."""
+    """Eq. 23: dog's vector has the entry 1 on dog.n.01 itself ("1 if s_w = s_i"), 2 IC(h) / (IC(dog) +
+    IC(h)) on every hypernym h of dog.n.01 and 0 elsewhere; kappa_Lin(dog, cat) is the cosine of the two
+    vectors (not the cosine of rows of the word-by-word Lin matrix, the Eq. 17 recipe)."""
     from kernels.text.similarity import lin_kernel, wordnet_information_content
 
     proc = _tagged_nouns({"dog": 7, "cat": 6, "car": 5, "horse": 5})
@@ -95,7 +97,7 @@ def test_lin_vector_is_over_the_first_senses_hypernyms(wordnet):
     def vector(word):                                       # built here from NLTK's hypernym paths
         c = wordnet.synsets(word, pos="n")[0]
         hyper = {h for path in c.hypernym_paths() for h in path} - {c}
-        return {h: 2 * ic(h) / (ic(c) + ic(h)) for h in hyper}
+        return {c: 1.0} | {h: 2 * ic(h) / (ic(c) + ic(h)) for h in hyper}
 
     def cos(a, b):
         return sum(a[h] * b.get(h, 0.0) for h in a) / np.sqrt(sum(v * v for v in a.values())
@@ -111,6 +113,22 @@ def test_lin_vector_is_over_the_first_senses_hypernyms(wordnet):
     assert {h for h, v in row.items() if v != 0} <= set(vec["dog"])
     for h, v in vec["dog"].items():
         assert row[h] == pytest.approx(v)
+    assert row[wordnet.synset("dog.n.01")] == 1.0
+
+
+def test_lin_covers_frequent_verbs_too(wordnet):
+    """The paper restricts Lin to no part of speech (its Fig. 3 lists Lin neighbours of the verb "swim"):
+    a lemma seen >= 5 times, mostly as a verb, is in Lin's vocabulary through its first noun sense."""
+    from kernels.text.preprocess import ProcessedCaption
+    from kernels.text.similarity import lin_kernel, pos_vocabularies
+
+    proc = (_tagged_nouns({"dog": 7, "pool": 6, "lake": 5})
+            + [ProcessedCaption(("swim",), ("VBZ",))] * 6 + [ProcessedCaption(("swim",), ("NN",))])
+    words, K, info = lin_kernel(proc)
+    assert "swim" not in pos_vocabularies(proc)[0]
+    assert words == ["dog", "lake", "pool", "swim"]
+    assert info["first_senses"][words.index("swim")] == wordnet.synsets("swim", pos="n")[0]
+    assert np.allclose(np.diag(K), 1.0)
 
 
 def test_lin_similarity_is_eq_22(wordnet):
@@ -132,10 +150,10 @@ def _nn_corpus() -> Corpus:
 
 
 @pytest.mark.parametrize("variant", ["NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI"])
-def test_nn_search_goes_through_the_nearest_training_caption(variant):
+def test_nn_search_goes_through_the_nearest_training_document(variant):
     """Image i0's nearest training image is t0 ("dog run grass"), i1's is t2.  The query "cat sleep grass"
     shares "grass" with t0's captions only, so ranking the columns of the annotation affinity puts i0
-    first; the paper's search takes the nearest training *caption* ("cat sleep sofa", image t1) and ranks
+    first; the paper's search takes the nearest training image by text (t1, "cat sleep sofa") and ranks
     the test images by their image-kernel value against t1, which puts i1 first."""
     from kernels.text import NearestNeighbour
 
@@ -152,11 +170,39 @@ def test_nn_search_goes_through_the_nearest_training_caption(variant):
     sm = nn.scores(G, _Pool())
     A = sm.annotation                          # (n_test_images, n_captions)
     assert A[0, 0] > A[1, 0]                   # i0's neighbour t0 shares "grass" with the query
-    np.testing.assert_allclose(sm.search[0], G[:, 1])   # nearest training caption is t1's
+    np.testing.assert_allclose(sm.search[0], G[:, 1])   # nearest training document is t1's
     np.testing.assert_allclose(sm.search[1], G[:, 2])
     assert sm.search[0, 1] > sm.search[0, 0]   # ... so i1 ranks first: the two directions disagree
     np.testing.assert_allclose(A, nn.affinity(G, q))
     np.testing.assert_allclose(sm.search, nn.search_affinity(G, q))
+
+
+@pytest.mark.parametrize("variant", ["NN5_F1", "NN5_BoW5"])
+def test_nn_search_uses_the_five_caption_document(variant):
+    """Sec. 3.1: NN5 "treats the five captions associated with each training image as a single document",
+    in search as in annotation.  The query "woman swim pool" is one of tA's captions word for word, but
+    tA's other four captions are about something else; all five of tB's captions share two or three of
+    its words.  The nearest single caption is tA's, the nearest five-caption document tB's, and search
+    ranks the test images by their image kernel against tB."""
+    from kernels.text import NearestNeighbour
+
+    other = ["girl read book table lamp", "boy eat apple kitchen chair", "man play guitar stage crowd",
+             "cat sleep sofa blanket window"]
+    caps = {"tA.jpg": ["woman swim pool"] + other,
+            "tB.jpg": ["woman swim pool lake", "woman swim lake", "woman swim river", "woman swim sea",
+                       "woman swim lake today"]}
+    corpus = _corpus(caps, "nn_documents")
+    nn = NearestNeighbour(variant).fit(corpus, corpus.split("train"))
+    q = [Caption("q.jpg#0", "q.jpg", 0, "woman swim pool", lemma="woman swim pool")]
+    # the one-caption comparison the paper does not make: tA's first caption is the nearest caption
+    single = NearestNeighbour(variant).fit(
+        _corpus({f"c{k}.jpg": [c] for k, c in enumerate(caps["tA.jpg"] + caps["tB.jpg"])}, "nn_single"),
+        [f"c{k}.jpg" for k in range(10)])
+    assert int(np.argmax(single.text_similarity(q)[0])) == 0
+    T = nn.text_similarity(q)[0]
+    assert T[1] > T[0]                                        # ... but tB's document is nearer
+    G = np.array([[0.9, 0.1], [0.2, 0.7]])                    # test images j0 ~ tA, j1 ~ tB
+    np.testing.assert_allclose(nn.search_affinity(G, q)[0], G[:, 1])
 
 
 # ------------------------------------------------------------------ the 30-system grid (Tables 11-12)
@@ -173,9 +219,20 @@ def test_the_grid_is_the_papers_30_systems_in_table_order():
     assert histo.name == "TRI5SEM^Histo" and histo.image_kind == "histogram" and histo.text == "TRI5SEM"
     nn_best = get_system("NN5_TRI(best)")
     assert nn_best.name == "NN5_TRI" and nn_best.model == "nn" and nn_best.text == "TRI5SEM"
-    # the tables' order: NN baselines, one-caption systems, BoW5 ..., TRI5 ..., the TRI5SEM pair last
-    assert PAPER_TABLE_ORDER[:4] == ("NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI")
+    # the tables' order, row by row, as printed (Tables 11-12): the eight plain TRI5 variants, then the
+    # √idf block
+    printed = ["NN5_F1", "NN5_F1^idf", "NN5_BoW5", "NN5_TRI(best)", "BoW1", "TRI1", "BoW5^Histo", "BoW5",
+               "BoW5^idf", "BoW5^√idf", "TAGRANK", "TRI5^Histo", "TRI5",
+               "TRI5_{Lin}", "TRI5_{D_BNC}", "TRI5_{D_ic}", "TRI5_{D_BNC+ic}", "TRI5_{A}", "TRI5_{A,D_BNC}",
+               "TRI5_{A,D_ic}", "TRI5_{A,D_BNC+ic}",
+               "TRI5^√idf", "TRI5_{D_BNC}^√idf", "TRI5_{D_ic}^√idf", "TRI5_{D_BNC+ic}^√idf", "TRI5_{A}^√idf",
+               "TRI5_{A,D_BNC}^√idf", "TRI5_{A,D_ic}^√idf", "TRI5_{A,D_BNC+ic}^{√idf,Histo}",
+               "TRI5_{A,D_BNC+ic}^√idf (= TRI5SEM)"]
+    assert [SYSTEMS[n].paper_name for n in PAPER_TABLE_ORDER] == printed
+    assert [get_system(p).name for p in printed] == list(PAPER_TABLE_ORDER)   # each printed name resolves
     assert PAPER_TABLE_ORDER[-2:] == ("TRI5SEM^Histo", "TRI5SEM")
+    assert get_system("NN").name == "NN5_F1^idf"                               # Sec. 4's short name
+    assert get_system("TRI5_{A,D_BNC+ic}^√idf").name == "TRI5SEM"
     # extras: registered, runnable by name, outside the grid
     assert set(EXTRA_SYSTEMS) == set(SYSTEMS) - set(PAPER_TABLE_ORDER)
     assert {"TRI5_Lin^sqrtidf", "NN5_TRI5"} <= set(EXTRA_SYSTEMS)
@@ -187,8 +244,8 @@ def test_the_grid_is_the_papers_30_systems_in_table_order():
 def test_nn_search_with_a_soft_tri_kernel():
     """NN5_TRI over a lexical-similarity TRI kernel (the paper's NN5_TRI(best) uses TRI5SEM's): the
     caption-level soft-TRI rows are normalised sentence kernels (a training caption itself scores 1 and is
-    the nearest), they add up, per training image, to the item rows, and search goes through the nearest
-    training caption's image."""
+    the nearest), they add up, per training image, to the item rows, and search goes through the
+    training image with the largest item row."""
     from kernels.text import NearestNeighbour
 
     corpus = _nn_corpus()
@@ -210,6 +267,7 @@ def test_nn_search_with_a_soft_tri_kernel():
             r = sums[ok, j] / Q[ok, j]
             np.testing.assert_allclose(r, r[0], rtol=1e-4)
     G = np.array([[0.9, 0.2, 0.1, 0.0], [0.3, 0.6, 0.8, 0.0]])
+    assert (np.argmax(Q, axis=1) == [1, 1]).all()
     np.testing.assert_allclose(nn.search_affinity(G, q), G[:, [1, 1]].T)
 
 
@@ -313,16 +371,16 @@ def test_codebook_folder_is_part_of_the_cache_key(codebook_folder, tmp_path):
 
 
 @pytest.mark.parametrize("variant", ["NN5_F1_idf", "NN5_F1"])
-def test_nn_caption_level_f1_matches_bruteforce(variant):
-    """The search direction's sim(s, c) against one training caption c: F1 of (idf-weighted) bags."""
+def test_nn_document_f1_matches_bruteforce(variant):
+    """sim(s, d) against a training image's five captions merged into one document d (both directions):
+    F1 of (idf-weighted) bags."""
     from kernels.text import NearestNeighbour
 
     corpus = _nn_corpus()
     nn = NearestNeighbour(variant).fit(corpus, corpus.split("train"))
     tk = nn.tk
     q = [Caption("q.jpg#0", "q.jpg", 0, "cat cat sleep grass today zebra", lemma="cat cat sleep grass today zebra")]
-    got = nn.caption_similarity(q)[0]
-    caps = [c for im in corpus.split("train") for c in corpus.captions_of(im)]
+    got = nn.text_similarity(q)[0]
 
     def w(x):
         if variant == "NN5_F1":
@@ -330,11 +388,11 @@ def test_nn_caption_level_f1_matches_bruteforce(variant):
         return tk.idf_values[tk.vocab.index[x]] if x in tk.vocab else tk.idf_unseen
 
     s = list(tk.pre.transform(q)[0].tokens)                 # stop words ("again", "now") removed
-    toks = [list(p.tokens) for p in tk.pre.transform(caps)]
-    for k, (c, d) in enumerate(zip(caps, toks)):
+    for k, im in enumerate(corpus.split("train")):
+        d = [t for p in tk.pre.transform(list(corpus.captions_of(im))) for t in p.tokens]
         ov = sum(w(x) * min(s.count(x), d.count(x)) for x in set(s))
         ms, md = sum(w(x) for x in s), sum(w(x) for x in d)
-        assert got[k] == pytest.approx(2 * ov / (ms + md) if ms + md > 0 else 0.0, abs=1e-9), c.lemma
+        assert got[k] == pytest.approx(2 * ov / (ms + md) if ms + md > 0 else 0.0, abs=1e-9), im
 
 
 def test_main_job_fits_codebooks_on_a_given_folder(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Multi-caption items, normalisation and text-kernel regularisation (Hodosh et al. 2013, Sec. 3.4).
+"""Multi-caption items, normalisation and text-kernel regularisation (Hodosh et al. 2013, Sec. 4.1.3).
 
 An *item* is a training image's set of captions.  For a sentence kernel ``k`` (already normalised to
 ``k(s, s) = 1``) the item kernel is the sum over the cross product, normalised (Moschitti 2009):

@@ -210,7 +210,7 @@ class TextKernel:
     def params(self) -> dict:
         return {"kind": self.kind, "cpi": self.captions_per_item, "merge": self.merge, "idf": self.idf,
                 "sim": self.similarity, "lambda_m": self.lambda_m, "max_len": self.max_len,
-                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 2}
+                "ext": self.ext_identity(), "seed": self.seed, "min_count": self.min_count, "version": 3}
 
     def ext_identity(self) -> dict | None:
         """The external corpus as cache keys see it (:func:`~kernels.text.similarity.external_corpus_identity`:

@@ -5,29 +5,30 @@ The two tasks use the two modalities' nearest neighbours (Eq. 2):
 * **annotation**: a test image ``i`` is represented by its nearest training image under the image
   kernel, ``NN(i) = argmax_j K_img(i, j)``, and a caption ``s`` is scored by the text similarity between
   ``s`` and the captions of ``NN(i)``:  ``f(i, s) = sim(s, captions(NN(i)))``;
-* **search**: a query sentence ``s`` is represented by its nearest training *caption*
-  ``NN(s) = argmax_c sim(s, c)``, and a test image ``i`` is scored by its image-kernel similarity to the
-  training image of that caption:  ``f(s, i) = K_img(i, image(NN(s)))``.
+* **search**: a query sentence ``s`` is represented by its nearest training image under the text
+  similarity, ``NN(s) = argmax_j sim(s, captions(j))``, and a test image ``i`` is scored by its
+  image-kernel similarity to it:  ``f(s, i) = K_img(i, NN(s))``.
+
+In both directions a training image's text is its five captions as one document: Sec. 3.1, NN5 "treats
+the five captions associated with each training image as a single document".
 
 :meth:`NearestNeighbour.affinity` is the annotation matrix, :meth:`NearestNeighbour.search_affinity` the
 search matrix; :meth:`NearestNeighbour.scores` returns both as :class:`~corpora.scoring.ScoreMatrices`.
 
 Variants (Appendix B) — the text similarity ``sim``:
 
-* ``NN5_F1_idf`` (the paper's NN baseline): F1 of IDF-weighted bags of words.  Against a training
-  image (annotation) its five captions are merged into one document ``d``; against a training caption
-  (search) ``d`` is that caption:
+* ``NN5_F1_idf`` (the paper's NN baseline): F1 of IDF-weighted bags of words against the training
+  image's five captions merged into one document ``d``:
   ``overlap = sum_w idf_w min(tf_s(w), tf_d(w))``, ``P = overlap / sum_w idf_w tf_s(w)``,
   ``R = overlap / sum_w idf_w tf_d(w)``, ``F1 = 2PR/(P+R) = 2 overlap / (|s|_idf + |d|_idf)``.  IDF over the
   merged training documents (``log(|D| / (|D(w)| + 1))``, clipped at 0).
 * ``NN5_F1``: the same without IDF weights.
-* ``NN5_BoW5``: cosine of tf vectors (against the merged document, or the caption, as above).
+* ``NN5_BoW5``: cosine of tf vectors against the merged document.
 * ``NN5_TRI``: a five-caption TRI item kernel (``text``: ``"TRI5"`` by default; the paper's
   NN5_TRI(best) uses the best TRI kernel, ``"TRI5SEM"``, system ``NN5_TRI`` in :mod:`kcca.systems`)
-  between ``s`` and the training item (annotation); the normalised TRI sentence kernel between ``s`` and
-  a training caption (search).
+  between ``s`` and the training item.
 
-Ties (among training images, or training captions) are broken by the lowest index (``argmax``).
+Ties among training images are broken by the lowest index (``argmax``).
 """
 from __future__ import annotations
 
@@ -139,20 +140,6 @@ class NearestNeighbour:
             return self.tk.gram_queries(captions).astype(np.float64)
         return self._f1(self.tk.encode_queries(captions), self._levels, self._item_mass)
 
-    def caption_similarity(self, captions: Sequence[Caption]) -> np.ndarray:
-        """``(n_captions, n_train_captions)`` similarity of each caption to each *training caption* (the
-        variant's sim with the training caption as the document); column ``c`` belongs to training item
-        ``self.tk.item_of[c]``."""
-        captions = list(captions)
-        if not self.variant.startswith("NN5_F1"):
-            return self.tk.gram_queries_captions(captions).astype(np.float64)
-        tk = self.tk
-        # weighted levels of the training captions (a caption's levels are a subset of its item's)
-        W = self._levels_on_cols(tk.docs)
-        W = sp.csr_matrix(W.multiply(tk.omega_of(self._cols // self._stride)[None, :]))
-        mass = np.array([tk.omega_of(d).sum() if len(d) else 0.0 for d in tk.docs])
-        return self._f1(tk.encode_queries(captions), W, mass)
-
     def _check_gram(self, image_gram_test_train) -> np.ndarray:
         G = np.asarray(image_gram_test_train)
         if G.ndim != 2 or G.shape[1] != len(self.train_ids):
@@ -162,21 +149,20 @@ class NearestNeighbour:
     def affinity(self, image_gram_test_train: np.ndarray, captions: Sequence[Caption]) -> np.ndarray:
         """Annotation direction of Eq. 2: ``S[i, s] = sim(s, captions(NN(i)))``, ``(n_test_images, n_captions)``
         float32."""
-        G = self._check_gram(image_gram_test_train)
-        nn = np.argmax(G, axis=1)
-        T = self.text_similarity(captions)          # (n_captions, n_train)
-        return T[:, nn].T.astype(np.float32)
+        return self.scores(image_gram_test_train, captions).annotation
 
     def search_affinity(self, image_gram_test_train: np.ndarray, captions: Sequence[Caption]) -> np.ndarray:
-        """Search direction of Eq. 2: ``S[s, i] = K_img(i, image(NN(s)))`` with ``NN(s)`` the training
-        caption most similar to ``s`` (:meth:`caption_similarity`); ``(n_captions, n_test_images)`` float32."""
-        G = self._check_gram(image_gram_test_train)
-        nn_caption = np.argmax(self.caption_similarity(captions), axis=1)     # (n_captions,)
-        nn_image = self.tk.item_of[nn_caption]
-        return G[:, nn_image].T.astype(np.float32)
+        """Search direction of Eq. 2: ``S[s, i] = K_img(i, NN(s))`` with ``NN(s)`` the training image whose
+        five-caption document is most similar to ``s`` (:meth:`text_similarity`, as for annotation);
+        ``(n_captions, n_test_images)`` float32."""
+        return self.scores(image_gram_test_train, captions).search
 
-    def scores(self, image_gram_test_train: np.ndarray, pool):
-        """:class:`~corpora.scoring.ScoreMatrices` for ``pool``: annotation from :meth:`affinity`, search
-        from :meth:`search_affinity` (the two directions of Eq. 2)."""
-        return ScoreMatrices(annotation=self.affinity(image_gram_test_train, pool.captions),
-                             search=self.search_affinity(image_gram_test_train, pool.captions))
+    def scores(self, image_gram_test_train: np.ndarray, pool_or_captions) -> ScoreMatrices:
+        """:class:`~corpora.scoring.ScoreMatrices` of both directions of Eq. 2 (:meth:`affinity`,
+        :meth:`search_affinity`) for a pool (its ``captions``) or a list of captions; the text
+        similarity is computed once for both."""
+        G = self._check_gram(image_gram_test_train)
+        captions = getattr(pool_or_captions, "captions", pool_or_captions)
+        T = self.text_similarity(captions)                                  # (n_captions, n_train)
+        return ScoreMatrices(annotation=T[:, np.argmax(G, axis=1)].T.astype(np.float32),
+                             search=G[:, np.argmax(T, axis=1)].T.astype(np.float32))

@@ -269,7 +269,7 @@ class Preprocessor:
                                 None if tags is None else tuple(tags[i] for i in keep))
 
     def transform(self, captions: Sequence[Caption], tags: bool = False) -> list[ProcessedCaption]:
-        """Preprocess captions.  With ``tags=True`` POS tags are attached (needed by Eqs. 22-25)."""
+        """Preprocess captions.  With ``tags=True`` POS tags are attached (needed by Eqs. 22-23 and 25; Eq. 24 uses none)."""
         captions = list(captions)
         need_nltk_lemma = [i for i, c in enumerate(captions)
                            if not (self.use_corpus_lemmas and c.lemma is not None)]

@@ -17,15 +17,19 @@ identity for words outside the similarity's vocabulary.  Implemented here:
   (Eq. 26); for a word pair covered by only one of them that one is used.
 * **alignment** ``sigma_A`` (Eq. 25): IBM Model 1 -> Model 2 (:mod:`kernels.text.ibm`) trained on all
   ordered pairs of distinct captions of the same training image, separately on their nouns and their
-  verbs.  Noun vocabulary: lemmas seen >= 5 times as a noun; verbs: tagged verb >= 25 times and >= 25% of
-  the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
+  verbs.  Noun vocabulary (Sec. 3.5.4): lemmas seen >= 5 times as a noun and tagged noun in >= 50% of their
+  occurrences; verbs: tagged verb >= 25 times and >= 25% of the time.  ``sigma_A(w, w') = P_n(w) t_n(w'|w) + P_v(w) t_v(w'|w)`` with
   ``P_n(w)``, ``P_v(w)`` the fraction of ``w``'s training tokens tagged noun / verb.  kappa_A < 0.05 -> 0.
 * **Lin / WordNet** (Eqs. 22-23): Lin's similarity ``sim_Lin(c, c') = 2 IC(lcs(c, c')) / (IC(c) + IC(c'))``
-  (Eq. 22); each word is the vector over WordNet hypernyms ``h`` of its *first* noun sense ``c`` with
-  entries ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))`` (Eq. 23; ``c`` itself is not a dimension), and
-  kappa_Lin is their cosine.  Information content ``IC(c) = -log p(c)`` is estimated from the training
-  captions' noun tokens (each token's count split equally among its noun senses (Resnik 1995) and
-  propagated to all hypernyms).  Vocabulary: the noun vocabulary above, words with a WordNet noun sense.
+  (Eq. 22); each word is the vector over WordNet synsets with entry 1 on its *first* noun sense ``c``
+  ("1 if s_w = s_i") and ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))`` on every hypernym ``h`` of ``c``
+  (Eq. 23), and kappa_Lin is their cosine.  Information content ``IC(c) = -log p(c)`` is estimated from
+  the training captions' noun tokens (each token's count split equally among its noun senses (Resnik
+  1995) and propagated to all hypernyms).  Vocabulary: every lemma seen >= 5 times in the training
+  captions, whatever its tags, with a WordNet noun sense (the paper restricts Lin to no part of speech;
+  its Fig. 3 lists Lin neighbours of the verb "swim").  A verb enters through its first *noun* sense
+  (``swim.n.01``, the act of swimming): the paper does not say which hierarchy a verb uses, and the
+  information content is estimated on the noun hierarchy.
 * **combination** (Eq. 27): ``kappa_{S1,S2} = max(kappa_S1, kappa_S2)`` (``"A,D_ic"``).  The max of PSD
   kernels need not be PSD (nor need the thresholded cosines); see ``TextKernel(psd=...)``.
 """
@@ -284,10 +288,10 @@ def _ext_sentences(tk, path) -> tuple[list[str], np.ndarray, np.ndarray]:
 def pos_vocabularies(processed, min_count: int = MIN_COUNT):
     """Noun / verb vocabularies of Eq. 25 and P_n(w), P_v(w) from tagged training captions.
 
-    Hodosh et al. (2013), Eq. 25 and Sec. 3.5: the noun vocabulary (alignment and Lin similarities) is
-    every lemma seen at least ``min_count`` times *as a noun* (tagged ``NN*``), however often it is
-    tagged otherwise; the verb vocabulary is every lemma tagged ``VB*`` at least 25 times and at least
-    25 % of the time.
+    Hodosh et al. (2013), Eq. 25 and Sec. 3.5.4: the noun vocabulary (alignment and Lin similarities) is
+    every lemma seen at least ``min_count`` times as a noun (tagged ``NN*``) *and* tagged as a noun in
+    at least 50 % of its occurrences (both clauses of the paper's rule); the verb vocabulary is every
+    lemma tagged ``VB*`` at least 25 times and at least 25 % of the time.
 
     Returns
     -------
@@ -303,7 +307,7 @@ def pos_vocabularies(processed, min_count: int = MIN_COUNT):
                 nn[w] += 1
             elif is_verb_tag(t):
                 vb[w] += 1
-    nouns = sorted(w for w in tot if nn[w] >= min_count)
+    nouns = sorted(w for w in tot if nn[w] >= min_count and nn[w] >= 0.5 * tot[w])
     verbs = sorted(w for w in tot if vb[w] >= 25 and vb[w] >= 0.25 * tot[w])
     p_n = {w: nn[w] / tot[w] for w in tot}
     p_v = {w: vb[w] / tot[w] for w in tot}
@@ -386,13 +390,14 @@ def wordnet_information_content(processed):
     return freq, total, ic
 
 
-def lin_first_senses(nouns, freq):
-    """The Lin similarity's words: the lemmas of ``nouns`` (the noun vocabulary, :func:`pos_vocabularies`)
-    whose first WordNet noun sense has a positive training frequency ``freq`` (from
-    :func:`wordnet_information_content`); returns ``(words, first senses)``."""
+def lin_first_senses(lemmas, freq):
+    """The Lin similarity's words: the ``lemmas`` (for :func:`lin_kernel`, every lemma seen at
+    least ``min_count`` times, nouns and verbs alike) whose first WordNet noun sense has a positive
+    training frequency ``freq`` (from :func:`wordnet_information_content`); returns
+    ``(words, first senses)``."""
     wn = english_wordnet()
     words, first = [], []
-    for w in nouns:
+    for w in lemmas:
         senses = wn.synsets(w.replace(" ", "_"), pos="n")
         if senses and freq.get(senses[0], 0) > 0:
             words.append(w)
@@ -415,22 +420,24 @@ def lin_similarity(c1, c2, ic, cache: dict | None = None) -> float:
 def lin_hypernym_vectors(first_senses, ic) -> tuple[list, np.ndarray]:
     """Each word's vector over WordNet hypernyms, Hodosh et al. (2013), Eq. 23.
 
-    Word ``w`` (first noun sense ``c``) has the entry ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))``
-    (Eq. 22 with ``lcs(c, h) = h``) for every hypernym ``h`` of ``c`` (every synset on its hypernym
-    paths, ``c`` itself excluded) and 0 for every other hypernym in the vocabulary's union.
+    Word ``w`` (first noun sense ``c``) has the entry 1 on ``c`` itself (Eq. 23: "1 if s_w = s_i";
+    also ``sim_Lin(c, c)``), ``sim_Lin(c, h) = 2 IC(h) / (IC(c) + IC(h))`` (Eq. 22 with
+    ``lcs(c, h) = h``) for every hypernym ``h`` of ``c`` (every synset on its hypernym paths) and 0 for
+    every other synset in the vocabulary's union.
 
     Returns
     -------
-    hypernyms : list of synsets (the dimensions, sorted by name)
+    hypernyms : list of synsets (the dimensions: the first senses and their hypernyms, sorted by name)
     X : ndarray, shape (n_words, n_hypernyms), float64
     """
     cache: dict = {}
     hyper = [_ancestors(c, cache) - {c} for c in first_senses]
-    dims = sorted(set().union(*hyper), key=lambda h: h.name()) if hyper else []
+    dims = sorted(set(first_senses).union(*hyper), key=lambda h: h.name()) if hyper else []
     col = {h: k for k, h in enumerate(dims)}
     X = np.zeros((len(first_senses), len(dims)))
     for r, (c, hs) in enumerate(zip(first_senses, hyper)):
         ic_c = ic(c)
+        X[r, col[c]] = 1.0
         for h in hs:
             den = ic_c + ic(h)
             X[r, col[h]] = 2.0 * ic(h) / den if den > 0 else 0.0
@@ -439,7 +446,8 @@ def lin_hypernym_vectors(first_senses, ic) -> tuple[list, np.ndarray]:
 
 def lin_kernel(processed, min_count: int = MIN_COUNT):
     """kappa_Lin, Hodosh et al. (2013), Eqs. 22-23: the cosine of the words' hypernym vectors
-    (:func:`lin_hypernym_vectors`) over the noun vocabulary with a WordNet noun sense.
+    (:func:`lin_hypernym_vectors`) over every lemma seen at least ``min_count`` times in the training
+    captions (any part of speech) with a WordNet noun sense.
 
     Returns
     -------
@@ -448,9 +456,10 @@ def lin_kernel(processed, min_count: int = MIN_COUNT):
     info : dict
         ``"first_senses"``, ``"hypernyms"`` (the vector dimensions) and ``"vectors"``.
     """
-    nouns, _, _, _ = pos_vocabularies(processed, min_count)
+    counts = Counter(w for p in processed for w in p.tokens)
+    frequent = sorted(w for w, c in counts.items() if c >= min_count)
     freq, _, ic = wordnet_information_content(processed)
-    words, first = lin_first_senses(nouns, freq)
+    words, first = lin_first_senses(frequent, freq)
     if not words:
         return [], np.zeros((0, 0)), {"first_senses": [], "hypernyms": [], "vectors": np.zeros((0, 0))}
     dims, X = lin_hypernym_vectors(first, ic)
@@ -491,7 +500,7 @@ def build_word_kernel(tk) -> WordKernel:
     words = tk.vocab.words
     key = {"stage": "word_kernel", "corpus": tk.corpus_fingerprint, "train": list(tk.train_ids),
            "cpi": tk.captions_per_item, "seed": tk.seed, "parts": list(tk.sim_parts), "min_count": tk.min_count,
-           "ext": tk.ext_identity(), "version": 2}
+           "ext": tk.ext_identity(), "version": 3}
     comps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     wix = {w: i for i, w in enumerate(words)}
 
