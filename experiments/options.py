@@ -194,7 +194,7 @@ class RunOptions:
         if not self.systems and not self.neural:
             raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
-        if (self.images is not None) != (self.data is not None and self.data.suffix.lower() == ".json"):
+        if (self.images is not None) != (self.data is not None and Path(self.data).suffix.lower() == ".json"):
             raise OptionError("--images goes with a Karpathy --data file (dataset_*.json), and such a file "
                               "needs --images (the folder of its images)")
         if self.workers is not None and self.scheduler is not None:
