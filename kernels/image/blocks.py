@@ -8,7 +8,9 @@ the in-process ones whatever the number of workers (``tests/test_parallel.py`` c
   :data:`WORDS_BLOCK_IMAGES` images; each image's words go to their own ``image_words`` cache entry
   (the in-process key), written by the worker as soon as they exist;
 * per-feature Gram matrices (Eqs. 5, 7–8), row blocks of :data:`GRAM_BLOCK_ROWS` rows against every
-  column, one ``image_gram_rows`` entry per block, keyed by the whole Gram's key and the block's rows.
+  column, one ``image_gram_rows`` entry per block, keyed by the whole Gram's key and the block's rows;
+  a Gram of a few columns (the low-rank solver's pivot columns) in taller blocks
+  (:func:`gram_block_rows`).
 
 A worker killed or lost mid-run costs only the blocks it had not written (Dask reschedules its tasks,
 which then read the written entries back).
@@ -30,6 +32,19 @@ from kernels.image.gram import intersection_gram, pyramid_match_gram
 WORDS_BLOCK_IMAGES = 32
 #: Gram rows per Dask task (each row against every column); one cache entry per block.
 GRAM_BLOCK_ROWS = 256
+#: Gram entries per Dask task for a Gram with fewer than :data:`GRAM_BLOCK_ROWS` columns (the low-rank
+#: solver's kernel columns: every training image against a few pivots), so that one column is a few
+#: tasks of real work rather than hundreds of tiny ones.
+SKINNY_BLOCK_ENTRIES = 1 << 15
+
+
+def gram_block_rows(n_cols: int) -> int:
+    """Rows per block of a Gram with ``n_cols`` columns: :data:`GRAM_BLOCK_ROWS`, or for fewer columns
+    than that, :data:`SKINNY_BLOCK_ENTRIES` entries' worth (a function of the shape only, never of the
+    number of workers)."""
+    if n_cols >= GRAM_BLOCK_ROWS:
+        return GRAM_BLOCK_ROWS
+    return max(GRAM_BLOCK_ROWS, SKINNY_BLOCK_ENTRIES // max(n_cols, 1))
 
 
 def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
@@ -89,13 +104,13 @@ def gram_on_cluster(executor: BlockExecutor, HR: np.ndarray, HC: np.ndarray | No
                     cache: DiskCache, *, kind: str, n_words: int, levels: int, backend: str,
                     show_progress: bool = True) -> np.ndarray:
     """One feature's Gram ``(len(HR), len(HC))`` (``HC=None``: ``HR × HR``), row blocks of
-    :data:`GRAM_BLOCK_ROWS` on ``executor``'s workers, stacked in row order.
+    :func:`gram_block_rows` rows on ``executor``'s workers, stacked in row order.
 
     Each block is cached in namespace ``image_gram_rows`` under the digest of ``gram_key`` (the whole
     Gram's key: rows, columns, their images, codebook, kind) and the block's row range.
     """
     cols = HR if HC is None else HC
-    spans = blocks_of(HR.shape[0], GRAM_BLOCK_ROWS)
+    spans = blocks_of(HR.shape[0], gram_block_rows(cols.shape[0]))
     whole = cache_key(gram_key)
     keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
     context = {"cols": cols, "kind": kind, "n_words": n_words, "levels": levels, "backend": backend}

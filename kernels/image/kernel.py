@@ -214,6 +214,7 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
+        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -323,6 +324,7 @@ class ImageKernel:
         self.corpus_ = corpus
         self.train_ids_ = train_ids
         self._words = {}
+        self._rows_memo = None
         self._desc_memo = {}
         if self.codebook_dir is not None:
             self._codebook_source = codebook_folder_identity(self.codebook_dir)
@@ -548,7 +550,7 @@ class ImageKernel:
 
         def compute(f: str) -> dict[str, np.ndarray]:
             if not hists:
-                hists["rows"] = self.histograms(rows)
+                hists["rows"] = self._row_histograms(rows)
                 hists["cols"] = None if cols is None else self.histograms(cols)
             HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
             if self.executor is not None:
@@ -565,6 +567,35 @@ class ImageKernel:
                                             lambda f=f: compute(f))["K"]
                for f in self.features}
         return {f: out[f] for f in self.features}
+
+    def _row_histograms(self, rows: list[str]) -> dict[str, np.ndarray]:
+        """:meth:`histograms` of ``rows``, kept for the next call with the same rows: the low-rank solver
+        asks for one training column after another (``feature_grams(train_ids, [pivot])``), and the
+        training images' histograms are then built once, not once per column."""
+        key = tuple(rows)
+        if self._rows_memo is None or self._rows_memo[0] != key:
+            self._rows_memo = None   # free the previous rows' histograms before building the new ones
+            self._rows_memo = (key, self.histograms(rows))
+        return self._rows_memo[1]
+
+    def feature_diagonals(self, ids: Sequence[str], block: int = 512) -> dict[str, np.ndarray]:
+        """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
+        ``feature_grams(ids)``, Eqs. 5, 7–8) without the ``len(ids)²`` Gram: each block of ``block``
+        images against itself, by the same Gram routine, so each entry is the full Gram's."""
+        self._check_fitted()
+        ids = list(ids)
+        H = self._row_histograms(ids)
+        out = {f: np.empty(len(ids), dtype=np.float32) for f in self.features}
+        kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=False)
+        for f in self.features:
+            for lo in range(0, len(ids), block):
+                B = H[f][lo:lo + block]
+                if self.kind == "pyramid":
+                    K = pyramid_match_gram(B, B.copy(), self.n_words[f], self.levels, **kw)
+                else:
+                    K = intersection_gram(B, B.copy(), **kw)
+                out[f][lo:lo + len(B)] = np.diagonal(K)
+        return out
 
     def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:
         """Combined kernel ``K = [(1/|F|) Σ_f K_f]^p`` (Hodosh Eq. 6), float32 ``(len(rows), len(cols))``;

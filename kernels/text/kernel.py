@@ -375,6 +375,61 @@ class TextKernel:
             out["train_self"] = self._train_self      # caption self-kernels, reused by gram_queries
         return out
 
+    # ------------------------------------------------------------------ training Gram columns
+    def columns_supported(self) -> bool:
+        """Whether :meth:`gram_columns` can give training Gram columns without the whole Gram: BoW and
+        TRI, with or without lexical similarities, unless ``psd="clip"`` (a clipped Gram needs all of
+        its eigenvalues) or TagRank (its item kernel is built for the whole Gram at once)."""
+        return self.kind in ("BoW", "TRI") and self.psd == "none"
+
+    def gram_diagonal(self) -> np.ndarray:
+        """The diagonal of :meth:`gram_train` ``(n_train,)`` float32, without the Gram: each item's
+        normalised self-kernel (1, or 0 for an item without words) times ``diag``."""
+        self._check()
+        self._ensure_item_self()
+        s = self._item_self.astype(np.float64)
+        r = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
+        return ((s * r) * r).astype(np.float32) * np.float32(self.diag)
+
+    def gram_columns(self, items: Sequence[int]) -> np.ndarray:
+        """Columns ``items`` of :meth:`gram_train` ``(n_train, len(items))`` float32 without the
+        ``n_train²`` Gram (the low-rank solver's pivot columns): the items' captions as queries against
+        every training item (explicit features, Sec. 3.4.1 / Eqs. 15-16; or the soft-matching DP,
+        Eqs. 17-21), normalised by the item self-kernels, the diagonal entry times ``diag``.  Each column
+        is cached (key: the training Gram's key and the item)."""
+        self._check()
+        if not self.columns_supported():
+            raise NotImplementedError(f"{self.name}: no column access (TagRank or psd='clip')")
+        self._ensure_item_self()
+        cols = [self.cache.get_or_compute("text_gram", {"stage": "gram_column", "item": int(i), **self._key},
+                                          lambda i=int(i): {"K": self._compute_column(i)})["K"]
+                for i in items]
+        K = np.stack(cols, axis=1) if cols else np.zeros((self.n_items, 0), np.float32)
+        diag = self.gram_diagonal()
+        for k, i in enumerate(items):
+            K[int(i), k] = diag[int(i)]
+        return K
+
+    def _compute_column(self, item: int) -> np.ndarray:
+        """Raw training Gram column of ``item`` normalised by the item self-kernels (float32)."""
+        caps = np.flatnonzero(self.item_of == item)
+        if self.sim_parts:
+            scale = self._train_scale()
+            qdocs = [self.docs[c] for c in caps]
+            with _torch_threads(self.n_threads):
+                Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs,
+                                 scale[caps], self.docs, scale, self.item_of, self.n_items, self.max_len,
+                                 self._native_threads())
+                if Q is None:
+                    self.last_backend = "torch"
+                    Q = self._soft_cross(qdocs, scale[caps], self.docs, scale, self.item_of, self.n_items,
+                                         symmetric=False, desc="soft TRI column")
+            raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
+        else:
+            raw = _tri.sparse_gram(self.F_items, self.F_items[[item]]).astype(np.float64)[:, 0]
+        s = self._item_self.astype(np.float64)
+        return normalise_items(raw[:, None], s, s[[item]])[:, 0].astype(np.float32)
+
     def gram_queries(self, captions: Sequence[Caption]) -> np.ndarray:
         """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32."""
         self._check()
