@@ -117,3 +117,48 @@ def test_exact_path_still_uses_the_gram(corpus, tmp_path):
     K = entry.rows("train", None, 2)
     ref = decompose(K, solver="exact")
     np.testing.assert_array_equal(view.lam, ref.lam)
+
+
+def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkeypatch):
+    """The classical stage's solver choice forced to low rank on a small corpus: the systems' scores
+    equal those of the low-rank solver fed with the materialised training Grams, and neither the image
+    nor the text training Gram is built."""
+    from types import SimpleNamespace
+
+    import experiments.classical_stage as stage
+    from corpora.protocol import hodosh_pool
+    from kcca.kernel_store import ImageKernelEntry, TextKernelEntry
+    from kcca.systems import run_system
+
+    monkeypatch.setattr(stage, "LOWRANK_ABOVE", 10)
+    monkeypatch.setattr(stage, "LOWRANK_MAX_RANK", MAX_RANK)
+    extra = {"powers": (2,), "diag_factors": (1.0,), "kappas": (1.0,), "ns": (5, 10), "image_kwargs": IMAGE_KW}
+    stage.solver_choice(corpus, SimpleNamespace(skip_missing_images=False), extra)
+    assert extra["solver"] == "lowrank" and extra["kcca_kwargs"]["max_rank"] == MAX_RANK
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    built: list = []
+    real_rows, real_gram = ImageKernelEntry.rows, TextKernelEntry.train_gram
+
+    def rows(self, split, ids, power):
+        built.append(("image", split)) if split == "train" else None
+        return real_rows(self, split, ids, power)
+
+    def train_gram(self, diag):
+        built.append(("text", diag))
+        return real_gram(self, diag)
+
+    monkeypatch.setattr(ImageKernelEntry, "rows", rows)
+    monkeypatch.setattr(TextKernelEntry, "train_gram", train_gram)
+    run = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
+    assert built == []                                      # only columns and diagonals were read
+    # the previous behaviour: the low-rank solver on the materialised training Grams
+    monkeypatch.setattr(ImageKernelEntry, "column_source",
+                        lambda self, p: KernelSource.from_gram(self.rows("train", None, p)))
+    monkeypatch.setattr(TextKernelEntry, "column_source",
+                        lambda self, d: KernelSource.from_gram(self.train_gram(d)))
+    ref = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
+    assert ("image", "train") in built and any(b[0] == "text" for b in built)
+    for split in ("test_matrices", "dev_matrices"):
+        a, b = getattr(run, split), getattr(ref, split)
+        np.testing.assert_allclose(a.annotation, b.annotation, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a.search, b.search, rtol=1e-4, atol=1e-5)
