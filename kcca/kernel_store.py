@@ -289,6 +289,9 @@ class KernelStore:
             with warnings_naming(f"{kind} image kernel (p = {power})"):
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, **decompose_kwargs)
+                release = getattr(entry.kernel, "release_rows", None)   # test doubles have none
+                if solver == "lowrank" and release is not None:
+                    release()   # the training histograms kept while the pivot columns were pulled
         return entry.views[key]
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corpora.cache import DiskCache
-from corpora.parallel import BlockExecutor
+from corpora.parallel import BlockExecutor, Shared
 from kcca.kernel_store import KernelStore
 from kcca.lowrank import KernelSource, incomplete_cholesky
 from kcca.solver import decompose
@@ -77,9 +77,21 @@ def test_image_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(blocks, "SKINNY_BLOCK_ENTRIES", 8)     # row blocks of 8: four per column
     ref = _image_store(corpus, DiskCache(tmp_path / "in-process")).image_view(
         "pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    contexts: list = []
+    real_map = BlockExecutor.map_blocks
+
+    def recording(self, fn, blocks_, **kw):
+        contexts.append((fn.__name__, kw.get("context")))
+        return real_map(self, fn, blocks_, **kw)
+
+    monkeypatch.setattr(BlockExecutor, "map_blocks", recording)
     with BlockExecutor(workers=2, processes=False) as ex:
         store = _image_store(corpus, DiskCache(tmp_path / "dask"), ex)
         view = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    # every pivot column went to the workers against training histograms sent once per feature
+    columns = [c for name, c in contexts if name == "gram_columns_block"]
+    assert len(columns) == 3 * view.pivots.size
+    assert all(isinstance(c, Shared) for c in columns) and len({id(c) for c in columns}) == 3
     np.testing.assert_array_equal(view.pivots, ref.pivots)
     np.testing.assert_array_equal(view.U, ref.U)
     np.testing.assert_array_equal(view.lam, ref.lam)

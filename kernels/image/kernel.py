@@ -1,3 +1,4 @@
+# Size (~630 lines): one estimator, ImageKernel, whose codebooks, visual words, histograms and Gram paths (whole, rows, low-rank columns) share its fitted state.
 """``ImageKernel``: image → descriptors → visual words → (pyramid) histograms → Gram matrices.
 
 Hodosh et al. (2013), Sec. 3.3, end to end, with every expensive step cached on disk
@@ -36,7 +37,7 @@ from tqdm.auto import tqdm
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from corpora.parallel import BlockExecutor
 from corpora.images import read_image
-from kernels.image.blocks import gram_on_cluster, words_on_cluster
+from kernels.image.blocks import columns_on_cluster, gram_on_cluster, is_skinny, shared_rows, words_on_cluster
 from kernels.image.codebook import (
     DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
     fit_codebook, pick_codebook_images, quantise, sample_rows,
@@ -214,7 +215,8 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
-        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray]] | None = None
+        # the last rows' histograms (and their cluster contexts), kept for repeated column requests
+        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -324,7 +326,7 @@ class ImageKernel:
         self.corpus_ = corpus
         self.train_ids_ = train_ids
         self._words = {}
-        self._rows_memo = None
+        self.release_rows()
         self._desc_memo = {}
         if self.codebook_dir is not None:
             self._codebook_source = codebook_folder_identity(self.codebook_dir)
@@ -548,11 +550,16 @@ class ImageKernel:
         cols = None if cols is None else list(cols)
         hists: dict[str, dict[str, np.ndarray] | None] = {}
 
+        columns = cols is not None and is_skinny(len(cols))   # the low-rank solver's pivot columns
+
         def compute(f: str) -> dict[str, np.ndarray]:
             if not hists:
-                hists["rows"] = self._row_histograms(rows)
+                hists["rows"] = self._row_histograms(rows) if columns else self.histograms(rows)
                 hists["cols"] = None if cols is None else self.histograms(cols)
             HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
+            if self.executor is not None and columns:
+                return {"K": columns_on_cluster(self.executor, self._shared_rows(rows, f), HC,
+                                                self._gram_key(f, rows, cols), self.cache)}
             if self.executor is not None:
                 return {"K": gram_on_cluster(self.executor, HR, HC, self._gram_key(f, rows, cols), self.cache,
                                              kind=self.kind, n_words=self.n_words[f], levels=self.levels,
@@ -571,12 +578,30 @@ class ImageKernel:
     def _row_histograms(self, rows: list[str]) -> dict[str, np.ndarray]:
         """:meth:`histograms` of ``rows``, kept for the next call with the same rows: the low-rank solver
         asks for one training column after another (``feature_grams(train_ids, [pivot])``), and the
-        training images' histograms are then built once, not once per column."""
+        training images' histograms are then built once, not once per column (until
+        :meth:`release_rows`)."""
         key = tuple(rows)
         if self._rows_memo is None or self._rows_memo[0] != key:
-            self._rows_memo = None   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (key, self.histograms(rows))
+            self.release_rows()   # free the previous rows' histograms before building the new ones
+            self._rows_memo = (key, self.histograms(rows), {})
         return self._rows_memo[1]
+
+    def _shared_rows(self, rows: list[str], feature: str):
+        """The ``feature`` histograms of ``rows`` as a cluster context sent once for all the columns
+        computed against them (:func:`kernels.image.blocks.shared_rows`)."""
+        H = self._row_histograms(rows)
+        held = self._rows_memo[2]
+        if feature not in held:
+            held[feature] = shared_rows(H[feature], kind=self.kind, n_words=self.n_words[feature],
+                                        levels=self.levels, backend=self.backend)
+        return held[feature]
+
+    def release_rows(self) -> None:
+        """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
+        if self._rows_memo is not None and self.executor is not None:
+            for shared in self._rows_memo[2].values():
+                self.executor.forget(shared)
+        self._rows_memo = None
 
     def feature_diagonals(self, ids: Sequence[str], block: int = 512) -> dict[str, np.ndarray]:
         """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
