@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpora.parallel import BlockExecutor, Shared
 from kcca.lowrank import KernelSource
 from kcca.solver import decompose
 from kernels.image.gram import combine_kernels
@@ -161,25 +162,30 @@ class TextKernelEntry:
         self.kernel.diag = float(diag)
         return self.kernel.gram_train()
 
-    def column_source(self, diag: float) -> KernelSource | None:
+    def column_source(self, diag: float, executor=None) -> KernelSource | None:
         """The training Gram with diagonal factor ``diag`` as a :class:`~kcca.lowrank.KernelSource` of
-        columns (:meth:`~kernels.text.TextKernel.gram_columns`, never the ``N × N`` Gram); ``None`` for a
-        kernel without column access (:meth:`~kernels.text.TextKernel.columns_supported`)."""
+        columns (:meth:`~kernels.text.TextKernel.gram_columns`, never the ``N × N`` Gram), computed on
+        ``executor``'s Dask workers when given; ``None`` for a kernel without column access
+        (:meth:`~kernels.text.TextKernel.columns_supported`).  Its ``context`` attribute is the kernel as
+        sent to the cluster (:meth:`corpora.parallel.BlockExecutor.forget` it after the decomposition)."""
         if not self.kernel.columns_supported():
             return None
         kernel, n = self.kernel, len(self.train_ids)
+        context = Shared(kernel)   # sent to a cluster once for all the columns
 
         def columns(rows, cols) -> np.ndarray:
             if len(rows) != n:
                 raise ValueError("the training text kernel's column source gives whole columns only")
             kernel.diag = float(diag)
-            return kernel.gram_columns([int(j) for j in cols])
+            return kernel.gram_columns([int(j) for j in cols], executor, context)
 
         def diagonal(_data) -> np.ndarray:
             kernel.diag = float(diag)
             return kernel.gram_diagonal()
 
-        return KernelSource(np.arange(n), columns, diag=diagonal)
+        source = KernelSource(np.arange(n), columns, diag=diagonal)
+        source.context = context
+        return source
 
     def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
         """Rows of ``captions`` against the training items, memoised by the caption ids."""
@@ -205,10 +211,13 @@ class KernelStore:
     >>> run_system("TRI5", corpus, store=store)      # reuses the image kernel and its decompositions
 
     Methods that fit take the kernels' settings (seed, cache, progress bars, extra constructor
-    arguments); they are used only when the kernel is not in the store yet.
+    arguments); they are used only when the kernel is not in the store yet.  ``executor``: where the
+    low-rank solver's text-kernel columns run (:class:`~corpora.parallel.BlockExecutor`; the image
+    kernels take theirs from ``image_kwargs``); default in this process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, executor: BlockExecutor | None = None) -> None:
+        self.executor = executor if executor is not None and executor.distributed else None
         self._images: dict[str, ImageKernelEntry] = {}
         self._texts: dict[str, TextKernelEntry] = {}
 
@@ -301,9 +310,11 @@ class KernelStore:
         key = (diag, view_key(solver, decompose_kwargs))
         if key not in entry.views:
             with warnings_naming(f"{name} text kernel (d = {diag:g})"):
-                K = entry.column_source(diag) if solver == "lowrank" else None
-                K = entry.train_gram(diag) if K is None else K
-                entry.views[key] = decompose(K, solver=solver, **decompose_kwargs)
+                K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
+                entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
+                                             **decompose_kwargs)
+                if self.executor is not None and getattr(K, "context", None) is not None:
+                    self.executor.forget(K.context)
         return entry.views[key]
 
     def codebook_digests(self, kind: str) -> dict | None:

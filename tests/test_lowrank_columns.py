@@ -167,10 +167,40 @@ def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkey
     monkeypatch.setattr(ImageKernelEntry, "column_source",
                         lambda self, p: KernelSource.from_gram(self.rows("train", None, p)))
     monkeypatch.setattr(TextKernelEntry, "column_source",
-                        lambda self, d: KernelSource.from_gram(self.train_gram(d)))
+                        lambda self, d, executor=None: KernelSource.from_gram(self.train_gram(d)))
     ref = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
     assert ("image", "train") in built and any(b[0] == "text" for b in built)
     for split in ("test_matrices", "dev_matrices"):
         a, b = getattr(run, split), getattr(ref, split)
         np.testing.assert_allclose(a.annotation, b.annotation, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(a.search, b.search, rtol=1e-4, atol=1e-5)
+
+
+def test_text_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
+    import kernels.text.blocks as tblocks
+
+    monkeypatch.setattr(tblocks, "COLUMN_BLOCK_ITEMS", 7)       # five blocks per column
+    train = corpus.split("train")
+    ref_store = KernelStore()
+    ref_store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "in-process"))
+    ref = ref_store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    with BlockExecutor(workers=2, processes=False) as ex:
+        store = KernelStore(ex)
+        store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "dask"))
+        view = store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    np.testing.assert_array_equal(view.pivots, ref.pivots)
+    np.testing.assert_array_equal(view.U, ref.U)
+    np.testing.assert_array_equal(view.lam, ref.lam)
+    assert len(list((tmp_path / "dask" / "text_gram_column").glob("*.npz"))) == 5 * view.pivots.size
+
+
+def test_soft_tri_columns_equal_the_gram(corpus):
+    """Soft TRI (Eqs. 17-21, here the alignment similarity): each column is the pivot's captions as
+    queries against every training item, the Gram's column."""
+    from kernels.text.kernel import TextKernel
+
+    tk = TextKernel(kind="TRI", similarity="A", diag=2.0, show_progress=False).fit(corpus, corpus.split("train"))
+    K = tk.gram_train()
+    cols = tk.gram_columns([0, 7, 3])
+    np.testing.assert_allclose(cols, K[:, [0, 7, 3]], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tk.gram_diagonal(), np.diagonal(K), rtol=1e-6)
