@@ -1,4 +1,4 @@
-# Size (~630 lines): one estimator, ImageKernel, whose codebooks, visual words, histograms and Gram paths (whole, rows, low-rank columns) share its fitted state.
+# Size (~650 lines): one estimator, ImageKernel, whose codebooks, visual words, histograms and Gram paths (whole, rows, low-rank columns) share its fitted state.
 """``ImageKernel``: image → descriptors → visual words → (pyramid) histograms → Gram matrices.
 
 Hodosh et al. (2013), Sec. 3.3, end to end, with every expensive step cached on disk
@@ -216,7 +216,8 @@ class ImageKernel:
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
         # the last rows' histograms (and their cluster contexts), kept for repeated column requests
-        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict] | None = None
+        # (rows, histograms, cluster contexts by feature, [images fingerprint])
+        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict, list] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -259,9 +260,19 @@ class ImageKernel:
         return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
                 "levels": self.levels, "codebook": self._codebook_digests()[feature],
                 "rows": list(rows), "cols": None if cols is None else list(cols),
-                "row_images": self.corpus_.images_fingerprint(rows),
+                "row_images": self._rows_fingerprint(rows),
                 "col_images": None if cols is None else self.corpus_.images_fingerprint(cols),
                 "version": 1}
+
+    def _rows_fingerprint(self, rows) -> str:
+        """``images_fingerprint(rows)``, computed once while ``rows`` are the kept rows (the low-rank
+        solver's columns: one Gram key per pivot, each over every training image's signature)."""
+        memo = self._rows_memo
+        if memo is None or memo[0] != tuple(rows):
+            return self.corpus_.images_fingerprint(rows)
+        if not memo[3]:
+            memo[3].append(self.corpus_.images_fingerprint(rows))
+        return memo[3][0]
 
     def _check_fitted(self) -> None:
         if self.codebooks_ is None:
@@ -583,7 +594,7 @@ class ImageKernel:
         key = tuple(rows)
         if self._rows_memo is None or self._rows_memo[0] != key:
             self.release_rows()   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (key, self.histograms(rows), {})
+            self._rows_memo = (key, self.histograms(rows), {}, [])
         return self._rows_memo[1]
 
     def _shared_rows(self, rows: list[str], feature: str):
