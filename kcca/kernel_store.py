@@ -96,7 +96,8 @@ class ImageKernelEntry:
         """The combined training kernel (Eq. 6, power ``p``) as a :class:`~kcca.lowrank.KernelSource` for
         the low-rank solver: its diagonal and the columns incomplete Cholesky asks for, each computed
         as ``feature_grams(train_ids, [pivot])`` (cached per column and feature, on the executor's
-        workers when the kernel has one), never the ``N × N`` Gram."""
+        workers when the kernel has one), never the ``N × N`` Gram.  The training histograms kept for
+        the columns are released once the factor is built (:meth:`~kcca.lowrank.KernelSource.release`)."""
         ids = list(self.train_ids)
 
         def columns(rows, cols) -> np.ndarray:
@@ -108,7 +109,8 @@ class ImageKernelEntry:
         def diagonal(_data) -> np.ndarray:
             return combine_kernels(self.kernel.feature_diagonals(ids), int(power))
 
-        return KernelSource(np.arange(len(ids)), columns, diag=diagonal)
+        release = getattr(self.kernel, "release_rows", None)   # test doubles have none
+        return KernelSource(np.arange(len(ids)), columns, diag=diagonal, release=release)
 
     def image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(image_ids), n_train)}`` rows of single images against the training images,
@@ -166,8 +168,9 @@ class TextKernelEntry:
         """The training Gram with diagonal factor ``diag`` as a :class:`~kcca.lowrank.KernelSource` of
         columns (:meth:`~kernels.text.TextKernel.gram_columns`, never the ``N × N`` Gram), computed on
         ``executor``'s Dask workers when given; ``None`` for a kernel without column access
-        (:meth:`~kernels.text.TextKernel.columns_supported`).  Its ``context`` attribute is the kernel as
-        sent to the cluster (:meth:`corpora.parallel.BlockExecutor.forget` it after the decomposition)."""
+        (:meth:`~kernels.text.TextKernel.columns_supported`).  The kernel goes to the cluster once for all
+        the columns and is dropped there once the factor is built
+        (:meth:`~kcca.lowrank.KernelSource.release`)."""
         if not self.kernel.columns_supported():
             return None
         kernel, n = self.kernel, len(self.train_ids)
@@ -183,9 +186,11 @@ class TextKernelEntry:
             kernel.diag = float(diag)
             return kernel.gram_diagonal()
 
-        source = KernelSource(np.arange(n), columns, diag=diagonal)
-        source.context = context
-        return source
+        def release() -> None:   # the cluster may drop the kernel once every column is read
+            if executor is not None:
+                executor.forget(context)
+
+        return KernelSource(np.arange(n), columns, diag=diagonal, release=release)
 
     def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
         """Rows of ``captions`` against the training items, memoised by the caption ids."""
@@ -298,9 +303,6 @@ class KernelStore:
             with warnings_naming(f"{kind} image kernel (p = {power})"):
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, **decompose_kwargs)
-                release = getattr(entry.kernel, "release_rows", None)   # test doubles have none
-                if solver == "lowrank" and release is not None:
-                    release()   # the training histograms kept while the pivot columns were pulled
         return entry.views[key]
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
@@ -313,8 +315,6 @@ class KernelStore:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
                                              **decompose_kwargs)
-                if self.executor is not None and getattr(K, "context", None) is not None:
-                    self.executor.forget(K.context)
         return entry.views[key]
 
     def codebook_digests(self, kind: str) -> dict | None:

@@ -51,7 +51,12 @@ def test_image_lowrank_reads_columns_only_and_matches_the_gram(corpus, tmp_path,
     store = _image_store(corpus, DiskCache(tmp_path / "c"))
     entry = store.image_entry("pyramid")
     shapes = _record_gram_shapes(monkeypatch, entry.kernel)
+    released: list = []
+    inner_release = entry.kernel.release_rows
+    monkeypatch.setattr(entry.kernel, "release_rows", lambda: released.append(len(shapes)) or inner_release())
     view = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    # the training histograms kept for the columns are freed after the last column
+    assert released and released[-1] == len(shapes)
     # (b) only N × 1 columns were built, one per pivot; never the N × N training Gram
     assert shapes and all(s == (n, 1) for s in shapes)
     assert len(shapes) == 3 * view.pivots.size          # three features per pivot column
