@@ -39,6 +39,16 @@ CONNECT_TIMEOUT_S = 20
 BlockFn = Callable[[Any, Any, DiskCache], Mapping[str, np.ndarray]]
 
 
+class Shared:
+    """A block context sent to a cluster's workers once and reused by every :meth:`BlockExecutor.map_blocks`
+    call given this same object (e.g. the training histograms that each of the low-rank solver's kernel
+    columns is computed against: hundreds of maps over the same rows).  In-process it is just ``value``.
+    :meth:`BlockExecutor.forget` (or closing the executor) lets the cluster drop it."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class ExecutorError(ValueError):
     """A cluster that cannot be started or reached (the message names the option and the reason)."""
 
@@ -99,6 +109,7 @@ class BlockExecutor:
         self.processes = processes
         self._client = None
         self._cluster = None
+        self._shared: dict[int, tuple[Shared, Any]] = {}   # id(Shared) -> (it, its context future)
 
     @property
     def mode(self) -> str:
@@ -138,8 +149,16 @@ class BlockExecutor:
                                         f"({type(exc).__name__}: {exc})") from exc
         return self._client
 
+    def forget(self, shared: Shared) -> None:
+        """Let the cluster drop a :class:`Shared` context (no error if it was never sent)."""
+        held = self._shared.pop(id(shared), None)
+        if held is not None:
+            held[1].release()
+
     def close(self) -> None:
         """Disconnect; stop the local cluster if this executor started one."""
+        for held in list(self._shared.values()):
+            self.forget(held[0])
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -166,8 +185,9 @@ class BlockExecutor:
             workers).  Its result must depend only on ``context`` and ``block``.
         blocks : sequence
             The blocks (small, picklable descriptions: index ranges, ids, row slices).
-        context : object, optional
-            What every block needs (codebooks, the corpus, column histograms): sent to each worker once.
+        context : object or :class:`Shared`, optional
+            What every block needs (codebooks, the corpus, column histograms): sent to the cluster once
+            per call, or, wrapped in :class:`Shared`, once for every call given the same object.
         cache, namespace, keys : optional
             With ``namespace`` and ``keys`` (one JSON key per block: data + parameters + block), each
             block's result is read from, or written once into, ``cache`` under ``namespace``.
@@ -199,8 +219,9 @@ class BlockExecutor:
                 self._run_on_cluster(fn, blocks, todo, context, cache, namespace if keyed else None, keys,
                                      out, bar)
             else:
+                value = context.value if isinstance(context, Shared) else context
                 for i in todo:
-                    out[i] = _run_block(fn, context, blocks[i], _cache_spec(cache),
+                    out[i] = _run_block(fn, value, blocks[i], _cache_spec(cache),
                                         namespace if keyed else None, keys[i] if keyed else None)
                     bar.update(1)
         finally:
@@ -215,7 +236,12 @@ class BlockExecutor:
         client = self.client()
         # The context is a task (whose input the scheduler keeps), not scattered data: when the worker
         # holding it dies, Dask recomputes it elsewhere, where scattered data would be lost for good.
-        ctx = client.submit(_context, context, pure=False) if context is not None else None
+        if isinstance(context, Shared):
+            if id(context) not in self._shared:
+                self._shared[id(context)] = (context, client.submit(_context, context.value, pure=False))
+            ctx = self._shared[id(context)][1]
+        else:
+            ctx = client.submit(_context, context, pure=False) if context is not None else None
         futures = {}
         for i in todo:
             f = client.submit(_run_block, fn, ctx, blocks[i], _cache_spec(cache), namespace,
@@ -229,6 +255,6 @@ class BlockExecutor:
         finally:
             for f in futures:
                 f.cancel()
-            if ctx is not None:
+            if ctx is not None and not isinstance(context, Shared):
                 ctx.release()
 

@@ -8,10 +8,14 @@ spatial pyramid, or the global histograms of the ``^Histo`` systems) and many a 
   its per-feature Gram matrices (training Gram, rows of a pool against the training images), the
   combined kernel of Eq. 6 ``K = [(K_C + K_T + K_S) / 3]^p`` per power ``p``, the κ-independent KCCA
   decomposition (:func:`kcca.solver.decompose`) per ``(p, solver settings)``, and per-image feature
-  rows for caption metrics;
+  rows for caption metrics;  with the low-rank solver the decomposition reads only the training
+  kernel's diagonal and the pivot columns incomplete Cholesky asks for (:meth:`ImageKernelEntry.column_source`),
+  never the ``N × N`` training Gram;
 * per text kernel name (:class:`TextKernelEntry`): the fitted :class:`~kernels.text.TextKernel`, query
   rows of a pool's captions, the decomposition of the training Gram with diagonal factor ``d`` per
-  ``(d, solver settings)``, and per-text rows for caption metrics.
+  ``(d, solver settings)`` (low-rank: from the pivot columns, :meth:`TextKernelEntry.column_source`,
+  for BoW and TRI kernels; TagRank and ``psd="clip"`` kernels still build the Gram), and per-text rows
+  for caption metrics.
 
 Everything expensive is also cached on disk by the kernels themselves (their ``DiskCache``).  A store
 holds one training split; asking it for a kernel of another split is an error.  A caller that no longer
@@ -26,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpora.parallel import BlockExecutor, Shared
+from kcca.lowrank import KernelSource
 from kcca.solver import decompose
 from kernels.image.gram import combine_kernels
 from kernels.image.kernel import ImageKernel
@@ -86,6 +92,26 @@ class ImageKernelEntry:
             self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
         return self.combined[ck]
 
+    def column_source(self, power: int) -> KernelSource:
+        """The combined training kernel (Eq. 6, power ``p``) as a :class:`~kcca.lowrank.KernelSource` for
+        the low-rank solver: its diagonal and the columns incomplete Cholesky asks for, each computed
+        as ``feature_grams(train_ids, [pivot])`` (cached per column and feature, on the executor's
+        workers when the kernel has one), never the ``N × N`` Gram.  The training histograms kept for
+        the columns are released once the factor is built (:meth:`~kcca.lowrank.KernelSource.release`)."""
+        ids = list(self.train_ids)
+
+        def columns(rows, cols) -> np.ndarray:
+            if len(rows) != len(ids):
+                raise ValueError("the training image kernel's column source gives whole columns only")
+            grams = self.kernel.feature_grams(ids, [ids[int(j)] for j in cols])
+            return combine_kernels(grams, int(power))
+
+        def diagonal(_data) -> np.ndarray:
+            return combine_kernels(self.kernel.feature_diagonals(ids), int(power))
+
+        release = getattr(self.kernel, "release_rows", None)   # test doubles have none
+        return KernelSource(np.arange(len(ids)), columns, diag=diagonal, release=release)
+
     def image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(image_ids), n_train)}`` rows of single images against the training images,
         each image computed once and kept (:attr:`pair_feature_rows`).  An image of a pool whose rows are
@@ -138,6 +164,34 @@ class TextKernelEntry:
         self.kernel.diag = float(diag)
         return self.kernel.gram_train()
 
+    def column_source(self, diag: float, executor=None) -> KernelSource | None:
+        """The training Gram with diagonal factor ``diag`` as a :class:`~kcca.lowrank.KernelSource` of
+        columns (:meth:`~kernels.text.TextKernel.gram_columns`, never the ``N × N`` Gram), computed on
+        ``executor``'s Dask workers when given; ``None`` for a kernel without column access
+        (:meth:`~kernels.text.TextKernel.columns_supported`).  The kernel goes to the cluster once for all
+        the columns and is dropped there once the factor is built
+        (:meth:`~kcca.lowrank.KernelSource.release`)."""
+        if not self.kernel.columns_supported():
+            return None
+        kernel, n = self.kernel, len(self.train_ids)
+        context = Shared(kernel)   # sent to a cluster once for all the columns
+
+        def columns(rows, cols) -> np.ndarray:
+            if len(rows) != n:
+                raise ValueError("the training text kernel's column source gives whole columns only")
+            kernel.diag = float(diag)
+            return kernel.gram_columns([int(j) for j in cols], executor, context)
+
+        def diagonal(_data) -> np.ndarray:
+            kernel.diag = float(diag)
+            return kernel.gram_diagonal()
+
+        def release() -> None:   # the cluster may drop the kernel once every column is read
+            if executor is not None:
+                executor.forget(context)
+
+        return KernelSource(np.arange(n), columns, diag=diagonal, release=release)
+
     def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
         """Rows of ``captions`` against the training items, memoised by the caption ids."""
         key = (split, tuple(c.id for c in captions))
@@ -162,10 +216,13 @@ class KernelStore:
     >>> run_system("TRI5", corpus, store=store)      # reuses the image kernel and its decompositions
 
     Methods that fit take the kernels' settings (seed, cache, progress bars, extra constructor
-    arguments); they are used only when the kernel is not in the store yet.
+    arguments); they are used only when the kernel is not in the store yet.  ``executor``: where the
+    low-rank solver's text-kernel columns run (:class:`~corpora.parallel.BlockExecutor`; the image
+    kernels take theirs from ``image_kwargs``); default in this process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, executor: BlockExecutor | None = None) -> None:
+        self.executor = executor if executor is not None and executor.distributed else None
         self._images: dict[str, ImageKernelEntry] = {}
         self._texts: dict[str, TextKernelEntry] = {}
 
@@ -244,7 +301,8 @@ class KernelStore:
         key = (power, view_key(solver, decompose_kwargs))
         if key not in entry.views:
             with warnings_naming(f"{kind} image kernel (p = {power})"):
-                entry.views[key] = decompose(entry.rows("train", None, power), solver=solver, **decompose_kwargs)
+                K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
+                entry.views[key] = decompose(K, solver=solver, **decompose_kwargs)
         return entry.views[key]
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
@@ -254,7 +312,9 @@ class KernelStore:
         key = (diag, view_key(solver, decompose_kwargs))
         if key not in entry.views:
             with warnings_naming(f"{name} text kernel (d = {diag:g})"):
-                entry.views[key] = decompose(entry.train_gram(diag), solver=solver, **decompose_kwargs)
+                K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
+                entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
+                                             **decompose_kwargs)
         return entry.views[key]
 
     def codebook_digests(self, kind: str) -> dict | None:

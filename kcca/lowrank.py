@@ -28,14 +28,19 @@ class KernelSource:
         The kernel function between two collections of items.
     diag : callable ``diag(A) -> ndarray (len(A),)``, optional
         ``k(a, a)`` for each item; default: computed block-wise from ``kernel``.
+    release : callable ``release()``, optional
+        Called by the low-rank solver once incomplete Cholesky has read every column it needs, to free
+        what ``kernel`` keeps between columns (e.g. the training histograms); ``kernel`` must still work
+        afterwards (it may rebuild what it freed).
 
     Use :meth:`from_gram` to wrap a precomputed (possibly memory-mapped) Gram matrix.
     """
 
-    def __init__(self, data, kernel: Callable, diag: Callable | None = None):
+    def __init__(self, data, kernel: Callable, diag: Callable | None = None, release: Callable | None = None):
         self.data = data
         self.kernel = kernel
         self._diag = diag
+        self._release = release
         self._gram: np.ndarray | None = None
         self.n = len(data)
 
@@ -65,6 +70,11 @@ class KernelSource:
             blk = self._take(idx)
             out[lo:lo + len(idx)] = np.diagonal(np.asarray(self.kernel(blk, blk), dtype=np.float64))
         return out
+
+    def release(self) -> None:
+        """Free what the kernel keeps between columns (the ``release`` callable; nothing without one)."""
+        if self._release is not None:
+            self._release()
 
     def column(self, i: int) -> np.ndarray:
         """``K[:, i]`` (all training items against item ``i``)."""

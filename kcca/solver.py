@@ -335,6 +335,7 @@ def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
                   max_rank: int | None) -> _View:
     jitter = _relative_floor(jitter, source.n, np.float64)
     G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank)
+    source.release()   # every column is read: what the kernel kept for them goes before the QR's copies
     if G.shape[1] == 0:
         raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
     L = np.ascontiguousarray(G[piv, :])

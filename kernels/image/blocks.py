@@ -8,7 +8,10 @@ the in-process ones whatever the number of workers (``tests/test_parallel.py`` c
   :data:`WORDS_BLOCK_IMAGES` images; each image's words go to their own ``image_words`` cache entry
   (the in-process key), written by the worker as soon as they exist;
 * per-feature Gram matrices (Eqs. 5, 7–8), row blocks of :data:`GRAM_BLOCK_ROWS` rows against every
-  column, one ``image_gram_rows`` entry per block, keyed by the whole Gram's key and the block's rows.
+  column, one ``image_gram_rows`` entry per block, keyed by the whole Gram's key and the block's rows;
+  a Gram of a few columns (the low-rank solver's pivot columns) in taller blocks
+  (:func:`gram_block_rows`), against row histograms sent to the cluster once for all the columns
+  (:func:`columns_on_cluster`).
 
 A worker killed or lost mid-run costs only the blocks it had not written (Dask reschedules its tasks,
 which then read the written entries back).
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from corpora.cache import DiskCache, cache_key
-from corpora.parallel import BlockExecutor, blocks_of
+from corpora.parallel import BlockExecutor, Shared, blocks_of
 from kernels.image.codebook import quantise
 from kernels.image.descriptors import extract_descriptors
 from kernels.image.gram import intersection_gram, pyramid_match_gram
@@ -30,6 +33,24 @@ from kernels.image.gram import intersection_gram, pyramid_match_gram
 WORDS_BLOCK_IMAGES = 32
 #: Gram rows per Dask task (each row against every column); one cache entry per block.
 GRAM_BLOCK_ROWS = 256
+#: Gram entries per Dask task for a Gram with fewer than :data:`GRAM_BLOCK_ROWS` columns (the low-rank
+#: solver's kernel columns: every training image against a few pivots), so that one column is a few
+#: tasks of real work rather than hundreds of tiny ones.
+SKINNY_BLOCK_ENTRIES = 1 << 15
+
+
+def is_skinny(n_cols: int) -> bool:
+    """Whether a Gram with ``n_cols`` columns is a few columns (the low-rank solver's pivot columns)."""
+    return n_cols < GRAM_BLOCK_ROWS
+
+
+def gram_block_rows(n_cols: int) -> int:
+    """Rows per block of a Gram with ``n_cols`` columns: :data:`GRAM_BLOCK_ROWS`, or for fewer columns
+    than that, :data:`SKINNY_BLOCK_ENTRIES` entries' worth (a function of the shape only, never of the
+    number of workers)."""
+    if not is_skinny(n_cols):
+        return GRAM_BLOCK_ROWS
+    return max(GRAM_BLOCK_ROWS, SKINNY_BLOCK_ENTRIES // max(n_cols, 1))
 
 
 def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
@@ -89,13 +110,13 @@ def gram_on_cluster(executor: BlockExecutor, HR: np.ndarray, HC: np.ndarray | No
                     cache: DiskCache, *, kind: str, n_words: int, levels: int, backend: str,
                     show_progress: bool = True) -> np.ndarray:
     """One feature's Gram ``(len(HR), len(HC))`` (``HC=None``: ``HR × HR``), row blocks of
-    :data:`GRAM_BLOCK_ROWS` on ``executor``'s workers, stacked in row order.
+    :func:`gram_block_rows` rows on ``executor``'s workers, stacked in row order.
 
     Each block is cached in namespace ``image_gram_rows`` under the digest of ``gram_key`` (the whole
     Gram's key: rows, columns, their images, codebook, kind) and the block's row range.
     """
     cols = HR if HC is None else HC
-    spans = blocks_of(HR.shape[0], GRAM_BLOCK_ROWS)
+    spans = blocks_of(HR.shape[0], gram_block_rows(cols.shape[0]))
     whole = cache_key(gram_key)
     keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
     context = {"cols": cols, "kind": kind, "n_words": n_words, "levels": levels, "backend": backend}
@@ -104,4 +125,35 @@ def gram_on_cluster(executor: BlockExecutor, HR: np.ndarray, HC: np.ndarray | No
                                 show_progress=show_progress)
     if not parts:
         return np.zeros((0, cols.shape[0]), np.float32)
+    return np.concatenate([p["K"] for p in parts], axis=0)
+
+
+def gram_columns_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
+    """Rows ``a:b`` of the shared row histograms against a few columns (``block``: ``(a, b, HC)``):
+    :func:`gram_rows_block` on a slice of ``context["rows"]``.  Runs on a Dask worker."""
+    a, b, HC = block
+    return gram_rows_block({**context, "cols": HC}, context["rows"][a:b], cache)
+
+
+def shared_rows(HR: np.ndarray, *, kind: str, n_words: int, levels: int, backend: str) -> Shared:
+    """The context of :func:`columns_on_cluster`: the row histograms ``HR`` and the Gram's settings, sent
+    to the cluster once for every column computed against them."""
+    return Shared({"rows": HR, "kind": kind, "n_words": n_words, "levels": levels, "backend": backend})
+
+
+def columns_on_cluster(executor: BlockExecutor, rows: Shared, HC: np.ndarray, gram_key: dict, cache: DiskCache,
+                       show_progress: bool = False) -> np.ndarray:
+    """The Gram of the shared row histograms (:func:`shared_rows`) against a few columns ``HC`` (the
+    low-rank solver's pivots), in row blocks of :func:`gram_block_rows` on ``executor``'s workers, stacked
+    in row order: the numbers and cache entries of :func:`gram_on_cluster`, without sending the rows
+    again for every column."""
+    n = rows.value["rows"].shape[0]
+    spans = blocks_of(n, gram_block_rows(HC.shape[0]))
+    whole = cache_key(gram_key)
+    keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
+    parts = executor.map_blocks(gram_columns_block, [(a, b, HC) for a, b in spans], context=rows, cache=cache,
+                                namespace="image_gram_rows", keys=keys, desc=f"{rows.value['kind']} columns",
+                                show_progress=show_progress)
+    if not parts:
+        return np.zeros((0, HC.shape[0]), np.float32)
     return np.concatenate([p["K"] for p in parts], axis=0)

@@ -1,3 +1,4 @@
+# Size (~650 lines): one estimator, ImageKernel, whose codebooks, visual words, histograms and Gram paths (whole, rows, low-rank columns) share its fitted state.
 """``ImageKernel``: image → descriptors → visual words → (pyramid) histograms → Gram matrices.
 
 Hodosh et al. (2013), Sec. 3.3, end to end, with every expensive step cached on disk
@@ -36,7 +37,7 @@ from tqdm.auto import tqdm
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from corpora.parallel import BlockExecutor
 from corpora.images import read_image
-from kernels.image.blocks import gram_on_cluster, words_on_cluster
+from kernels.image.blocks import columns_on_cluster, gram_on_cluster, is_skinny, shared_rows, words_on_cluster
 from kernels.image.codebook import (
     DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
     fit_codebook, pick_codebook_images, quantise, sample_rows,
@@ -214,6 +215,9 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
+        # the last rows' histograms (and their cluster contexts), kept for repeated column requests
+        # (rows, histograms, cluster contexts by feature, [images fingerprint])
+        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict, list] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -256,9 +260,19 @@ class ImageKernel:
         return {**self._base_key(), "stage": "gram", "feature": feature, "kind": self.kind,
                 "levels": self.levels, "codebook": self._codebook_digests()[feature],
                 "rows": list(rows), "cols": None if cols is None else list(cols),
-                "row_images": self.corpus_.images_fingerprint(rows),
+                "row_images": self._rows_fingerprint(rows),
                 "col_images": None if cols is None else self.corpus_.images_fingerprint(cols),
                 "version": 1}
+
+    def _rows_fingerprint(self, rows) -> str:
+        """``images_fingerprint(rows)``, computed once while ``rows`` are the kept rows (the low-rank
+        solver's columns: one Gram key per pivot, each over every training image's signature)."""
+        memo = self._rows_memo
+        if memo is None or memo[0] != tuple(rows):
+            return self.corpus_.images_fingerprint(rows)
+        if not memo[3]:
+            memo[3].append(self.corpus_.images_fingerprint(rows))
+        return memo[3][0]
 
     def _check_fitted(self) -> None:
         if self.codebooks_ is None:
@@ -323,6 +337,7 @@ class ImageKernel:
         self.corpus_ = corpus
         self.train_ids_ = train_ids
         self._words = {}
+        self.release_rows()
         self._desc_memo = {}
         if self.codebook_dir is not None:
             self._codebook_source = codebook_folder_identity(self.codebook_dir)
@@ -546,11 +561,16 @@ class ImageKernel:
         cols = None if cols is None else list(cols)
         hists: dict[str, dict[str, np.ndarray] | None] = {}
 
+        columns = cols is not None and is_skinny(len(cols))   # the low-rank solver's pivot columns
+
         def compute(f: str) -> dict[str, np.ndarray]:
             if not hists:
-                hists["rows"] = self.histograms(rows)
+                hists["rows"] = self._row_histograms(rows) if columns else self.histograms(rows)
                 hists["cols"] = None if cols is None else self.histograms(cols)
             HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
+            if self.executor is not None and columns:
+                return {"K": columns_on_cluster(self.executor, self._shared_rows(rows, f), HC,
+                                                self._gram_key(f, rows, cols), self.cache)}
             if self.executor is not None:
                 return {"K": gram_on_cluster(self.executor, HR, HC, self._gram_key(f, rows, cols), self.cache,
                                              kind=self.kind, n_words=self.n_words[f], levels=self.levels,
@@ -565,6 +585,53 @@ class ImageKernel:
                                             lambda f=f: compute(f))["K"]
                for f in self.features}
         return {f: out[f] for f in self.features}
+
+    def _row_histograms(self, rows: list[str]) -> dict[str, np.ndarray]:
+        """:meth:`histograms` of ``rows``, kept for the next call with the same rows: the low-rank solver
+        asks for one training column after another (``feature_grams(train_ids, [pivot])``), and the
+        training images' histograms are then built once, not once per column (until
+        :meth:`release_rows`)."""
+        key = tuple(rows)
+        if self._rows_memo is None or self._rows_memo[0] != key:
+            self.release_rows()   # free the previous rows' histograms before building the new ones
+            self._rows_memo = (key, self.histograms(rows), {}, [])
+        return self._rows_memo[1]
+
+    def _shared_rows(self, rows: list[str], feature: str):
+        """The ``feature`` histograms of ``rows`` as a cluster context sent once for all the columns
+        computed against them (:func:`kernels.image.blocks.shared_rows`)."""
+        H = self._row_histograms(rows)
+        held = self._rows_memo[2]
+        if feature not in held:
+            held[feature] = shared_rows(H[feature], kind=self.kind, n_words=self.n_words[feature],
+                                        levels=self.levels, backend=self.backend)
+        return held[feature]
+
+    def release_rows(self) -> None:
+        """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
+        if self._rows_memo is not None and self.executor is not None:
+            for shared in self._rows_memo[2].values():
+                self.executor.forget(shared)
+        self._rows_memo = None
+
+    def feature_diagonals(self, ids: Sequence[str], block: int = 512) -> dict[str, np.ndarray]:
+        """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
+        ``feature_grams(ids)``, Eqs. 5, 7–8) without the ``len(ids)²`` Gram: each block of ``block``
+        images against itself, by the same Gram routine, so each entry is the full Gram's."""
+        self._check_fitted()
+        ids = list(ids)
+        H = self._row_histograms(ids)
+        out = {f: np.empty(len(ids), dtype=np.float32) for f in self.features}
+        kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=False)
+        for f in self.features:
+            for lo in range(0, len(ids), block):
+                B = H[f][lo:lo + block]
+                if self.kind == "pyramid":
+                    K = pyramid_match_gram(B, B.copy(), self.n_words[f], self.levels, **kw)
+                else:
+                    K = intersection_gram(B, B.copy(), **kw)
+                out[f][lo:lo + len(B)] = np.diagonal(K)
+        return out
 
     def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:
         """Combined kernel ``K = [(1/|F|) Σ_f K_f]^p`` (Hodosh Eq. 6), float32 ``(len(rows), len(cols))``;

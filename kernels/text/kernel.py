@@ -1,4 +1,4 @@
-# Size (~610 lines): one estimator, TextKernel, whose BoW / TagRank / soft-TRI Gram paths share its fitted state.
+# Size (~710 lines): one estimator, TextKernel, whose BoW / TagRank / soft-TRI Gram paths share its fitted state.
 """The text kernels of Hodosh et al. (2013), Sec. 3.4, behind one scikit-learn-style class.
 
 >>> tk = TextKernel.from_name("TRI5SEM")            # = TRI5_{A,D_ext+ic}^{sqrt idf}
@@ -32,6 +32,7 @@ import kernels.text.tri as _tri
 from corpora.base import Caption, Corpus, caption_key_text
 from corpora.cache import NO_CACHE, DiskCache
 from corpora.protocol import select_caption_index
+from kernels.text.blocks import text_columns
 from kernels.text.items import apply_diag, clip_psd, normalise_items, symmetrise_inplace
 from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
 from kernels.text.similarity import build_word_kernel, external_corpus_identity
@@ -374,6 +375,69 @@ class TextKernel:
         if self.sim_parts:
             out["train_self"] = self._train_self      # caption self-kernels, reused by gram_queries
         return out
+
+    # ------------------------------------------------------------------ training Gram columns
+    def columns_supported(self) -> bool:
+        """Whether :meth:`gram_columns` can give training Gram columns without the whole Gram: BoW and
+        TRI, with or without lexical similarities, unless ``psd="clip"`` (a clipped Gram needs all of
+        its eigenvalues) or TagRank (its item kernel is built for the whole Gram at once)."""
+        return self.kind in ("BoW", "TRI") and self.psd == "none"
+
+    def gram_diagonal(self) -> np.ndarray:
+        """The diagonal of :meth:`gram_train` ``(n_train,)`` float32, without the Gram: each item's
+        normalised self-kernel (1, or 0 for an item without words) times ``diag``."""
+        self._check()
+        self._ensure_item_self()
+        s = self._item_self.astype(np.float64)
+        r = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
+        return ((s * r) * r).astype(np.float32) * np.float32(self.diag)
+
+    def gram_columns(self, items: Sequence[int], executor=None, context=None) -> np.ndarray:
+        """Columns ``items`` of :meth:`gram_train` ``(n_train, len(items))`` float32 without the
+        ``n_train²`` Gram (the low-rank solver's pivot columns): the items' captions as queries against
+        every training item (explicit features, Sec. 3.4.1 / Eqs. 15-16; or the soft-matching DP,
+        Eqs. 17-21), normalised by the item self-kernels, the diagonal entry times ``diag``.  Computed in
+        blocks of training items (:func:`kernels.text.blocks.text_columns`), on ``executor``'s Dask
+        workers when given (``context``: this kernel as a :class:`corpora.parallel.Shared`, sent once for
+        all columns), each block cached (key: the training Gram's key, the item and the block)."""
+        self._check()
+        if not self.columns_supported():
+            raise NotImplementedError(f"{self.name}: no column access (TagRank or psd='clip')")
+        self._ensure_item_self()
+        if self.sim_parts:
+            self._train_scale()
+            self.weighted_word_kernel()
+        K = text_columns(self, [int(i) for i in items], executor, self.cache, context)
+        diag = self.gram_diagonal()
+        for k, i in enumerate(items):
+            K[int(i), k] = diag[int(i)]
+        return K
+
+    def column_cache_key(self) -> dict:
+        """What the training Gram, and so each of its columns, depends on (corpus, training ids, every
+        parameter)."""
+        return {"stage": "gram_train", **self._key}
+
+    def column_block(self, item: int, lo: int, hi: int) -> np.ndarray:
+        """Training items ``lo:hi`` of the training Gram column of ``item`` (float32, before the diagonal
+        factor), normalised by the item self-kernels: one block of :meth:`gram_columns`."""
+        caps = np.flatnonzero(self.item_of == item)
+        c0, c1 = np.searchsorted(self.item_of, [lo, hi])     # item_of is sorted: items' captions in a row
+        if self.sim_parts:
+            scale = self._train_scale()
+            qdocs = [self.docs[c] for c in caps]
+            with _torch_threads(self.n_threads):
+                args = (qdocs, scale[caps], self.docs[c0:c1], scale[c0:c1], self.item_of[c0:c1] - lo, hi - lo)
+                Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), *args,
+                                 self.max_len, self._native_threads())
+                if Q is None:
+                    self.last_backend = "torch"
+                    Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
+            raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
+        else:
+            raw = _tri.sparse_gram(self.F_items[lo:hi], self.F_items[[item]]).astype(np.float64)[:, 0]
+        s = self._item_self.astype(np.float64)
+        return normalise_items(raw[:, None], s[lo:hi], s[[item]])[:, 0].astype(np.float32)
 
     def gram_queries(self, captions: Sequence[Caption]) -> np.ndarray:
         """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32."""

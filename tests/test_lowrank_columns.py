@@ -1,0 +1,211 @@
+"""The low-rank KCCA path reads only the training kernels' diagonals and the pivot columns incomplete
+Cholesky asks for (kcca.kernel_store column sources): the factor equals the one of the materialised
+Gram, no ``N × N`` training Gram is ever built, and Dask workers give the in-process numbers.  Small
+teaching corpus; the file runs in well under a minute on two cores."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corpora.cache import DiskCache
+from corpora.parallel import BlockExecutor, Shared
+from kcca.kernel_store import KernelStore
+from kcca.lowrank import KernelSource, incomplete_cholesky
+from kcca.solver import decompose
+
+IMAGE_KW = {"n_words": {"color": 16, "texture": 16, "sift": 16}, "max_side": 96, "codebook_images": 20,
+            "n_jobs": 1}
+MAX_RANK = 12
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from corpora.teaching import make_teaching_set
+
+    return make_teaching_set(n_images=50, n_train=30, n_dev=10, seed=5)
+
+
+def _image_store(corpus, cache, executor=None):
+    store = KernelStore()
+    kw = dict(IMAGE_KW, **({"executor": executor} if executor is not None else {}))
+    store.image("pyramid", corpus, corpus.split("train"), cache=cache, image_kwargs=kw)
+    return store
+
+
+def _record_gram_shapes(monkeypatch, kernel) -> list:
+    """Wrap ``kernel.feature_grams`` so that every Gram it returns is recorded by shape."""
+    shapes: list = []
+    inner = kernel.feature_grams
+
+    def recording(rows, cols=None):
+        out = inner(rows, cols)
+        shapes.extend(g.shape for g in out.values())
+        return out
+
+    monkeypatch.setattr(kernel, "feature_grams", recording)
+    return shapes
+
+
+def test_image_lowrank_reads_columns_only_and_matches_the_gram(corpus, tmp_path, monkeypatch):
+    n = len(corpus.split("train"))
+    store = _image_store(corpus, DiskCache(tmp_path / "c"))
+    entry = store.image_entry("pyramid")
+    shapes = _record_gram_shapes(monkeypatch, entry.kernel)
+    released: list = []
+    inner_release = entry.kernel.release_rows
+    monkeypatch.setattr(entry.kernel, "release_rows", lambda: released.append(len(shapes)) or inner_release())
+    view = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    # the training histograms kept for the columns are freed after the last column
+    assert released and released[-1] == len(shapes)
+    # (b) only N × 1 columns were built, one per pivot; never the N × N training Gram
+    assert shapes and all(s == (n, 1) for s in shapes)
+    assert len(shapes) == 3 * view.pivots.size          # three features per pivot column
+    assert "train" not in entry.feature_grams and not entry.combined
+    # (a) the factor of the materialised Gram: the same pivots, the same factor and view
+    monkeypatch.undo()
+    K = entry.kernel.gram(list(entry.train_ids))
+    G_ref, piv_ref = incomplete_cholesky(KernelSource.from_gram(K), max_rank=MAX_RANK)
+    G, piv = incomplete_cholesky(entry.column_source(2), max_rank=MAX_RANK)
+    np.testing.assert_array_equal(piv, piv_ref)
+    np.testing.assert_allclose(G, G_ref, rtol=1e-6, atol=1e-7)
+    ref = decompose(K, solver="lowrank", max_rank=MAX_RANK)
+    np.testing.assert_allclose(view.lam, ref.lam, rtol=1e-6)
+    np.testing.assert_allclose(np.abs(view.train_features()), np.abs(ref.train_features()), rtol=1e-5, atol=1e-7)
+    # the diagonal without the Gram equals the Gram's diagonal
+    np.testing.assert_array_equal(entry.column_source(2).diag(), np.diagonal(K).astype(np.float64))
+
+
+def test_image_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
+    import kernels.image.blocks as blocks
+
+    monkeypatch.setattr(blocks, "GRAM_BLOCK_ROWS", 6)
+    monkeypatch.setattr(blocks, "SKINNY_BLOCK_ENTRIES", 8)     # row blocks of 8: four per column
+    ref = _image_store(corpus, DiskCache(tmp_path / "in-process")).image_view(
+        "pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    contexts: list = []
+    real_map = BlockExecutor.map_blocks
+
+    def recording(self, fn, blocks_, **kw):
+        contexts.append((fn.__name__, kw.get("context")))
+        return real_map(self, fn, blocks_, **kw)
+
+    monkeypatch.setattr(BlockExecutor, "map_blocks", recording)
+    with BlockExecutor(workers=2, processes=False) as ex:
+        store = _image_store(corpus, DiskCache(tmp_path / "dask"), ex)
+        view = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    # every pivot column went to the workers against training histograms sent once per feature
+    columns = [c for name, c in contexts if name == "gram_columns_block"]
+    assert len(columns) == 3 * view.pivots.size
+    assert all(isinstance(c, Shared) for c in columns) and len({id(c) for c in columns}) == 3
+    np.testing.assert_array_equal(view.pivots, ref.pivots)
+    np.testing.assert_array_equal(view.U, ref.U)
+    np.testing.assert_array_equal(view.lam, ref.lam)
+    assert any(p.parent.name == "image_gram_rows" for p in (tmp_path / "dask").rglob("*.npz"))
+
+
+@pytest.mark.parametrize("name", ["BoW5", "TRI5"])
+def test_text_lowrank_reads_columns_only_and_matches_the_gram(corpus, tmp_path, monkeypatch, name):
+    store = KernelStore()
+    entry = store.text(name, corpus, corpus.split("train"), cache=DiskCache(tmp_path / "c"))
+    tk = entry.kernel
+
+    def no_gram():
+        raise AssertionError("the low-rank path built the N x N training text Gram")
+
+    monkeypatch.setattr(tk, "gram_train", no_gram)
+    view = store.text_view(name, 2.0, solver="lowrank", max_rank=MAX_RANK)
+    monkeypatch.undo()
+    tk.diag = 2.0
+    K = tk.gram_train()
+    G_ref, piv_ref = incomplete_cholesky(KernelSource.from_gram(K), max_rank=MAX_RANK)
+    G, piv = incomplete_cholesky(entry.column_source(2.0), max_rank=MAX_RANK)
+    np.testing.assert_array_equal(piv, piv_ref)
+    np.testing.assert_allclose(G, G_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(view.pivots, piv_ref)
+    cols = tk.gram_columns(list(range(K.shape[0])))
+    np.testing.assert_allclose(cols, K, rtol=1e-5, atol=1e-6)
+
+
+def test_exact_path_still_uses_the_gram(corpus, tmp_path):
+    store = _image_store(corpus, DiskCache(tmp_path / "c"))
+    entry = store.image_entry("pyramid")
+    view = store.image_view("pyramid", 2, solver="exact")
+    assert "train" in entry.feature_grams                  # the exact path factors the whole Gram
+    K = entry.rows("train", None, 2)
+    ref = decompose(K, solver="exact")
+    np.testing.assert_array_equal(view.lam, ref.lam)
+
+
+def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkeypatch):
+    """The classical stage's solver choice forced to low rank on a small corpus: the systems' scores
+    equal those of the low-rank solver fed with the materialised training Grams, and neither the image
+    nor the text training Gram is built."""
+    from types import SimpleNamespace
+
+    import experiments.classical_stage as stage
+    from corpora.protocol import hodosh_pool
+    from kcca.kernel_store import ImageKernelEntry, TextKernelEntry
+    from kcca.systems import run_system
+
+    monkeypatch.setattr(stage, "LOWRANK_ABOVE", 10)
+    monkeypatch.setattr(stage, "LOWRANK_MAX_RANK", MAX_RANK)
+    extra = {"powers": (2,), "diag_factors": (1.0,), "kappas": (1.0,), "ns": (5, 10), "image_kwargs": IMAGE_KW}
+    stage.solver_choice(corpus, SimpleNamespace(skip_missing_images=False), extra)
+    assert extra["solver"] == "lowrank" and extra["kcca_kwargs"]["max_rank"] == MAX_RANK
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    built: list = []
+    real_rows, real_gram = ImageKernelEntry.rows, TextKernelEntry.train_gram
+
+    def rows(self, split, ids, power):
+        built.append(("image", split)) if split == "train" else None
+        return real_rows(self, split, ids, power)
+
+    def train_gram(self, diag):
+        built.append(("text", diag))
+        return real_gram(self, diag)
+
+    monkeypatch.setattr(ImageKernelEntry, "rows", rows)
+    monkeypatch.setattr(TextKernelEntry, "train_gram", train_gram)
+    run = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
+    assert built == []                                      # only columns and diagonals were read
+    # the previous behaviour: the low-rank solver on the materialised training Grams
+    monkeypatch.setattr(ImageKernelEntry, "column_source",
+                        lambda self, p: KernelSource.from_gram(self.rows("train", None, p)))
+    monkeypatch.setattr(TextKernelEntry, "column_source",
+                        lambda self, d, executor=None: KernelSource.from_gram(self.train_gram(d)))
+    ref = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
+    assert ("image", "train") in built and any(b[0] == "text" for b in built)
+    for split in ("test_matrices", "dev_matrices"):
+        a, b = getattr(run, split), getattr(ref, split)
+        np.testing.assert_allclose(a.annotation, b.annotation, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a.search, b.search, rtol=1e-4, atol=1e-5)
+
+
+def test_text_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
+    import kernels.text.blocks as tblocks
+
+    monkeypatch.setattr(tblocks, "COLUMN_BLOCK_ITEMS", 7)       # five blocks per column
+    train = corpus.split("train")
+    ref_store = KernelStore()
+    ref_store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "in-process"))
+    ref = ref_store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    with BlockExecutor(workers=2, processes=False) as ex:
+        store = KernelStore(ex)
+        store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "dask"))
+        view = store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    np.testing.assert_array_equal(view.pivots, ref.pivots)
+    np.testing.assert_array_equal(view.U, ref.U)
+    np.testing.assert_array_equal(view.lam, ref.lam)
+    assert len(list((tmp_path / "dask" / "text_gram_column").glob("*.npz"))) == 5 * view.pivots.size
+
+
+def test_soft_tri_columns_equal_the_gram(corpus):
+    """Soft TRI (Eqs. 17-21, here the alignment similarity): each column is the pivot's captions as
+    queries against every training item, the Gram's column."""
+    from kernels.text.kernel import TextKernel
+
+    tk = TextKernel(kind="TRI", similarity="A", diag=2.0, show_progress=False).fit(corpus, corpus.split("train"))
+    K = tk.gram_train()
+    cols = tk.gram_columns([0, 7, 3])
+    np.testing.assert_allclose(cols, K[:, [0, 7, 3]], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tk.gram_diagonal(), np.diagonal(K), rtol=1e-6)
