@@ -1,4 +1,5 @@
-"""The value rules of the command lines' numeric options, checked when the command line is read.
+"""The value rules of the command lines' numeric options, checked when the command line is read, and their
+exit status (:func:`exit_status`).
 
 One place for what every command line accepts as a seed and for the documented maxima of sizes, so a value
 out of range is one ``error:`` line (argparse's, exit 2) before anything is loaded, instead of a traceback
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 #: Accepted ``--seed`` values (equal to :data:`corpora.teaching.EVALUATION_SEEDS`; a test checks it).
 SEEDS = range(0, 2 ** 31)
@@ -70,3 +72,21 @@ def float_in(low: float, high: float, *, low_open: bool = False):
         return x
     parse.__name__ = "number"
     return parse
+
+
+def exit_status(main, argv=None) -> int:
+    """A command line's exit status: ``main(argv)``'s, or 2 for a user mistake, printed as its one
+    ``error:`` line on stderr.
+
+    The command lines' ``main`` raise ``SystemExit("error: …")`` for a user mistake, which Python would end
+    with status 1; 2 is argparse's status for its own option errors and the main job's, so every command
+    line exits 2 for every mistake.  A ``SystemExit`` with a numeric code (argparse's, ``--help``) passes
+    through.
+    """
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return 2

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from corpora.cli_values import MAX_TEACHING_SIZE, float_in, int_in, seed_value
+from corpora.cli_values import MAX_TEACHING_SIZE, exit_status, float_in, int_in, seed_value
 from corpora.paths import OutputPathError, check_output_path
 from corpora.teaching import PRETRAIN_SEEDS
 
@@ -179,15 +179,9 @@ def main(argv=None) -> int:
 
 
 def run(argv=None) -> int:
-    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake (argparse's
-    own option errors exit 2 as well)."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        if not isinstance(exc.code, str):
-            raise
-        print(exc.code, file=sys.stderr)
-        return 2
+    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake
+    (:func:`corpora.cli_values.exit_status`)."""
+    return exit_status(main, argv)
 
 
 if __name__ == "__main__":

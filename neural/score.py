@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from corpora.cli_values import seed_value
+from corpora.cli_values import exit_status, seed_value
 from neural.registry import families, metric_entry, metric_names, metrics_help
 
 def metrics_epilog() -> str:
@@ -504,16 +503,9 @@ def main(argv=None) -> int:
 
 
 def run(argv=None) -> int:
-    """The command line's exit status: :func:`main`'s, or 2 for a user mistake, printed as its one
-    ``error:`` line on stderr (``main`` raises ``SystemExit("error: …")``, which Python would end with 1;
-    2 is argparse's status for its own option errors and the main job's)."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        if not isinstance(exc.code, str):
-            raise
-        print(exc.code, file=sys.stderr)
-        return 2
+    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake
+    (:func:`corpora.cli_values.exit_status`)."""
+    return exit_status(main, argv)
 
 
 if __name__ == "__main__":

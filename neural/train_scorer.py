@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from corpora.cli_values import seed_value
+from corpora.cli_values import exit_status, seed_value
 from neural.family import TrainSettings
 from neural.registry import families, family_for, trained_family
 
@@ -137,14 +137,9 @@ def main(argv=None) -> int:
 
 
 def run(argv=None) -> int:
-    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        if not isinstance(exc.code, str):
-            raise
-        print(exc.code, file=sys.stderr)
-        return 2
+    """:func:`main`'s exit status, or 2 with its one ``error:`` line on stderr for a user mistake
+    (:func:`corpora.cli_values.exit_status`)."""
+    return exit_status(main, argv)
 
 
 if __name__ == "__main__":
