@@ -25,7 +25,7 @@ import numpy as np
 from corpora.cache import DiskCache, cache_key
 from corpora.parallel import BlockExecutor, Shared, blocks_of
 from kernels.image.codebook import quantise
-from kernels.image.descriptors import extract_descriptors
+from kernels.image.descriptors import extract_descriptors, one_opencv_thread
 from kernels.image.gram import intersection_gram, pyramid_match_gram
 
 #: Images per Dask task for visual words: the task overhead (milliseconds) is small against its work
@@ -64,7 +64,8 @@ def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]
             pixels = corpus.load_image(image_id)
         except Exception as exc:
             raise type(exc)(f"image {image_id!r} of corpus {corpus.name!r}: {exc}") from exc
-        desc = extract_descriptors(pixels, context["params"], context["features"])
+        with one_opencv_thread():   # one block per worker thread: OpenCV's own pool would oversubscribe
+            desc = extract_descriptors(pixels, context["params"], context["features"])
         arrays = {}
         for f, (d, shape) in desc.items():
             arrays[f] = quantise(d, context["codebooks"][f]).astype(dtype)

@@ -34,7 +34,9 @@ SIFT (:func:`dense_sift`)
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -302,7 +304,48 @@ def texture_descriptors(rgb: np.ndarray, grid: GridSpec) -> tuple[np.ndarray, tu
     return np.ascontiguousarray(weber_normalise(mr8, axis=-1)), shape
 
 
+# ---------------------------------------------------------------------------------------------- threads
+_CV_THREADS_LOCK = threading.Lock()
+_cv_threads_state = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def one_opencv_thread():
+    """OpenCV held to one thread (``cv2.setNumThreads(1)``, process-wide) while any caller is inside.
+
+    The image kernels parallelise over images (``n_jobs`` threads, or one Dask worker per core); OpenCV's
+    own pool (every core by default, used by ``SIFT.compute``) would put ``n_jobs × cores`` threads on
+    the cores, and on one thread (``ITR_NUM_THREADS=1``) it would still use them all.  Nesting and
+    several threads entering at once are counted: the first entry saves and sets the count, the last
+    exit restores it.  Descriptors do not depend on OpenCV's thread count.
+    """
+    with _CV_THREADS_LOCK:
+        if _cv_threads_state["depth"] == 0:
+            _cv_threads_state["saved"] = cv2.getNumThreads()
+            cv2.setNumThreads(1)
+        _cv_threads_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _CV_THREADS_LOCK:
+            _cv_threads_state["depth"] -= 1
+            if _cv_threads_state["depth"] == 0:
+                cv2.setNumThreads(_cv_threads_state["saved"])
+
+
 # ---------------------------------------------------------------------------------------------- SIFT
+@lru_cache(maxsize=16)
+def _sift_keypoints(h: int, w: int, grid: GridSpec, patch_factor: float) -> tuple[tuple, tuple[int, int]]:
+    """The grid's upright keypoints for an ``h × w`` image (see :func:`dense_sift`), built once per image
+    size: a corpus of same-sized images would otherwise create thousands of ``cv2.KeyPoint`` objects per
+    image, in Python, holding the GIL.  ``SIFT.compute`` reads them and returns new ones."""
+    ys, xs, shape = grid.points(h, w)
+    step = max(h, w) / grid.n_long
+    bin_width = patch_factor * step / 4.0
+    size = float(2.0 * bin_width / 3.0)
+    return tuple(cv2.KeyPoint(float(x), float(y), size, 0.0) for y, x in zip(ys, xs)), shape
+
+
 def dense_sift(rgb: np.ndarray, grid: GridSpec, patch_factor: float = 2.0) -> tuple[np.ndarray, tuple[int, int]]:
     """Dense SIFT: OpenCV ``SIFT.compute`` on the grey image at the grid's points, ``(N, 128)`` float32.
 
@@ -313,11 +356,7 @@ def dense_sift(rgb: np.ndarray, grid: GridSpec, patch_factor: float = 2.0) -> tu
     ``N`` descriptors in grid order).
     """
     h, w = rgb.shape[:2]
-    ys, xs, shape = grid.points(h, w)
-    step = max(h, w) / grid.n_long
-    bin_width = patch_factor * step / 4.0
-    size = float(2.0 * bin_width / 3.0)
-    kps = [cv2.KeyPoint(float(x), float(y), size, 0.0) for y, x in zip(ys, xs)]
+    kps, shape = _sift_keypoints(h, w, grid, float(patch_factor))
     gray8 = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     # cv2 SIFT objects are not documented as thread-safe: one per call is cheap.
     kp_out, desc = cv2.SIFT_create().compute(gray8, kps)

@@ -42,7 +42,7 @@ from kernels.image.codebook import (
     DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
     fit_codebook, pick_codebook_images, quantise, sample_rows,
 )
-from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors
+from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors, one_opencv_thread
 from kernels.image.gram import combine_kernels, intersection_gram, pyramid_match_gram
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 from kernels.threads import default_threads
@@ -291,14 +291,14 @@ class ImageKernel:
 
     def _map(self, fn, items, desc: str):
         """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in
-        order, with a progress bar.  Parallelism is over images, so BLAS/OpenMP are held to one thread
-        per worker (no oversubscription)."""
+        order, with a progress bar.  Parallelism is over images, so BLAS/OpenMP and OpenCV are held to
+        one thread per worker (no oversubscription; :func:`~kernels.image.descriptors.one_opencv_thread`)."""
         bar = None
         if self.show_progress and len(items) > 1:
             bar = tqdm(total=len(items), desc=desc, unit="img", leave=False)
         out = []
         try:
-            with threadpool_limits(limits=1):
+            with threadpool_limits(limits=1), one_opencv_thread():
                 if self.n_jobs == 1 or len(items) <= 1:
                     results = map(fn, items)
                     pool = None
@@ -437,7 +437,7 @@ class ImageKernel:
             return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
 
         order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
-        with threadpool_limits(limits=1):
+        with threadpool_limits(limits=1), one_opencv_thread():
             if self.n_jobs > 1:
                 with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
                     fits = [pool.submit(fit_one, f) for f in order]
