@@ -23,7 +23,8 @@ from experiments.outputs import SystemOutput, split_timings
 from experiments.runlog import JOB_LOGGER
 from kcca.caption_metric import KCCACaptionMetric
 from kcca.kernel_store import KernelStore
-from kcca.systems import get_system, run_system
+from kcca.runner import run_systems
+from kcca.systems import get_system
 from kernels.image.kernel import ImageKernel
 from kernels.text.kernel import TextKernel
 from kernels.text.preprocess import clear_preprocess_memo, lemmatizer
@@ -126,13 +127,17 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
         if c.model == "kcca":
             texts[c.name], last_use[c.text] = c.text, i
     r10: dict[str, float] = {}
-    bar = tqdm(names, desc="classical systems", unit="system", disable=options.no_progress)
-    for i, name in enumerate(bar):
+    # The systems run side by side on the cores (kcca.runner: BLAS held to one thread, so the numbers do
+    # not depend on ITR_NUM_THREADS); results come back in `names` order.  With a Dask cluster the blocks
+    # are the parallel work and the systems run one at a time here (one caller of the executor).
+    bar = tqdm(total=len(names), desc="classical systems", unit="system", disable=options.no_progress)
+    finished = run_systems(names, corpus, store=store, n_jobs=1 if executor.distributed else None,
+                           seed=options.seed, cache=cache, pools=pools, show_progress=not options.no_progress,
+                           skip_missing_images=options.skip_missing_images, **extra)
+    for i, (name, r) in enumerate(zip(names, finished, strict=True)):
         bar.set_postfix_str(name)
+        bar.update(1)
         cfg = get_system(name)
-        r = run_system(name, corpus, store=store, seed=options.seed, cache=cache, pools=pools,
-                       show_progress=not options.no_progress, skip_missing_images=options.skip_missing_images,
-                       **extra)
         family = "baseline" if cfg.model == "nn" else "classical"
         config, timings = split_timings(jsonable(r.config))
         outputs[r.name] = SystemOutput(name=r.name, family=family, test=r.test_matrices, config=config,
@@ -147,6 +152,7 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
             for t, last in last_use.items():
                 if last <= i and t not in needed:
                     store.drop_text(t)
+    bar.close()
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
     for kind in store.image_kinds():   # the cluster closes with this stage; later words are computed here
         store.image_entry(kind).kernel.executor = None

@@ -17,6 +17,7 @@ from kcca.kernel_store import KernelStore
 from kcca.selection import CRITERIA
 from kcca.systems import SystemRun, get_system
 from kernels.image.gram import combine_kernels
+from kernels.threads import one_blas_thread
 
 __all__ = ["KCCACaptionMetric", "pair_scorer", "query_caption"]
 
@@ -165,6 +166,12 @@ class KCCACaptionMetric:
 
     def __call__(self, image_ids: Sequence[str], candidates: Sequence[str],
                  references: Sequence[Sequence[str]] | None = None) -> np.ndarray:
+        # BLAS on one thread, as the systems' own runs (kcca.runner): the refitted model and the scores
+        # do not depend on the machine's cores
+        with one_blas_thread():
+            return self._scores(image_ids, candidates)
+
+    def _scores(self, image_ids: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         image_ids, candidates = [str(i) for i in image_ids], [str(c) for c in candidates]
         if len(image_ids) != len(candidates):
             raise ValueError(f"score_fn: {len(image_ids)} image ids but {len(candidates)} candidates")

@@ -18,13 +18,16 @@ spatial pyramid, or the global histograms of the ``^Histo`` systems) and many a 
   for caption metrics.
 
 Everything expensive is also cached on disk by the kernels themselves (their ``DiskCache``).  A store
+is shared by systems that run side by side on threads (:func:`kcca.runner.run_systems`): each kernel is
+fitted once (the second thread waits for the first), and each entry serialises the calls that touch its
+kernel (a re-entrant lock per entry; a text kernel's diagonal factor is state of the kernel object, and an
+image kernel's visual words and histograms are memoised in it).  A store
 holds one training split; asking it for a kernel of another split is an error.  A caller that no longer
 needs a text kernel drops it (:meth:`KernelStore.drop_text`) to free its Grams and decompositions.
 """
 from __future__ import annotations
 
-import contextlib
-import warnings
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -37,23 +40,16 @@ from kernels.image.gram import combine_kernels
 from kernels.image.kernel import ImageKernel
 from kernels.text.kernel import TextKernel
 
-__all__ = ["ImageKernelEntry", "TextKernelEntry", "KernelStore", "view_key", "warnings_naming"]
+__all__ = ["ImageKernelEntry", "TextKernelEntry", "KernelStore", "view_key"]
+
+
+def _entry_lock():
+    return field(default_factory=threading.RLock, repr=False, compare=False)
 
 
 def view_key(solver: str, decompose_kwargs: Mapping) -> tuple:
     """The part of a decomposition's key that is not the kernel: the solver and its settings."""
     return solver, tuple(sorted(decompose_kwargs.items()))
-
-
-@contextlib.contextmanager
-def warnings_naming(what: str):
-    """Re-issue the warnings raised inside (e.g. KCCA's "not positive semidefinite") with ``what``
-    (which kernel) in front, so a log line says where it comes from."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        warnings.warn(f"{what}: {w.message}", w.category, stacklevel=3)
 
 
 @dataclass
@@ -69,6 +65,7 @@ class ImageKernelEntry:
     combined : ``{(rows key, p): combined kernel}`` (Eq. 6)
     views : ``{(p, view key): decomposition}`` of the combined training Gram (:func:`view_key`)
     pair_feature_rows : ``{image id: {feature: row against the training images}}`` (caption metrics)
+    lock : re-entrant lock held by every method that calls the kernel or fills a memo
     """
 
     kernel: object
@@ -77,6 +74,7 @@ class ImageKernelEntry:
     combined: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)
     pair_feature_rows: dict = field(default_factory=dict)
+    lock: threading.RLock = _entry_lock()
 
     def rows(self, split: str, ids: Sequence[str] | None, power: int) -> np.ndarray:
         """Combined image kernel (Hodosh et al. 2013, Eq. 6, power ``p``) of ``ids`` against the training
@@ -84,13 +82,14 @@ class ImageKernelEntry:
         split name."""
         rows_key = "train" if split == "train" else (split, tuple(ids))
         ck = (rows_key, int(power))
-        if ck not in self.combined:
-            if rows_key not in self.feature_grams:
-                cols = None if split == "train" else list(self.train_ids)
-                rows = list(self.train_ids) if split == "train" else list(ids)
-                self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
-            self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
-        return self.combined[ck]
+        with self.lock:
+            if ck not in self.combined:
+                if rows_key not in self.feature_grams:
+                    cols = None if split == "train" else list(self.train_ids)
+                    rows = list(self.train_ids) if split == "train" else list(ids)
+                    self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
+                self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
+            return self.combined[ck]
 
     def column_source(self, power: int) -> KernelSource:
         """The combined training kernel (Eq. 6, power ``p``) as a :class:`~kcca.lowrank.KernelSource` for
@@ -103,11 +102,13 @@ class ImageKernelEntry:
         def columns(rows, cols) -> np.ndarray:
             if len(rows) != len(ids):
                 raise ValueError("the training image kernel's column source gives whole columns only")
-            grams = self.kernel.feature_grams(ids, [ids[int(j)] for j in cols])
+            with self.lock:
+                grams = self.kernel.feature_grams(ids, [ids[int(j)] for j in cols])
             return combine_kernels(grams, int(power))
 
         def diagonal(_data) -> np.ndarray:
-            return combine_kernels(self.kernel.feature_diagonals(ids), int(power))
+            with self.lock:
+                return combine_kernels(self.kernel.feature_diagonals(ids), int(power))
 
         release = getattr(self.kernel, "release_rows", None)   # test doubles have none
         return KernelSource(np.arange(len(ids)), columns, diag=diagonal, release=release)
@@ -118,6 +119,10 @@ class ImageKernelEntry:
         already in :attr:`feature_grams` (e.g. the dev and test pools, whose images the human judgments
         grade) takes its row from there: every Gram entry depends only on its two images' histograms, so
         the row is the one computing it alone would give."""
+        with self.lock:
+            return self._image_feature_rows(image_ids)
+
+    def _image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         new = [i for i in dict.fromkeys(image_ids) if i not in self.pair_feature_rows]
         for rows_key, grams in list(self.feature_grams.items()) if new else ():
             if rows_key == "train":
@@ -151,6 +156,8 @@ class TextKernelEntry:
     queries : ``{(split, caption ids): rows}`` of a pool's captions against the training items
     views : ``{(d, view key): decomposition}`` of the training Gram with diagonal factor ``d``
     pair_rows : ``{text: row against the training items}`` (caption metrics)
+    lock : re-entrant lock held by every method that calls the kernel (its diagonal factor is kernel
+        state) or fills a memo
     """
 
     kernel: TextKernel
@@ -158,11 +165,13 @@ class TextKernelEntry:
     queries: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)
     pair_rows: dict = field(default_factory=dict)
+    lock: threading.RLock = _entry_lock()
 
     def train_gram(self, diag: float) -> np.ndarray:
         """Training Gram with its diagonal multiplied by ``diag`` (:class:`~kernels.text.TextKernel`)."""
-        self.kernel.diag = float(diag)
-        return self.kernel.gram_train()
+        with self.lock:
+            self.kernel.diag = float(diag)
+            return self.kernel.gram_train()
 
     def column_source(self, diag: float, executor=None) -> KernelSource | None:
         """The training Gram with diagonal factor ``diag`` as a :class:`~kcca.lowrank.KernelSource` of
@@ -179,12 +188,14 @@ class TextKernelEntry:
         def columns(rows, cols) -> np.ndarray:
             if len(rows) != n:
                 raise ValueError("the training text kernel's column source gives whole columns only")
-            kernel.diag = float(diag)
-            return kernel.gram_columns([int(j) for j in cols], executor, context)
+            with self.lock:
+                kernel.diag = float(diag)
+                return kernel.gram_columns([int(j) for j in cols], executor, context)
 
         def diagonal(_data) -> np.ndarray:
-            kernel.diag = float(diag)
-            return kernel.gram_diagonal()
+            with self.lock:
+                kernel.diag = float(diag)
+                return kernel.gram_diagonal()
 
         def release() -> None:   # the cluster may drop the kernel once every column is read
             if executor is not None:
@@ -195,9 +206,10 @@ class TextKernelEntry:
     def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
         """Rows of ``captions`` against the training items, memoised by the caption ids."""
         key = (split, tuple(c.id for c in captions))
-        if key not in self.queries:
-            self.queries[key] = self.kernel.gram_queries(list(captions))
-        return self.queries[key]
+        with self.lock:
+            if key not in self.queries:
+                self.queries[key] = self.kernel.gram_queries(list(captions))
+            return self.queries[key]
 
 
 def _checked_training_set(entry, train_ids: tuple):
@@ -225,6 +237,14 @@ class KernelStore:
         self.executor = executor if executor is not None and executor.distributed else None
         self._images: dict[str, ImageKernelEntry] = {}
         self._texts: dict[str, TextKernelEntry] = {}
+        self._fit_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._fit_locks_lock = threading.Lock()
+
+    def _fitting(self, what: str, name: str) -> threading.Lock:
+        """The lock held while the ``what`` (``"image"`` / ``"text"``) kernel ``name`` is fitted: a second
+        thread asking for it waits and then takes the fitted entry."""
+        with self._fit_locks_lock:
+            return self._fit_locks.setdefault((what, name), threading.Lock())
 
     # ------------------------------------------------------------------------------ get or fit
     def image(self, kind: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
@@ -232,28 +252,28 @@ class KernelStore:
         """The ``kind`` image kernel (``"pyramid"`` / ``"histogram"``), fitted on ``train_ids`` if the
         store has none; another kind fitted on the same images lends it its visual words."""
         train_ids = tuple(train_ids)
-        if kind not in self._images:
-            ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
-                             **(image_kwargs or {}))
-            # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
-            peers = [e.kernel for e in self._images.values() if e.train_ids == train_ids]
-            ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
-            self._images[kind] = ImageKernelEntry(kernel=ik, train_ids=train_ids)
-        entry = self._images[kind]
-        return _checked_training_set(entry, train_ids)
+        with self._fitting("image", kind):
+            if kind not in self._images:
+                ik = ImageKernel(kind=kind, power=2, seed=seed, cache=cache, show_progress=show_progress,
+                                 **(image_kwargs or {}))
+                # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
+                peers = [e.kernel for e in self._images.values() if e.train_ids == train_ids]
+                ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
+                self._images[kind] = ImageKernelEntry(kernel=ik, train_ids=train_ids)
+        return _checked_training_set(self._images[kind], train_ids)
 
     def text(self, name: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
              show_progress: bool = False, text_kwargs: Mapping | None = None) -> TextKernelEntry:
         """The text kernel of paper name ``name`` (:meth:`~kernels.text.TextKernel.from_name`), fitted on
         ``train_ids`` if the store has none."""
         train_ids = tuple(train_ids)
-        if name not in self._texts:
-            tk = TextKernel.from_name(name, seed=seed, cache=cache, show_progress=show_progress,
-                                      **(text_kwargs or {}))
-            tk.fit(corpus, list(train_ids))
-            self._texts[name] = TextKernelEntry(kernel=tk, train_ids=train_ids)
-        entry = self._texts[name]
-        return _checked_training_set(entry, train_ids)
+        with self._fitting("text", name):
+            if name not in self._texts:
+                tk = TextKernel.from_name(name, seed=seed, cache=cache, show_progress=show_progress,
+                                          **(text_kwargs or {}))
+                tk.fit(corpus, list(train_ids))
+                self._texts[name] = TextKernelEntry(kernel=tk, train_ids=train_ids)
+        return _checked_training_set(self._texts[name], train_ids)
 
     # ------------------------------------------------------------------------------ lookup
     def has_image(self, kind: str) -> bool:
@@ -299,23 +319,24 @@ class KernelStore:
         power ``p``, computed once per ``(p, solver settings)``."""
         entry = self.image_entry(kind)
         key = (power, view_key(solver, decompose_kwargs))
-        if key not in entry.views:
-            with warnings_naming(f"{kind} image kernel (p = {power})"):
+        with entry.lock:
+            if key not in entry.views:
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
-                entry.views[key] = decompose(K, solver=solver, **decompose_kwargs)
-        return entry.views[key]
+                entry.views[key] = decompose(K, solver=solver, label=f"{kind} image kernel (p = {power})",
+                                             **decompose_kwargs)
+            return entry.views[key]
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
         """The KCCA decomposition of the training text Gram with diagonal factor ``d``, computed once per
         ``(d, solver settings)``."""
         entry = self.text_entry(name)
         key = (diag, view_key(solver, decompose_kwargs))
-        if key not in entry.views:
-            with warnings_naming(f"{name} text kernel (d = {diag:g})"):
+        with entry.lock:
+            if key not in entry.views:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
-                                             **decompose_kwargs)
-        return entry.views[key]
+                                             label=f"{name} text kernel (d = {diag:g})", **decompose_kwargs)
+            return entry.views[key]
 
     def codebook_digests(self, kind: str) -> dict | None:
         """The visual-word codebook digests of the ``kind`` image kernel (``None`` if the store has no such

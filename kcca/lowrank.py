@@ -11,7 +11,8 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+
+from kernels.threads import one_blas_thread
 
 __all__ = ["KernelSource", "incomplete_cholesky"]
 
@@ -93,6 +94,7 @@ def incomplete_cholesky(
     eta: float = 1e-6,
     max_rank: int | None = None,
     dtype=np.float64,
+    label: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, "partial
     Gram–Schmidt orthogonalisation"; Bach & Jordan 2002).
@@ -103,6 +105,8 @@ def incomplete_cholesky(
     largest residual is numerically zero, or at ``max_rank`` columns.  Costs ``O(N r²)`` time, ``N r``
     memory and ``r`` kernel columns.  A residual that goes negative (the kernel is not PSD) is set to zero,
     with a ``RuntimeWarning`` when it is below ``−1e-6 · trace(K)`` (well above float32 rounding).
+
+    ``label`` names the kernel in front of the warning (see :func:`kcca.solver.decompose`).
 
     Returns
     -------
@@ -124,20 +128,17 @@ def incomplete_cholesky(
     tiny = 1e-12 * max(total / max(n, 1), 1e-300)
     # The loop is BLAS-2 (one GEMV per pivot): extra BLAS threads only add wake-up overhead, which is
     # catastrophic on a loaded machine, so it runs single-threaded.
-    with _single_blas_thread():
+    with one_blas_thread():
         most_negative = _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
     if most_negative < -1e-6 * total:
         # an indefinite kernel (e.g. Hodosh Eq. 27's max of two similarities): the exact solver drops its
         # negative eigenvalues; here the negative residuals are set to zero, so G G^T stays PSD
-        warnings.warn(f"kernel matrix is not positive semidefinite (incomplete Cholesky residual diagonal "
-                      f"{most_negative:.3g} vs trace {total:.3g}); negative residuals are set to zero",
-                      RuntimeWarning, stacklevel=3)
+        message = (f"kernel matrix is not positive semidefinite (incomplete Cholesky residual diagonal "
+                   f"{most_negative:.3g} vs trace {total:.3g}); negative residuals are set to zero")
+        warnings.warn(f"{label}: {message}" if label else message, RuntimeWarning, stacklevel=3)
     r = len(pivots)
     return np.asfortranarray(G[:, :r]), np.asarray(pivots, dtype=np.int64)
 
-
-def _single_blas_thread():
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:

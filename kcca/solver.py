@@ -92,6 +92,7 @@ import numpy as np
 import scipy.linalg as sla
 from threadpoolctl import threadpool_limits
 
+from kcca.lapack import eigh as lapack_eigh
 from kcca.lowrank import KernelSource, incomplete_cholesky
 
 __all__ = [
@@ -296,7 +297,12 @@ def _relative_floor(jitter, n: int, dtype) -> float:
     return float(jitter)
 
 
-def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
+def _named(label: str | None, message: str) -> str:
+    """A warning's text with the kernel it is about in front (``"BoW5 text kernel (d = 1): …"``)."""
+    return f"{label}: {message}" if label else message
+
+
+def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64, label: str | None = None) -> _View:
     n = K.shape[0]
     jitter = _relative_floor(jitter, n, dtype)
     if center:
@@ -304,7 +310,7 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
     else:
         Kc, col, grand = 0.5 * (K + K.T), None, 0.0
     Kc = Kc.astype(dtype, copy=False)
-    lam, U = sla.eigh(Kc, driver="evd", check_finite=False, overwrite_a=True)
+    lam, U = lapack_eigh(Kc, overwrite_a=True)   # = sla.eigh(driver="evd"), other threads run meanwhile
     lam = lam.astype(np.float64)
     lam, U = lam[::-1], U[:, ::-1]
     lmax = float(lam[0]) if lam.size else 0.0
@@ -314,17 +320,17 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
     if lam[-1] < -1e-6 * lmax:
         # indefinite (e.g. Hodosh Eq. 27's max of two similarities): KCCA needs a PSD kernel, so the
         # negative part is dropped (projection onto the PSD cone) and the user is told how much it was
-        warnings.warn(f"kernel matrix is not positive semidefinite (smallest eigenvalue {lam[-1]:.3g} vs "
-                      f"largest {lmax:.3g}); its negative eigenvalues are dropped", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(_named(label, f"kernel matrix is not positive semidefinite (smallest eigenvalue "
+                                    f"{lam[-1]:.3g} vs largest {lmax:.3g}); its negative eigenvalues are dropped"),
+                      RuntimeWarning, stacklevel=3)
     keep = lam > jitter * lmax
     noise_floor = n * float(np.finfo(dtype).eps)
     n_noise = int(np.sum(keep & (lam <= noise_floor * lmax))) if dtype == np.float32 else 0
     if n_noise:
-        warnings.warn(f"float32 KCCA keeps {n_noise} eigen-directions "
+        warnings.warn(_named(label, f"float32 KCCA keeps {n_noise} eigen-directions "
                       f"below float32's numerical-rank tolerance N·eps = {noise_floor:.2g} (relative floor "
                       f"jitter={jitter:g}); they are rounding noise and can distort the canonical directions: "
-                      "pass jitter='auto'", RuntimeWarning, stacklevel=3)
+                      "pass jitter='auto'"), RuntimeWarning, stacklevel=3)
     v = _View(U=np.ascontiguousarray(U[:, keep]), lam=lam[keep].copy(), kind="exact", n_train=n,
               center=center, col_means=col, grand_mean=grand)
     v.min_eig_ratio = float(lam[-1] / lmax)
@@ -332,9 +338,9 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64) -> _View:
 
 
 def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
-                  max_rank: int | None) -> _View:
+                  max_rank: int | None, label: str | None = None) -> _View:
     jitter = _relative_floor(jitter, source.n, np.float64)
-    G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank)
+    G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank, label=label)
     source.release()   # every column is read: what the kernel kept for them goes before the QR's copies
     if G.shape[1] == 0:
         raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
@@ -369,7 +375,7 @@ def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float
             S2 = Cs @ Cs.T
     else:
         S2 = np.zeros((Cs.shape[0], Cs.shape[0]))
-    mu, A = sla.eigh(S2, lower=True, driver="evd", check_finite=False, overwrite_a=True)
+    mu, A = lapack_eigh(S2, overwrite_a=True)
     mu, A = mu[::-1], A[:, ::-1]
     rho = np.sqrt(np.clip(mu.astype(np.float64), 0.0, None))
     # ρ² comes from the eigenvalues of the squared core, whose rounding error is about eps·ρ₁²: below
@@ -395,17 +401,19 @@ KernelView = _View
 
 
 def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float | str = 1e-10, eta: float = 1e-6,
-              max_rank: int | None = None, dtype="float64") -> _View:
+              max_rank: int | None = None, dtype="float64", label: str | None = None) -> _View:
     """The κ-independent decomposition of one training kernel (a Gram matrix or a
     :class:`KernelSource`), reusable across fits with :meth:`KCCA.fit_decomposed`: e.g. one image-kernel
-    decomposition serves every text kernel and every text diagonal factor in a model-selection grid."""
+    decomposition serves every text kernel and every text diagonal factor in a model-selection grid.
+    ``label`` names the kernel in front of its warnings (e.g. ``"TRI5SEM text kernel (d = 1)"``; safe
+    when several threads decompose at once, unlike re-issuing caught warnings)."""
     if solver == "exact":
         if isinstance(K, KernelSource):
             K = K._gram if K._gram is not None else K.kernel(K.data, K.data)
-        return _exact_view(_as_gram(K, "K"), center, jitter, _check_dtype(dtype))
+        return _exact_view(_as_gram(K, "K"), center, jitter, _check_dtype(dtype), label)
     if solver == "lowrank":
         src = K if isinstance(K, KernelSource) else KernelSource.from_gram(_as_gram(K, "K"))
-        return _lowrank_view(src, center, jitter, eta, max_rank)
+        return _lowrank_view(src, center, jitter, eta, max_rank, label)
     raise ValueError(f"solver must be 'exact' or 'lowrank', got {solver!r}")
 
 

@@ -24,10 +24,13 @@ import json
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable
 
 log = logging.getLogger(__name__)
+
+_BUILD_LOCK = threading.Lock()   # build_and_load: one build at a time in this process
 
 RECORD_SUFFIX = ".sha256.json"
 
@@ -120,6 +123,9 @@ def _discard(lib: Path) -> None:
 def build_and_load(lib: Path, source_sha256: str, build: Callable[[Path], None], what: str):
     """The verified library at ``lib``: loaded when its record matches, else (re)built and loaded.
 
+    One thread at a time (a process-wide lock): two classical systems that run side by side and meet a
+    library that is not built yet build it once, not twice into the same path.
+
     Parameters
     ----------
     lib : Path
@@ -136,6 +142,11 @@ def build_and_load(lib: Path, source_sha256: str, build: Callable[[Path], None],
     ctypes.CDLL or None
         ``None`` when it cannot be built or loaded (the caller uses its fallback); a warning says why.
     """
+    with _BUILD_LOCK:
+        return _build_and_load(lib, source_sha256, build, what)
+
+
+def _build_and_load(lib: Path, source_sha256: str, build: Callable[[Path], None], what: str):
     if lib.is_file():
         try:
             return load_verified(lib, source_sha256)

@@ -216,10 +216,10 @@ def test_system_lists_with_commas_inside_names():
 
 
 def test_kernel_warnings_name_the_kernel():
-    import warnings
+    from kcca.solver import decompose
 
-    from kcca.kernel_store import warnings_naming
-
-    with pytest.warns(RuntimeWarning, match=r"^TRI5SEM text kernel \(d = 1\): kernel matrix is not PSD$"):
-        with warnings_naming("TRI5SEM text kernel (d = 1)"):
-            warnings.warn("kernel matrix is not PSD", RuntimeWarning)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 30))
+    K = A + A.T   # symmetric, indefinite
+    with pytest.warns(RuntimeWarning, match=r"^TRI5SEM text kernel \(d = 1\): kernel matrix is not positive"):
+        decompose(K, label="TRI5SEM text kernel (d = 1)")

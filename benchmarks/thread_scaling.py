@@ -1,0 +1,150 @@
+"""Thread scaling of the classical stage: the main job cold at 1, 2, … threads (``ITR_NUM_THREADS``).
+
+Target (issue "Scale", item 1): the classical stage cold at least **1.7× faster on 2 threads than on 1**
+on a 2-core machine, and at least 5× from 2 to 16 threads on a 16-core one, with identical numbers at
+every thread count.  Each run is the main job on the built-in teaching set with ``--metrics none`` and an
+empty ``--cache-dir`` (nothing of the classical stage cached), the compiled C kernels built beforehand
+(they live in ``$ITR_CACHE_DIR``, not in ``--cache-dir``, so no run pays their compile).  The figure is
+the job's own "classical systems (kernels, KCCA, NN)" timing from ``results.json``; the numbers are
+compared as ``benchmarks/main_job.py`` does (every figure except timings, the command line and the
+provenance, which records the thread count).
+
+    python benchmarks/thread_scaling.py                  # 1, 2, 4, … up to the usable cores
+    python benchmarks/thread_scaling.py --threads 1,2    # the 2-core target
+    python benchmarks/thread_scaling.py --threads 2,16 --json
+    python benchmarks/thread_scaling.py --quick          # the --quick default (600 images)
+    python benchmarks/thread_scaling.py --threads 1,2 --repeat 3   # median of 3 interleaved trials
+
+Run it on a quiet machine: another busy process makes every figure meaningless.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import emit, peak_rss_mb  # noqa: E402
+from kernels.threads import ENV, default_threads  # noqa: E402
+
+STAGE = "classical systems (kernels, KCCA, NN)"
+
+
+def default_counts() -> list[int]:
+    """1, 2, 4, … and the number of usable cores."""
+    cores = default_threads() if not os.environ.get(ENV) else len(os.sched_getaffinity(0))
+    counts, t = [], 1
+    while t < cores:
+        counts.append(t)
+        t *= 2
+    return counts + [cores]
+
+
+def build_native(env: dict) -> None:
+    """Compile (or verify) the C kernels into ``env``'s ``$ITR_CACHE_DIR`` once, outside the timings."""
+    code = "from kernels.image.native import load; from kernels.text.native import load_softtri; load(); load_softtri()"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
+
+
+def run_cold(threads: int, tmp: Path, env: dict, extra: list[str]) -> dict:
+    """One cold main job at ``threads`` threads: wall time, the stage timing and the numbers."""
+    out = tmp / f"run-{threads}"
+    cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", "--metrics", "none", "--no-progress",
+           "--cache-dir", str(tmp / f"cache-{threads}"), "--out", str(out), *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=dict(env, **{ENV: str(threads)}), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"main job at {threads} threads failed with exit code {proc.returncode}")
+    results = json.loads((out / "results.json").read_text())
+    return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]), "numbers": numbers(results)}
+
+
+def median_run(trials: list[dict]) -> dict:
+    """The trial with the median stage time (the lower median for an even count)."""
+    return sorted(trials, key=lambda r: r["stage_s"])[(len(trials) - 1) // 2]
+
+
+def numbers(results: dict) -> dict:
+    """results.json without what legitimately differs between runs (timings, command line, provenance)."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if "timings" not in k and k not in ("command", "provenance")}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+
+    return strip(results)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default=None, metavar="LIST",
+                    help="comma-separated thread counts (default: 1, 2, 4, … and the usable cores)")
+    ap.add_argument("--quick", action="store_true", help="measure the --quick default (600 images)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="measure every thread count N times, interleaved (1, 2, 1, 2, …), and report the "
+                         "median (default 1; a shared or virtual machine's timings vary by 10 %% between runs)")
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="keep each run's output folder (results.json, report, run.log) as DIR/run-<threads>")
+    args = ap.parse_args(argv)
+    try:
+        counts = [int(t) for t in args.threads.split(",")] if args.threads else default_counts()
+    except ValueError:
+        ap.error(f"--threads {args.threads}: expected whole numbers separated by commas, e.g. 1,2")
+    if not counts or min(counts) < 1:
+        ap.error("--threads: every count must be at least 1")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ITR_CACHE_DIR=str(tmp / "native"))
+        build_native(env)
+        trials: dict[int, list[dict]] = {t: [] for t in counts}
+        for _ in range(max(1, args.repeat)):
+            for t in counts:
+                trials[t].append(run_cold(t, tmp, env, ["--quick"] if args.quick else []))
+                shutil.rmtree(tmp / f"cache-{t}")   # the next trial is cold again
+                if args.keep:
+                    shutil.copytree(tmp / f"run-{t}", Path(args.keep) / f"run-{t}", dirs_exist_ok=True)
+                shutil.rmtree(tmp / f"run-{t}")
+    runs = {t: median_run(ts) for t, ts in trials.items()}
+    reference = trials[min(counts)][0]["numbers"]
+    base_t = min(counts)
+    base = runs[base_t]
+    curve = [{"threads": t, "classical_stage_s": round(r["stage_s"], 1), "job_wall_s": round(r["wall_s"], 1),
+              "trials_s": [round(x["stage_s"], 1) for x in trials[t]],
+              f"speedup_vs_{base_t}": round(base["stage_s"] / r["stage_s"], 2),
+              "efficiency": round(base["stage_s"] / r["stage_s"] * base_t / t, 2),
+              "numbers_identical": all(x["numbers"] == reference for x in trials[t])}
+             for t, r in runs.items()]
+    out = {"cores": len(os.sched_getaffinity(0)), "quick": args.quick, "curve": curve,
+           "peak_rss_mb": round(peak_rss_mb(children=True)),   # the largest of the runs
+           "identical_numbers": all(c["numbers_identical"] for c in curve)}
+    if 1 in runs and 2 in runs:
+        out["speedup_2_vs_1"] = round(runs[1]["stage_s"] / runs[2]["stage_s"], 2)
+        out["target_2_vs_1"] = 1.7
+    if 2 in runs and 16 in runs:
+        out["speedup_16_vs_2"] = round(runs[2]["stage_s"] / runs[16]["stage_s"], 2)
+        out["target_16_vs_2"] = 5.0
+    if args.json:
+        emit(out, True)
+        return
+    emit({k: v for k, v in out.items() if k != "curve"}, False)
+    print()
+    header = list(curve[0])
+    print("  ".join(f"{h:>18}" for h in header))
+    for c in curve:
+        print("  ".join(f"{str(c[h]):>18}" for h in header))
+
+
+if __name__ == "__main__":
+    main()

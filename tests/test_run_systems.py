@@ -1,0 +1,150 @@
+"""Classical systems side by side (kcca/runner.py), the GIL-free LAPACK eigendecomposition (kcca/lapack.py),
+the kernel store under threads and OpenCV's thread count (issue "Scale", item 1)."""
+from __future__ import annotations
+
+import threading
+
+import cv2
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from threadpoolctl import threadpool_info
+
+from kcca.kernel_store import KernelStore
+from kcca.lapack import eigh
+from kcca.runner import run_systems, systems_in_parallel
+from kernels.image.descriptors import one_opencv_thread
+
+NAMES = ["NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TRI5", "TRI5^Histo"]
+GRID = {"ns": (2, 5, 10, 20), "kappas": (0.1, 1.0, 10.0), "fixed_power": 2, "fixed_diag": 1.0,
+        "kcca_kwargs": {"dtype": "float32", "jitter": "auto"}}
+
+
+def _run(corpus, n_jobs: int, cache) -> list:
+    return list(run_systems(NAMES, corpus, store=KernelStore(), n_jobs=n_jobs, cache=cache, **GRID))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_every_system_comes_back_in_order_with_the_same_numbers_for_any_n_jobs(small_teaching_set, tmp_path):
+    from corpora.cache import DiskCache
+
+    # separate caches: each run computes everything itself (a shared cache would hand the second its numbers)
+    one = _run(small_teaching_set, 1, DiskCache(tmp_path / "one"))
+    three = _run(small_teaching_set, 3, DiskCache(tmp_path / "three"))
+    assert [r.name for r in one] == [r.name for r in three] == NAMES   # none lost, none reordered
+    for a, b in zip(one, three):
+        for split in ("test_matrices", "dev_matrices"):
+            ma, mb = getattr(a, split), getattr(b, split)
+            assert np.array_equal(ma.annotation, mb.annotation) and np.array_equal(ma.search, mb.search), a.name
+        if a.selection is not None:
+            ca, cb = ({k: v for k, v in r.config["selection"].items() if k != "timings"} for r in (a, b))
+            assert ca == cb, a.name
+
+
+def test_blas_is_held_to_one_thread_while_systems_run(small_teaching_set, monkeypatch):
+    import kcca.runner as runner
+
+    seen = []
+
+    def fake_run_system(name, corpus, **kwargs):
+        seen.append([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        return name
+
+    monkeypatch.setattr(runner, "run_system", fake_run_system)
+    assert list(run_systems(["BoW1", "BoW5", "TRI5"], small_teaching_set, n_jobs=2)) == ["BoW1", "BoW5", "TRI5"]
+    assert seen and all(counts and set(counts) == {1} for counts in seen)
+
+
+def test_an_error_in_one_system_is_raised_at_its_turn(small_teaching_set, monkeypatch):
+    import kcca.runner as runner
+
+    def fake_run_system(name, corpus, **kwargs):
+        if name == "bad":
+            raise ValueError("bad system")
+        return name
+
+    monkeypatch.setattr(runner, "run_system", fake_run_system)
+    got = []
+    with pytest.raises(ValueError, match="bad system"):
+        for r in run_systems(["a", "b", "bad", "c", "d"], small_teaching_set, n_jobs=2):
+            got.append(r)
+    assert got == ["a", "b"]
+
+
+def test_systems_in_parallel_follows_threads_and_is_one_on_the_lowrank_path(monkeypatch):
+    monkeypatch.setenv("ITR_NUM_THREADS", "3")
+    assert systems_in_parallel(None) == 3 and systems_in_parallel(2) == 2 and systems_in_parallel(0) == 1
+    assert systems_in_parallel(None, solver="lowrank") == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 3, 17, 200])
+def test_lapack_eigh_is_scipys_evd_bit_for_bit(n, dtype):
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    a = a + a.T
+    w_ref, v_ref = sla.eigh(a, lower=True, driver="evd", check_finite=False)
+    w, v = eigh(a)
+    assert w.dtype == v.dtype == dtype and np.array_equal(w, w_ref) and np.array_equal(v, v_ref)
+    # overwrite_a on a Fortran array works in place and gives the same numbers
+    f = np.array(a, order="F", copy=True)
+    w2, v2 = eigh(f, overwrite_a=True)
+    assert np.array_equal(w2, w_ref) and np.array_equal(v2, v_ref) and np.shares_memory(v2, f)
+    # only the lower triangle is read
+    junk = a.copy()
+    junk[np.triu_indices(n, 1)] = 1e3
+    assert np.array_equal(eigh(junk)[0], w_ref)
+
+
+def test_lapack_eigh_refuses_non_square_and_takes_other_dtypes_through_scipy():
+    with pytest.raises(ValueError, match="square"):
+        eigh(np.zeros((2, 3)))
+    w, _ = eigh(np.diag([3, 1, 2]).astype(np.int64))
+    assert np.allclose(w, [1, 2, 3])
+
+
+def test_kernel_store_fits_a_shared_text_kernel_once_under_threads(small_teaching_set, monkeypatch):
+    from corpora.protocol import train_items
+    from kernels.text import TextKernel
+
+    fits = []
+    real_fit = TextKernel.fit
+
+    def slow_fit(self, corpus, ids):
+        fits.append(self.name)
+        threading.Event().wait(0.2)   # keep the first fit running while the others ask
+        return real_fit(self, corpus, ids)
+
+    monkeypatch.setattr(TextKernel, "fit", slow_fit)
+    store = KernelStore()
+    ids = train_items(small_teaching_set).image_ids
+    entries = []
+    threads = [threading.Thread(target=lambda: entries.append(store.text("BoW5", small_teaching_set, ids)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fits == ["BoW5"] and len({id(e) for e in entries}) == 1
+
+
+def test_one_opencv_thread_nests_across_threads_and_restores():
+    before = cv2.getNumThreads()
+    inside = []
+    gate = threading.Barrier(2)
+
+    def worker():
+        with one_opencv_thread():
+            gate.wait()
+            inside.append(cv2.getNumThreads())
+            gate.wait()
+
+    with one_opencv_thread():
+        t = threading.Thread(target=worker)
+        t.start()
+        gate.wait()
+        inside.append(cv2.getNumThreads())
+        gate.wait()
+        t.join()
+        assert cv2.getNumThreads() == 1   # the worker left, this caller is still inside
+    assert inside == [1, 1] and cv2.getNumThreads() == before
