@@ -2,9 +2,10 @@
 teaching set.
 
 Targets (issue: the main job end to end): ≤ 120 s cold and ≤ 20 s warm on a 2-core machine
-(measured: 90.1–96.9 s cold over two runs, the C-kernel compile included, the shipped fine-tuned scorers
-loaded rather than trained; 8.1–11.2 s warm, the neural stage, the significance tables and the paper-effect bootstraps read from
-the cache; README "Runtime").
+(measured on the 2-core development machine, a virtual Intel Xeon at 2.1 GHz: 136.5 s cold, over the
+target there — 90–97 s on a faster 2-core machine — the C-kernel compile included, the shipped fine-tuned
+scorers loaded rather than trained; 12.7 s warm, the neural stage, the significance tables and the
+paper-effect bootstraps read from the cache; README "Runtime").
 
     python benchmarks/main_job.py            # human-readable
     python benchmarks/main_job.py --json     # one JSON object: cold_s, warm_s, ...
