@@ -26,3 +26,19 @@ def emit(result: Mapping, as_json: bool, *, skip: Iterable[str] = (), indent: in
     width = max((len(k) for k, _ in rows), default=0)
     for k, v in rows:
         print(f"{k:>{width}}: {v}")
+
+
+def comparable_numbers(results: Mapping, drop: Iterable[str] = ("command",)) -> dict:
+    """A main job's ``results.json`` without what legitimately differs between runs of the same numbers:
+    every key containing ``timings`` and the keys in ``drop`` (the command line; a run at another
+    thread count also drops ``provenance``, which records the threads)."""
+    drop = set(drop)
+
+    def strip(o):
+        if isinstance(o, Mapping):
+            return {k: strip(v) for k, v in o.items() if "timings" not in k and k not in drop}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+
+    return strip(results)

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import emit, peak_rss_mb  # noqa: E402
+from benchmarks._common import comparable_numbers, emit, peak_rss_mb  # noqa: E402
 
 
 def run_once(cache_dir: Path, out_dir: Path, extra: list[str]) -> float:
@@ -47,18 +47,6 @@ def run_once(cache_dir: Path, out_dir: Path, extra: list[str]) -> float:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         raise SystemExit(f"main job failed with exit code {proc.returncode}")
     return dt
-
-
-def _numbers(results: dict) -> dict:
-    """results.json without what legitimately differs between runs (timings, the command line)."""
-    def strip(o):
-        if isinstance(o, dict):
-            return {k: strip(v) for k, v in o.items() if "timings" not in k and k != "command"}
-        if isinstance(o, list):
-            return [strip(v) for v in o]
-        return o
-
-    return strip(results)
 
 
 def main(argv=None) -> None:
@@ -82,8 +70,8 @@ def main(argv=None) -> None:
         cold_rss = peak_rss_mb(children=True)
         warm = run_once(tmp / "cache", tmp / "run2", extra)
         res = json.loads((tmp / "run1" / "results.json").read_text())
-        a = _numbers(res)
-        b = _numbers(json.loads((tmp / "run2" / "results.json").read_text()))
+        a = comparable_numbers(res)
+        b = comparable_numbers(json.loads((tmp / "run2" / "results.json").read_text()))
         if args.keep:
             shutil.copytree(tmp / "run1", args.keep, dirs_exist_ok=True)
     targets = (None, None) if args.data else (120, 20)   # the targets are the teaching set's

@@ -32,15 +32,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import emit, peak_rss_mb  # noqa: E402
-from kernels.threads import ENV, default_threads  # noqa: E402
+from benchmarks._common import comparable_numbers, emit, peak_rss_mb  # noqa: E402
+from kernels.threads import ENV  # noqa: E402
 
 STAGE = "classical systems (kernels, KCCA, NN)"
 
 
 def default_counts() -> list[int]:
     """1, 2, 4, … and the number of usable cores."""
-    cores = default_threads() if not os.environ.get(ENV) else len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     counts, t = [], 1
     while t < cores:
         counts.append(t)
@@ -66,24 +66,12 @@ def run_cold(threads: int, tmp: Path, env: dict, extra: list[str]) -> dict:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         raise SystemExit(f"main job at {threads} threads failed with exit code {proc.returncode}")
     results = json.loads((out / "results.json").read_text())
-    return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]), "numbers": numbers(results)}
+    return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]), "numbers": comparable_numbers(results, drop=("command", "provenance"))}
 
 
 def median_run(trials: list[dict]) -> dict:
     """The trial with the median stage time (the lower median for an even count)."""
     return sorted(trials, key=lambda r: r["stage_s"])[(len(trials) - 1) // 2]
-
-
-def numbers(results: dict) -> dict:
-    """results.json without what legitimately differs between runs (timings, command line, provenance)."""
-    def strip(o):
-        if isinstance(o, dict):
-            return {k: strip(v) for k, v in o.items() if "timings" not in k and k not in ("command", "provenance")}
-        if isinstance(o, list):
-            return [strip(v) for v in o]
-        return o
-
-    return strip(results)
 
 
 def main(argv=None) -> None:

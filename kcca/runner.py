@@ -6,7 +6,7 @@ decompositions, the κ solves, the (n, κ) sweep on dev and the Borda ensembles 
 Sec. 4.1.3) — is a sequence of mid-sized numpy / LAPACK calls that one thread runs best.  On a 2-core
 machine it was a third of the cold classical stage, on one core, while the other idled.  The systems are
 independent once their kernels exist, so :func:`run_systems` runs ``n_jobs`` of them at a time on threads
-(numpy and LAPACK release the GIL) over one :class:`~kcca.kernel_store.KernelStore`, which fits each
+(numpy releases the GIL, and so do the eigendecompositions through :func:`kcca.lapack.eigh`) over one :class:`~kcca.kernel_store.KernelStore`, which fits each
 kernel once and serialises the calls on one kernel.
 
 Determinism: BLAS / LAPACK results depend on their own thread count (an OpenBLAS ``eigh`` on 2 threads
