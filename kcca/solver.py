@@ -339,23 +339,41 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64, label: st
 
 def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
                   max_rank: int | None, label: str | None = None) -> _View:
+    """The spectral view of ``K ≈ G G^T`` (incomplete Cholesky): the centred factor ``G_c = G − 1 ḡ^T``
+    has the thin QR ``G_c = Q R`` and ``R = U_r diag(s) W^T``, so ``K_c ≈ (Q U_r) diag(s²) (Q U_r)^T``:
+    ``U = Q U_r``, ``λ = s²``.  Every ``N × r`` step runs in ``G``'s own memory (centring in place,
+    LAPACK's QR overwriting ``G`` with ``Q``, ``U`` written over ``Q`` in row blocks), so the view costs
+    one ``N × r`` float64 array at its peak, not the four of a copying QR (docs/scaling.md)."""
     jitter = _relative_floor(jitter, source.n, np.float64)
     G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank, label=label)
-    source.release()   # every column is read: what the kernel kept for them goes before the QR's copies
+    source.release()   # every column is read: what the kernel kept for them goes before the QR
     if G.shape[1] == 0:
         raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
     L = np.ascontiguousarray(G[piv, :])
     g_mean = G.mean(axis=0) if center else np.zeros(G.shape[1])
-    Gc = G - g_mean if center else G
-    Q, R = np.linalg.qr(Gc)
+    if center:
+        G -= g_mean          # G is this function's own array (Fortran order, as LAPACK wants it)
+    U, lam, Wt = _thin_spectrum_in_place(G, jitter)
+    return _View(U=U, lam=lam, kind="lowrank", n_train=source.n, center=center, pivots=piv,
+                 L=L, g_mean=g_mean, W=np.ascontiguousarray(Wt.T), source=source)
+
+
+def _thin_spectrum_in_place(G: np.ndarray, jitter: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(U, λ, W^T)`` of ``G G^T = U diag(λ) U^T`` (``G``: N × r, N ≥ r, Fortran order), keeping
+    ``λ > jitter · λ₁``; ``G`` is overwritten (``U`` is a view of its memory)."""
+    n = G.shape[0]
+    Q, R = sla.qr(G, mode="economic", overwrite_a=True, check_finite=False)
     Ur, s, Wt = np.linalg.svd(R)
     lam = s * s
     keep = lam > jitter * float(lam[0]) if lam.size and lam[0] > 0 else np.zeros(lam.shape, bool)
     if not keep.any():
         raise ValueError("kernel matrix is zero after centring: no canonical directions exist")
-    U = Q @ Ur[:, keep]
-    return _View(U=U, lam=lam[keep], kind="lowrank", n_train=source.n, center=center, pivots=piv,
-                 L=L, g_mean=g_mean, W=np.ascontiguousarray(Wt[keep].T), source=source)
+    k = int(keep.sum())               # λ descends: the kept ones are the first k
+    T = np.ascontiguousarray(Ur[:, :k])
+    for lo in range(0, n, _ROW_CHUNK):
+        blk = Q[lo:lo + _ROW_CHUNK]
+        blk[:, :k] = blk @ T          # the product is formed before the rows are written back
+    return Q[:, :k], lam[:k], Wt[:k]
 
 
 def _solve_core(vx: _View, vy: _View, M: np.ndarray, reg: float, min_corr: float,

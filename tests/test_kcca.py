@@ -468,3 +468,37 @@ def test_float32_with_a_float64_floor_warns_about_noise_directions():
     auto = KCCA(reg=0.1, dtype="float32", jitter="auto").fit(Kx, Ky)
     assert (auto.rank_x_, auto.rank_y_) == (ref.rank_x_, ref.rank_y_) == (5, 4)
     np.testing.assert_allclose(auto.correlations_, ref.correlations_, atol=1e-4)
+
+
+def test_lowrank_view_is_the_copying_qr_spectrum_in_one_factor_of_memory():
+    """The low-rank view's spectrum (``G_c = QR``, ``R = U_r S W^T``, ``U = Q U_r``, ``λ = s²``) equals the
+    copying computation (np.linalg.qr on a centred copy) to rounding, and is built in the factor's own
+    memory: the peak allocation of the whole decomposition stays under twice the ``N × r`` float64
+    factor (the copying QR held four: ``G``, its centred copy, ``Q`` and ``U``)."""
+    import tracemalloc
+
+    from kcca.lowrank import KernelSource, incomplete_cholesky
+    from kcca.solver import decompose
+
+    rng = np.random.default_rng(0)
+    n, r = 20_000, 120
+    X = rng.normal(size=(n, r)) * np.linspace(3.0, 0.1, r)
+    src = KernelSource(X, kernel=lambda a, b: a @ b.T, diag=lambda a: np.einsum("ij,ij->i", a, a))
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    view = decompose(src, solver="lowrank", max_rank=r)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    factor = n * r * 8
+    assert peak < 2.0 * factor, (peak / factor)
+
+    G, piv = incomplete_cholesky(src, max_rank=r)
+    Gc = G - G.mean(axis=0)
+    Q, R = np.linalg.qr(Gc)
+    Ur, s, Wt = np.linalg.svd(R)
+    np.testing.assert_allclose(view.lam, (s * s)[: view.rank], rtol=1e-9)
+    np.testing.assert_array_equal(view.pivots, piv)
+    U_old = Q @ Ur[:, : view.rank]
+    signs = np.sign(np.einsum("ij,ij->j", view.U, U_old))
+    np.testing.assert_allclose(view.U * signs, U_old, atol=1e-9)
+    np.testing.assert_allclose(view.U.T @ view.U, np.eye(view.rank), atol=1e-10)
