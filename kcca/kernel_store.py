@@ -14,7 +14,7 @@ spatial pyramid, or the global histograms of the ``^Histo`` systems) and many a 
 * per text kernel name (:class:`TextKernelEntry`): the fitted :class:`~kernels.text.TextKernel`, query
   rows of a pool's captions, the decomposition of the training Gram with diagonal factor ``d`` per
   ``(d, solver settings)`` (low-rank: from the pivot columns, :meth:`TextKernelEntry.column_source`,
-  for BoW and TRI kernels; TagRank and ``psd="clip"`` kernels still build the Gram), and per-text rows
+  for BoW, TRI and TagRank kernels; ``psd="clip"`` kernels still build the Gram), and per-text rows
   for caption metrics.
 
 Everything expensive is also cached on disk by the kernels themselves (their ``DiskCache``).  A store
@@ -200,6 +200,8 @@ class TextKernelEntry:
         def release() -> None:   # the cluster may drop the kernel once every column is read
             if executor is not None:
                 executor.forget(context)
+            with self.lock:
+                kernel.release_columns()
 
         return KernelSource(np.arange(n), columns, diag=diagonal, release=release)
 

@@ -103,7 +103,7 @@ def test_image_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
     assert any(p.parent.name == "image_gram_rows" for p in (tmp_path / "dask").rglob("*.npz"))
 
 
-@pytest.mark.parametrize("name", ["BoW5", "TRI5"])
+@pytest.mark.parametrize("name", ["BoW5", "TRI5", "TagRank"])
 def test_text_lowrank_reads_columns_only_and_matches_the_gram(corpus, tmp_path, monkeypatch, name):
     store = KernelStore()
     entry = store.text(name, corpus, corpus.split("train"), cache=DiskCache(tmp_path / "c"))
@@ -209,3 +209,30 @@ def test_soft_tri_columns_equal_the_gram(corpus):
     cols = tk.gram_columns([0, 7, 3])
     np.testing.assert_allclose(cols, K[:, [0, 7, 3]], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(tk.gram_diagonal(), np.diagonal(K), rtol=1e-6)
+
+
+def test_tagrank_columns_and_self_kernels_without_the_gram(corpus):
+    """TagRank (Eqs. 9-11) on the low-rank path: the items' self-kernels computed item by item equal the
+    Gram's diagonal, each column (the pivot's captions against every training item, summed over the
+    cross products, in blocks) equals the Gram's column, and the query rows need no Gram."""
+    import kernels.text.blocks as tblocks
+    from kernels.text.kernel import TextKernel
+
+    train = corpus.split("train")
+    fresh = TextKernel(kind="TagRank", captions_per_item=5, show_progress=False).fit(corpus, train)
+    fresh._ensure_item_self()
+    direct = fresh._item_self.copy()
+    q_direct = fresh.gram_queries(corpus.captions_of(corpus.split("test")[0]))
+    tk = TextKernel(kind="TagRank", captions_per_item=5, show_progress=False).fit(corpus, train)
+    K = tk.gram_train()
+    np.testing.assert_allclose(direct, tk._item_self, rtol=1e-12)
+    old = tblocks.COLUMN_BLOCK_ITEMS
+    tblocks.COLUMN_BLOCK_ITEMS = 5                       # several blocks per column
+    try:
+        cols = tk.gram_columns([0, 9, 4])
+    finally:
+        tblocks.COLUMN_BLOCK_ITEMS = old
+    np.testing.assert_allclose(cols, K[:, [0, 9, 4]], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(q_direct, tk.gram_queries(corpus.captions_of(corpus.split("test")[0])), rtol=1e-6)
+    tk.release_columns()
+    assert "_spans" not in tk._tagrank.__dict__

@@ -358,8 +358,7 @@ class TextKernel:
     def _compute_gram(self) -> dict:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
-            self._tagrank = TagRank().fit(self.docs, self.V)
-            Kraw = self._tagrank.gram(self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
+            Kraw = self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
         elif self.sim_parts:
             Kraw = self._soft_gram()
         else:
@@ -378,10 +377,10 @@ class TextKernel:
 
     # ------------------------------------------------------------------ training Gram columns
     def columns_supported(self) -> bool:
-        """Whether :meth:`gram_columns` can give training Gram columns without the whole Gram: BoW and
-        TRI, with or without lexical similarities, unless ``psd="clip"`` (a clipped Gram needs all of
-        its eigenvalues) or TagRank (its item kernel is built for the whole Gram at once)."""
-        return self.kind in ("BoW", "TRI") and self.psd == "none"
+        """Whether :meth:`gram_columns` can give training Gram columns without the whole Gram: BoW, TRI
+        (with or without lexical similarities) and TagRank, unless ``psd="clip"`` (a clipped Gram needs
+        all of its eigenvalues)."""
+        return self.psd == "none"
 
     def gram_diagonal(self) -> np.ndarray:
         """The diagonal of :meth:`gram_train` ``(n_train,)`` float32, without the Gram: each item's
@@ -402,7 +401,7 @@ class TextKernel:
         all columns), each block cached (key: the training Gram's key, the item and the block)."""
         self._check()
         if not self.columns_supported():
-            raise NotImplementedError(f"{self.name}: no column access (TagRank or psd='clip')")
+            raise NotImplementedError(f"{self.name}: no column access (psd='clip')")
         self._ensure_item_self()
         if self.sim_parts:
             self._train_scale()
@@ -412,6 +411,13 @@ class TextKernel:
         for k, i in enumerate(items):
             K[int(i), k] = diag[int(i)]
         return K
+
+    def release_columns(self) -> None:
+        """Drop what column access keeps between the columns of one decomposition (TagRank's postings of
+        each block of training captions)."""
+        tr = getattr(self, "_tagrank", None)
+        if tr is not None:
+            tr.forget_spans()
 
     def column_cache_key(self) -> dict:
         """What the training Gram, and so each of its columns, depends on (corpus, training ids, every
@@ -423,7 +429,9 @@ class TextKernel:
         factor), normalised by the item self-kernels: one block of :meth:`gram_columns`."""
         caps = np.flatnonzero(self.item_of == item)
         c0, c1 = np.searchsorted(self.item_of, [lo, hi])     # item_of is sorted: items' captions in a row
-        if self.sim_parts:
+        if self.kind == "TagRank":
+            raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
+        elif self.sim_parts:
             scale = self._train_scale()
             qdocs = [self.docs[c] for c in caps]
             with _torch_threads(self.n_threads):
@@ -476,21 +484,29 @@ class TextKernel:
         Xq = _bow.row_normalise(Xq, qnorms)
         return _tri.sparse_gram(Xq.tocsr(), Xc.tocsr()).astype(np.float32)
 
+    def _fitted_tagrank(self) -> TagRank:
+        """The TagRank statistics of the training captions (Eqs. 9-11), fitted once."""
+        if getattr(self, "_tagrank", None) is None:
+            self._tagrank = TagRank().fit(self.docs, self.V)
+        return self._tagrank
+
     def _ensure_item_self(self):
+        """The items' unnormalised self-kernels: from the training Gram when it was built (its diagonal),
+        else computed item by item without it (TagRank, soft TRI; explicit features have them from
+        fitting)."""
         if self._item_self is not None:
             return
         if self.kind == "TagRank":
-            self.gram_train()
+            self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
         elif self.sim_parts:
             self._item_self = self._soft_item_self()
 
     def _compute_queries(self, captions) -> np.ndarray:
         qdocs = self.encode_queries(captions)
         if self.kind == "TagRank":
-            self.gram_train()
-            if not hasattr(self, "_tagrank"):
-                self._tagrank = TagRank().fit(self.docs, self.V)
-            Q = self._tagrank.cross(qdocs, self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
+            self._ensure_item_self()
+            Q = self._fitted_tagrank().cross(qdocs, self.docs, self.item_of, self.n_items,
+                                             show_progress=self.show_progress)
             return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
         if self.sim_parts:
             self._ensure_item_self()

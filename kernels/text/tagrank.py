@@ -111,14 +111,15 @@ class TagRank:
         return (om_r if om_r > 0 else 1.0), (om_a if om_a > 0 else 1.0)
 
     def caption_kernel(self, row_vecs, col_vecs, post=None, block: int = 256, show_progress=False,
-                       symmetric: bool = False):
+                       symmetric: bool = False, col_l1=None):
         """Yield ``(start, col_start, K_block)``: caption-level TagRank for rows ``start:start+b`` against
-        columns ``col_start:`` (``col_start = start`` when ``symmetric``, else 0), float32."""
+        columns ``col_start:`` (``col_start = start`` when ``symmetric``, else 0), float64.  ``post`` and
+        ``col_l1``: the columns' postings and L1 norms when already computed."""
         import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
 
         post = self._postings(col_vecs) if post is None else post
         Nc = len(col_vecs)
-        l1r_c, l1a_c = self._l1_norms(col_vecs)
+        l1r_c, l1a_c = self._l1_norms(col_vecs) if col_l1 is None else col_l1
         l1r_rows, l1a_rows = (l1r_c, l1a_c) if row_vecs is col_vecs else self._l1_norms(row_vecs)
         row_post = self._postings(row_vecs)
         cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
@@ -188,3 +189,46 @@ class TagRank:
         for s, _, Kb in self.caption_kernel(qv, self.train_vecs, show_progress=show_progress):
             Q[s:s + len(Kb)] = np.add.reduceat(np.asarray(Kb, dtype=np.float64), starts, axis=1)
         return Q
+
+    # ------------------------------------------------------------------ without the Gram (low-rank path)
+    def _captions_of(self, c0: int, c1: int) -> tuple:
+        """Training captions ``c0:c1``: their vectors, postings and L1 norms, kept per span (a pivot column
+        visits the same spans for every pivot)."""
+        spans = self.__dict__.setdefault("_spans", {})
+        if (c0, c1) not in spans:
+            vecs = self.train_vecs[c0:c1]
+            spans[(c0, c1)] = (vecs, self._postings(vecs), self._l1_norms(vecs))
+        return spans[(c0, c1)]
+
+    def forget_spans(self) -> None:
+        """Drop the per-span postings :meth:`item_block` keeps (once a decomposition has its columns)."""
+        self.__dict__.pop("_spans", None)
+
+    def item_block(self, query_captions: Sequence[int], c0: int, c1: int, item_of_block: np.ndarray,
+                   n_block: int) -> np.ndarray:
+        """Unnormalised item kernel between the training item made of captions ``query_captions`` and the
+        ``n_block`` training items whose captions are ``c0:c1`` (``item_of_block``: their item, counted
+        from the block's first): the sum of caption kernels over each cross product, ``(n_block,)``.
+        One block of a training Gram column, without the Gram."""
+        vecs, post, l1 = self._captions_of(c0, c1)
+        qv = [self.train_vecs[int(c)] for c in query_captions]
+        out = np.zeros(n_block)
+        for _, _, Kb in self.caption_kernel(qv, vecs, post, col_l1=l1):
+            np.add.at(out, item_of_block, np.asarray(Kb, dtype=np.float64).sum(axis=0))
+        return out
+
+    def item_self(self, item_of: np.ndarray, n_items: int, block_items: int = 256) -> np.ndarray:
+        """Unnormalised self-kernel of every training item (the Gram's diagonal, without the Gram): each
+        item's captions against themselves, in blocks of ``block_items`` items."""
+        out = np.zeros(n_items)
+        starts = np.searchsorted(item_of, np.arange(0, n_items + 1))   # item_of is sorted
+        for lo in range(0, n_items, block_items):
+            hi = min(n_items, lo + block_items)
+            c0, c1 = int(starts[lo]), int(starts[hi])
+            vecs = self.train_vecs[c0:c1]
+            own = item_of[c0:c1]
+            for s, _, Kb in self.caption_kernel(vecs, vecs):
+                rows = own[s:s + len(Kb)]
+                same = rows[:, None] == own[None, :]
+                np.add.at(out, rows, np.where(same, Kb, 0.0).sum(axis=1))
+        return out
