@@ -55,6 +55,7 @@ from neural.checkpoints import (  # noqa: F401  (the error types are re-exported
     torchscript_trusted,
 )
 from neural.names import TINY_MODEL_NAMES, is_teaching_model, is_tiny_model  # noqa: F401  (re-exported)
+from neural.prefetch import loader_threads_for, prefetched
 from neural.pretrained import (  # noqa: F401  (PACS_CHECKPOINTS … re-exported: the backbone API)
     OFFLINE_ENV,
     PACS_CHECKPOINTS,
@@ -151,6 +152,9 @@ class Backbone:
         release file); ``""`` for weights made here or no file.
     show_progress : bool
         tqdm bars for encodes of more than ``progress_min`` items.
+    loader_threads : int or None
+        Threads that load and preprocess image batches ahead of the encoder (:mod:`neural.prefetch`);
+        ``None``: :func:`neural.prefetch.loader_threads_for` the device (on CUDA up to 4, on the CPU 0).
     """
 
     model: torch.nn.Module
@@ -166,6 +170,7 @@ class Backbone:
     weights_format: str = ""
     show_progress: bool = True
     progress_min: int = 512
+    loader_threads: int | None = None
     #: counters (for the overhead benchmark and cache tests)
     n_image_encodes: int = field(default=0, repr=False)
     n_text_encodes: int = field(default=0, repr=False)
@@ -219,16 +224,29 @@ class Backbone:
         L2-normalised, in input order."""
         if isinstance(images, np.ndarray) and images.ndim == 3:
             images = [images]
-        n = len(images)
+        return self.encode_images_from(lambda i: images[i], len(images), batch_size)
+
+    def encode_images_from(self, load: Callable[[int], object], n: int, batch_size: int = 64) -> torch.Tensor:
+        """Encode images ``load(0), …, load(n − 1)`` (arrays or PIL images, e.g. a corpus' images read from
+        disk): ``(n, D)`` float32 CPU, L2-normalised, in order.  Each batch is loaded and preprocessed on
+        :attr:`loader_threads` threads ahead of the encoder (:mod:`neural.prefetch`; pinned for the copy
+        on CUDA), so decoding overlaps encoding; the features do not depend on the number of threads."""
         if n == 0:
             raise ValueError("encode_images: no images given")
         starts = range(0, n, batch_size)
+
+        def batch(b: int) -> torch.Tensor:
+            lo = starts[b]
+            return self.preprocess_images([load(i) for i in range(lo, min(n, lo + batch_size))])
+
+        threads = loader_threads_for(self.device) if self.loader_threads is None else self.loader_threads
         out = []
         self.model.eval()
         with torch.inference_mode():
-            for s in progress(starts, total=len(starts), desc=f"encode images ({self.name})",
+            batches = prefetched(batch, len(starts), threads, pin=self.device.type == "cuda")
+            for x in progress(batches, total=len(starts), desc=f"encode images ({self.name})",
                               enabled=self.show_progress and n > self.progress_min):
-                out.append(self._encode_image_batch(self.preprocess_images(images[s:s + batch_size])))
+                out.append(self._encode_image_batch(x))
         self.n_image_encodes += n
         return torch.cat(out)
 
@@ -416,8 +434,8 @@ class Backbone:
                    "image_ids": sub, "images": corpus.images_fingerprint(sub)}
             arr = cache.get_or_compute(
                 "neural_image_features", key,
-                lambda sub=sub: {"features": self.encode_images(
-                    [corpus.load_image(i) for i in sub], batch_size=batch_size).numpy()})
+                lambda sub=sub: {"features": self.encode_images_from(
+                    lambda k, sub=sub: corpus.load_image(sub[k]), len(sub), batch_size=batch_size).numpy()})
             table.update(zip(sub_keys, arr["features"].astype(np.float32, copy=False)))
         return np.stack([table[k] for k in keys])
 
