@@ -41,6 +41,10 @@ Training (:func:`train_lclip`), two stages:
   then 1e-4 / 2,048, :data:`neural.recipes.LCLIP_PAPER`).  The paper's random image enhancement with
   Eq. 2 is not applied: the distillation images are encoded by the teacher once (the student sees the
   same pixels the teacher's targets were computed on), which keeps a CPU run to seconds.
+* Every batch is drawn from a generator seeded by ``(seed, stage, step)`` and the run checkpoints every
+  :data:`CHECKPOINT_EVERY` steps (:mod:`neural.train_checkpoint`), so a killed distillation resumes to
+  the student an uninterrupted run gives.  The teaching CLIP's student distils on its own pretraining
+  stream (:mod:`neural.lclip_stream`, recipe ``lclip-teaching``).
 
 Score (:class:`LCLIPScore`, Eqs. 3–4)::
 
@@ -56,6 +60,7 @@ import copy
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -75,6 +80,7 @@ from neural.base import (
 )
 from neural.recipes import Recipe
 from neural.text_tower import encode_text_bucketed, pool_text, text_tower_parts
+from neural.train_checkpoint import read_checkpoint, remove_checkpoint, restore_optimizer, save_checkpoint
 from neural.training import (
     MixedPrecision,
     adamw,
@@ -384,6 +390,10 @@ def similarity_regulator(S_t: torch.Tensor, S_s: torch.Tensor) -> torch.Tensor:
 
 
 # ============================================================================ training
+#: Optimiser steps between :func:`train_lclip`'s checkpoints.
+CHECKPOINT_EVERY = 100
+
+
 @dataclass
 class LCLIPConfig:
     """Training recipe (defaults sized for the tiny CLIP on the teaching set: a few seconds on 2 CPU
@@ -429,7 +439,8 @@ def _preprocessed(backbone, images) -> torch.Tensor:
 
 def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pairs: Sequence[tuple[int, int]],
                 config: LCLIPConfig | None = None, *, cache=None, cache_key: dict | None = None,
-                show_progress: bool = True, log: list | None = None, num_threads: int | None = None):
+                show_progress: bool = True, log: list | None = None, num_threads: int | None = None,
+                checkpoint_dir: str | Path | None = None, checkpoint_every: int = CHECKPOINT_EVERY):
     """Distil an L-CLIPScore student from ``teacher`` (a :class:`~neural.backbone.Backbone`).
 
     Parameters
@@ -442,14 +453,21 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
     pairs : sequence of (image index, text index)
         Matching pairs for stage 2's Similarity Regulator.
     config : LCLIPConfig or Recipe
-        An L-CLIPScore :class:`~neural.recipes.Recipe` (``lclip-small``, ``lclip-paper``) or its config.
+        An L-CLIPScore :class:`~neural.recipes.Recipe` (``lclip-small``, ``lclip-teaching``,
+        ``lclip-paper``) or its config.
     cache : corpora.cache.DiskCache, optional
         With ``cache_key`` (a description of the data, e.g. corpus fingerprint + ids), the trained
-        student's weights are cached under namespace ``"lclip_student"``.
+        student's weights are cached under namespace ``"lclip_student"``, and the run checkpoints into
+        the folder ``<entry>.run`` beside the entry (its checkpoint removed once the student is cached).
     log : list, optional
-        Receives ``{"stage", "step", "loss"}`` dicts.
+        Receives ``{"stage", "step", "loss"}`` dicts (those of a resumed run's earlier steps too).
     num_threads : int, optional
         torch CPU threads while training (deterministic algorithms are switched on meanwhile).
+    checkpoint_dir : path, optional
+        Resumable checkpoints (:mod:`neural.train_checkpoint`) every ``checkpoint_every`` optimiser
+        steps; a run started again with the same teacher, data and config continues from the last one
+        and ends with the weights of an uninterrupted run (every batch is drawn from a generator seeded
+        by ``(seed, stage, step)``).  Default: beside the cache entry, when cached.
 
     Returns
     -------
@@ -464,21 +482,27 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
     student = MultiplexedCLIP(teacher.model.float().cpu() if teacher.device.type == "cpu" else teacher.model,
                               cfg.vision_shared, cfg.vision_repeats, cfg.text_shared, cfg.text_repeats,
                               cfg.embed_rank).to(teacher.device).float()
+    key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
+           # 3: stage 2 keeps the patch convolution frozen (Sec. IV-B); batches seeded per (stage, step)
+           "recipe": 3,
+           "config": asdict(cfg), "n_images": len(images), "n_texts": len(texts), "n_pairs": len(pairs)}
+    cached = cache is not None and cache_key is not None
+    if checkpoint_dir is None and cached and getattr(cache, "enabled", True):
+        checkpoint_dir = cache.path("lclip_student", key).with_suffix(".run")
+    run = _RunFolder(Path(checkpoint_dir), key, checkpoint_every) if checkpoint_dir is not None else None
 
     def run_det() -> dict[str, np.ndarray]:
         with deterministic(num_threads):
-            return _distil(student, teacher, images, texts, pairs, cfg, show_progress, log)
+            return _distil(student, teacher, images, texts, pairs, cfg, show_progress, log, run)
 
-    if cache is not None and cache_key is not None:
-        key = {"what": "lclip-student", "teacher": teacher.cache_identity(), "data": cache_key,
-               # 2: stage 2 keeps the patch convolution frozen (Sec. IV-B)
-               "recipe": 2,
-               "config": asdict(cfg), "n_images": len(images), "n_texts": len(texts), "n_pairs": len(pairs)}
+    if cached:
         arrays = cache.get_or_compute("lclip_student", key, run_det)
         if log is not None and not any(e.get("stage") for e in log):
             log.append({"cached": True})
     else:
         arrays = run_det()
+    if run is not None:
+        run.remove()
     load_state_arrays(student, arrays)
     student.eval()
     out = backbone_from_model(student, teacher.preprocess, teacher.tokenizer,
@@ -490,6 +514,47 @@ def train_lclip(teacher, images: Sequence[np.ndarray], texts: Sequence[str], pai
                     "data": {"description": cache_key, "n_images": len(images), "n_texts": len(texts),
                              "n_pairs": len(pairs)}}
     return out
+
+
+class _RunFolder:
+    """Where :func:`train_lclip` checkpoints: the folder, the run's identity (``key``: teacher, data,
+    config — a checkpoint of another run is refused) and the interval."""
+
+    def __init__(self, folder: Path, key: dict, every: int):
+        if every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {every}")
+        self.folder, self.key, self.every = folder, key, every
+        self.checkpoint = None
+
+    def resume(self, student: MultiplexedCLIP) -> tuple[int, int, list]:
+        """Load the last checkpoint into ``student``: ``(global step, stage, log)``; ``(0, 1, [])`` when
+        there is none."""
+        self.checkpoint = read_checkpoint(self.folder, self.key)
+        if self.checkpoint is None:
+            return 0, 1, []
+        student.load_state_dict(self.checkpoint.model_state())
+        return self.checkpoint.step, int(self.checkpoint.record["state"]["stage"]), list(self.checkpoint.log or [])
+
+    def restore(self, opt: torch.optim.Optimizer, stage: int, sched, local_step: int) -> None:
+        """Continue stage ``stage`` at ``local_step``: its optimiser state and schedule from the checkpoint
+        (nothing when the checkpoint is of the other stage or at its start)."""
+        ck = self.checkpoint
+        if ck is None or local_step == 0 or int(ck.record["state"]["stage"]) != stage:
+            return
+        restore_optimizer(opt, ck)
+        if sched is not None:   # LambdaLR: lr = base · factor(last_epoch); the restored lr is that already
+            sched.last_epoch = local_step
+
+    def save(self, student: MultiplexedCLIP, opt: torch.optim.Optimizer, done: int, stage: int,
+             trace: list) -> None:
+        """A checkpoint after ``done`` global steps (stage ``stage``) when ``done`` is a multiple of the
+        interval."""
+        if done % self.every == 0:
+            save_checkpoint(self.folder, student, opt, done, self.key, trace, state={"stage": stage})
+
+    def remove(self) -> None:
+        """Delete the checkpoint (the student is complete); the folder too when that empties it."""
+        remove_checkpoint(self.folder)
 
 
 @dataclass
@@ -519,26 +584,38 @@ def _distillation_data(teacher, images, texts, pairs, cfg: LCLIPConfig) -> _Dist
 
 
 def _distil(student: MultiplexedCLIP, teacher, images, texts, pairs, cfg: LCLIPConfig, show_progress: bool,
-            log: list | None) -> dict[str, np.ndarray]:
-    """:func:`train_lclip`'s training run (stage 1, then stage 2; one seeded generator for both):
-    returns the student's weights as arrays."""
-    rng = np.random.default_rng(cfg.seed)
+            log: list | None, run: _RunFolder | None) -> dict[str, np.ndarray]:
+    """:func:`train_lclip`'s training run (stage 1, then stage 2), resumed from ``run``'s checkpoint when
+    there is one: returns the student's weights as arrays."""
+    start, stage, trace = run.resume(student) if run is not None else (0, 1, [])
     d = _distillation_data(teacher, images, texts, pairs, cfg)
     student.train()
     bar = progress(total=cfg.stage1_steps + cfg.stage2_steps, desc="L-CLIP distillation", enabled=show_progress)
-    _stage1(student, d, cfg, rng, bar, log)
-    _stage2(student, d, cfg, rng, bar, log)
+    if bar is not None:
+        bar.update(start)
+    if stage == 1:
+        _stage1(student, d, cfg, bar, trace, start, run)
+    _stage2(student, d, cfg, bar, trace, start - cfg.stage1_steps if stage == 2 else 0, run)
     if bar is not None:
         bar.close()
+    if log is not None:
+        log.extend(trace)
     for p in student.parameters():
         p.requires_grad_(True)
     student.eval()
     return state_dict_arrays(student)
 
 
-def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+def _batch_rng(cfg: LCLIPConfig, stage: int, step: int) -> np.random.Generator:
+    """The generator of one batch, seeded by ``(seed, stage, step)``: a resumed run draws the batches of an
+    uninterrupted one."""
+    return np.random.default_rng([cfg.seed, stage, step])
+
+
+def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, bar, trace: list, start: int,
+            run: _RunFolder | None) -> None:
     """Stage 1 (Eq. 1 on both towers): the patch convolution frozen (Sec. IV-B), everything else trains;
-    random image and text batches of ``batch_size``."""
+    random image and text batches of ``batch_size``, from step ``start`` on."""
     n_img, n_txt = len(d.X), len(d.T)
     for p in student.visual.conv1.parameters():
         p.requires_grad_(False)
@@ -546,14 +623,19 @@ def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
     opt = adamw(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     amp = MixedPrecision(d.X.device, cfg.precision)
     sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage1_steps), cfg.stage1_steps)
-    for step in range(cfg.stage1_steps):
+    if run is not None:
+        run.restore(opt, 1, sched, start)
+    for step in range(start, cfg.stage1_steps):
+        rng = _batch_rng(cfg, 1, step)
         bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
         bt = torch.from_numpy(rng.choice(n_txt, size=min(cfg.batch_size, n_txt), replace=False))
         with amp.autocast():
             loss = distill_loss(d.rv_t[bi], student.encode_image(d.X[bi]).float()) + \
                 distill_loss(d.rt_t[bt], encode_text_bucketed(student, d.T[bt]).float())
         amp.step(loss, opt, sched)
-        tick(bar, log, "stage1", step, loss)
+        tick(bar, trace, "stage1", step, loss)
+        if run is not None:
+            run.save(student, opt, step + 1, 1, trace)
 
 
 def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
@@ -570,11 +652,12 @@ def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
     return sel
 
 
-def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rng, bar, log) -> None:
+def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, bar, trace: list, start: int,
+            run: _RunFolder | None) -> None:
     """Stage 2 (Li et al., Sec. IV-B: Eq. 1 on the image tower + λ_SR · Eq. 2): the whole text encoder
     frozen, the image tower trained except its patch convolution (``visual.conv1``), which stays frozen
     throughout both stages; batches of ``stage2_batch_size`` distinct matching pairs at ``stage2_lr``
-    (none when fewer than two pairs)."""
+    (none when fewer than two pairs), from stage-2 step ``start`` on."""
     for p in student.parameters():
         p.requires_grad_(False)
     for p in student.image_parameters():
@@ -588,8 +671,10 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
         return
     amp = MixedPrecision(d.X.device, cfg.precision)
     sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage2_steps), cfg.stage2_steps)
-    for step in range(cfg.stage2_steps):
-        sel = _distinct_pairs(d.P, rng, batch)
+    if run is not None:
+        run.restore(opt, 2, sched, start)
+    for step in range(start, cfg.stage2_steps):
+        sel = _distinct_pairs(d.P, _batch_rng(cfg, 2, step), batch)
         bi = torch.from_numpy(d.P[sel, 0])
         bt = torch.from_numpy(d.P[sel, 1])
         with amp.autocast():
@@ -600,7 +685,9 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, rn
             S_s = F.normalize(rv_s, dim=-1) @ F.normalize(rt_s, dim=-1).t()
             loss = distill_loss(d.rv_t[bi], rv_s) + cfg.lambda_sr * similarity_regulator(S_t, S_s)
         amp.step(loss, opt, sched)
-        tick(bar, log, "stage2", step, loss)
+        tick(bar, trace, "stage2", step, loss)
+        if run is not None:
+            run.save(student, opt, cfg.stage1_steps + step + 1, 2, trace)
 
 
 def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,

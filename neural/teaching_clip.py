@@ -61,6 +61,7 @@ from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256, s
 from neural.losses import info_nce
 from neural.names import TEACHING_REBUILD_COMMAND, TEACHING_WEIGHTS_FILE, teaching_weights_problem
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch
+from neural.train_checkpoint import CHECKPOINT_FILES, RECORD_FILE, read_checkpoint, restore_optimizer, save_checkpoint
 from neural.training import adamw, deterministic, progress, tick
 from neural.weights_check import safetensors_problem
 
@@ -78,9 +79,8 @@ MAX_WEIGHTS_BYTES = 10_000_000
 #: Sizes of the held-out pools whose figures the record keeps: the full one (as the default test pool)
 #: and a small one that the test suite recomputes quickly.
 CARD_POOL_IMAGES = (300, 60)
-_CKPT, _CKPT_JSON, _LOG = "checkpoint.safetensors", "checkpoint.json", "log.json"
 #: The files :func:`pretrain` keeps in its run folder (the resumable checkpoint, its record, the log).
-RUN_FILES = (_CKPT, _CKPT_JSON, _LOG)
+RUN_FILES = CHECKPOINT_FILES
 
 
 class TeachingCLIPError(MissingWeightsError):
@@ -164,50 +164,16 @@ def fp16_file_bytes(arch: str = TEACHING_ARCH) -> int:
 
 # ------------------------------------------------------------------------------------------ files
 # ------------------------------------------------------------------------------------------ checkpoints
-def _save_checkpoint(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: PretrainConfig,
-                     step: int, log: dict) -> None:
-    """``checkpoint.safetensors`` (model ``model::*``, AdamW state ``opt::<param>::<name>``), then
-    ``checkpoint.json`` (step, recipe, optimiser groups, the tensors' SHA-256), then ``log.json``; each
-    atomically, so an interrupted write leaves the previous complete checkpoint."""
-    sd = opt.state_dict()
-    tensors = {f"model::{k}": v for k, v in model.state_dict().items()}
-    for pid, st in sd["state"].items():
-        for name, v in st.items():
-            tensors[f"opt::{pid}::{name}"] = v if torch.is_tensor(v) else torch.tensor(v)
-    save_safetensors_atomic(out / _CKPT, tensors)
-    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in sd["param_groups"]]
-    write_json_atomic(out / _CKPT_JSON, {"step": int(step), "config": cfg.training_fields(),
-                                         "param_groups": groups, "sha256": file_sha256(out / _CKPT),
-                                         "torch": torch.__version__})
-    write_json_atomic(out / _LOG, log)
-
-
 def _resume(out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, cfg: PretrainConfig) -> tuple[int, dict | None]:
-    """Load the checkpoint in ``out`` if there is one: ``(step, log)``; ``(0, None)`` otherwise.  A
-    checkpoint of another recipe, or one whose tensors do not match its record, is an error."""
-    rec_path, ckpt = out / _CKPT_JSON, out / _CKPT
-    if not rec_path.exists():
+    """Load the checkpoint in ``out`` if there is one (:mod:`neural.train_checkpoint`): ``(step, log)``;
+    ``(0, None)`` otherwise.  A checkpoint of another recipe, or one whose tensors do not match its record,
+    is an error."""
+    ckpt = read_checkpoint(out, cfg.training_fields())
+    if ckpt is None:
         return 0, None
-    rec = json.loads(rec_path.read_text(encoding="utf-8"))
-    if rec.get("config") != json.loads(json.dumps(cfg.training_fields())):
-        diff = sorted(k for k in set(rec.get("config", {})) | set(cfg.training_fields())
-                      if rec.get("config", {}).get(k) != cfg.training_fields().get(k))
-        raise ValueError(f"{rec_path}: the checkpoint was made with another recipe (differs in {diff}); "
-                         f"use another --out or the same options")
-    if not ckpt.exists() or file_sha256(ckpt) != rec.get("sha256"):
-        raise WeightsError(f"{ckpt}: missing or not the file {rec_path} records (interrupted copy?); "
-                           f"delete {out} to start over")
-    tensors = load_file(str(ckpt))
-    model.load_state_dict({k[len("model::"):]: v for k, v in tensors.items() if k.startswith("model::")})
-    state: dict[int, dict] = {}
-    for k, v in tensors.items():
-        if k.startswith("opt::"):
-            _, pid, name = k.split("::")
-            state.setdefault(int(pid), {})[name] = v
-    opt.load_state_dict({"state": state, "param_groups": rec["param_groups"]})
-    log_path = out / _LOG
-    log = json.loads(log_path.read_text(encoding="utf-8")) if log_path.exists() else None
-    return int(rec["step"]), log
+    model.load_state_dict(ckpt.model_state())
+    restore_optimizer(opt, ckpt)
+    return ckpt.step, ckpt.log
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -279,7 +245,7 @@ def pretrain(out_dir: str | Path, cfg: PretrainConfig | None = None, *, resume: 
     cfg = cfg or PretrainConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not resume and (out / _CKPT_JSON).exists():
+    if not resume and (out / RECORD_FILE).exists():
         raise FileExistsError(f"{out} already holds a checkpoint: resume it, or choose another directory")
     model, preprocess, tokenizer, opt = _new_model(cfg)
     start, log = _resume(out, model, opt, cfg)
@@ -307,7 +273,7 @@ def pretrain(out_dir: str | Path, cfg: PretrainConfig | None = None, *, resume: 
             if done % cfg.checkpoint_every == 0 or done == end:
                 if done == end:
                     log["segments"].append(_segment(cfg, start, end, t0, num_threads))
-                _save_checkpoint(out, model, opt, cfg, done, log)
+                save_checkpoint(out, model, opt, done, cfg.training_fields(), log)
     if bar is not None:
         bar.close()
     return model.eval(), log

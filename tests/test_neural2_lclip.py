@@ -2,6 +2,8 @@
 lowers the loss, and the score matrix feeds the evaluator."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -148,3 +150,92 @@ def test_stage2_freezes_text_tower_and_patch_convolution(teacher, small_teaching
     text = {n for n, _ in student.named_parameters() if not n.startswith("visual.") and n != "logit_scale"}
     assert not moved & text
     assert any(n.startswith("visual.transformer") for n in moved) and "visual.proj" in moved
+
+
+class Killed(Exception):
+    pass
+
+
+def _distillation_set(ts, n=24):
+    train = ts.split("train")[:n]
+    images = [ts.load_image(i) for i in train]
+    caps = [c for i in train for c in ts.captions_of(i)]
+    return images, [c.text for c in caps], [(train.index(c.image_id), j) for j, c in enumerate(caps)]
+
+
+@pytest.mark.parametrize("kill_after", [3, 7])   # in stage 1; in stage 2 (after its first checkpoint)
+def test_killed_distillation_resumes_to_the_uninterrupted_student(kill_after, teacher, small_teaching_set,
+                                                                  tmp_path, monkeypatch):
+    """A run killed after ``kill_after`` steps, started again with the same data and config, continues from
+    its last checkpoint (every 2 steps) and ends with the weights of an uninterrupted run, bit for bit
+    (optimiser moments, the schedule and the batches restored; batches seeded per stage and step).  The
+    checkpoint folder is removed once the student is complete."""
+    import neural.lclip as lc
+
+    images, texts, pairs = _distillation_set(small_teaching_set)
+    cfg = LCLIPConfig(stage1_steps=5, stage2_steps=4, batch_size=8, stage2_batch_size=6, lr=1e-3,
+                      stage2_lr=1e-4, schedule="cosine", warmup_steps=2, seed=3)
+    whole = train_lclip(teacher, images, texts, pairs, cfg, show_progress=False).model.state_dict()
+
+    real_tick, calls = lc.tick, []
+
+    def dying_tick(bar, log, stage, step, loss):
+        real_tick(bar, log, stage, step, loss)
+        calls.append(step)
+        if len(calls) == kill_after:
+            raise Killed
+
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(lc, "tick", dying_tick)
+    with pytest.raises(Killed):
+        train_lclip(teacher, images, texts, pairs, cfg, show_progress=False, checkpoint_dir=run_dir,
+                    checkpoint_every=2)
+    assert (run_dir / "checkpoint.json").exists()
+    monkeypatch.setattr(lc, "tick", real_tick)
+    log: list = []
+    resumed = train_lclip(teacher, images, texts, pairs, cfg, show_progress=False, checkpoint_dir=run_dir,
+                          checkpoint_every=2, log=log).model.state_dict()
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    # the log holds every step once: the checkpointed ones from before the kill, the rest from the rerun
+    assert [(e["stage"], e["step"]) for e in log] == [("stage1", s) for s in range(5)] + \
+        [("stage2", s) for s in range(4)]
+    assert not run_dir.exists()
+    # a checkpoint of another config is refused, naming the field
+    monkeypatch.setattr(lc, "tick", dying_tick)
+    calls.clear()
+    with pytest.raises(Killed):
+        train_lclip(teacher, images, texts, pairs, cfg, show_progress=False, checkpoint_dir=run_dir,
+                    checkpoint_every=2)
+    with pytest.raises(ValueError, match="another recipe"):
+        train_lclip(teacher, images, texts, pairs, LCLIPConfig(**{**cfg.__dict__, "lr": 2e-3}),
+                    show_progress=False, checkpoint_dir=run_dir)
+
+
+def test_cached_distillation_checkpoints_beside_its_cache_entry(teacher, small_teaching_set, tmp_cache,
+                                                                monkeypatch):
+    """With a cache, the run checkpoints into ``<entry>.run`` beside the cache entry and a rerun after a
+    kill resumes from it."""
+    import neural.lclip as lc
+
+    images, texts, pairs = _distillation_set(small_teaching_set, 12)
+    cfg = LCLIPConfig(stage1_steps=CHECK_STEPS, stage2_steps=0, batch_size=6, seed=1)
+    seen = []
+    real_save = lc.save_checkpoint
+
+    def dying_save(folder, *a, **k):
+        real_save(folder, *a, **k)
+        seen.append(Path(folder))
+        raise Killed
+
+    monkeypatch.setattr(lc, "save_checkpoint", dying_save)
+    with pytest.raises(Killed):
+        train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache, cache_key={"t": 1}, show_progress=False)
+    assert seen and seen[0].parent == tmp_cache.root / "lclip_student" and seen[0].suffix == ".run"
+    monkeypatch.setattr(lc, "save_checkpoint", real_save)
+    log: list = []
+    train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache, cache_key={"t": 1}, show_progress=False,
+                log=log)
+    assert len(log) == CHECK_STEPS and not seen[0].exists()
+
+
+CHECK_STEPS = 100   # one checkpoint, at the default interval (neural.lclip.CHECKPOINT_EVERY)

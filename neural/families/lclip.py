@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 import time
 
-from neural.family import ScorerFamily
-from neural.recipes import LCLIP_PAPER, LCLIP_SMALL
+from neural.family import ScorerFamily, TrainingDataError
+from neural.recipes import LCLIP_PAPER, LCLIP_SMALL, LCLIP_TEACHING, small_kind
 
 __all__ = ["LCLIPFamily", "FAMILY", "student_vs_teacher"]
 
@@ -49,13 +49,24 @@ class LCLIPFamily(ScorerFamily):
     help = "L-CLIPScore = 2.5 max(cos(c, v), 0) on a distilled student  (Li et al., Eq. 3)"
     reference_name, reference_metric = "RefL-CLIPScore", "refl-clipscore"
     reference_help = "RefL-CLIPScore = H(L-CLIPScore, max(max_r cos(c, r), 0))  (Eq. 4)"
-    recipes = {"small": LCLIP_SMALL, "paper": LCLIP_PAPER}
+    recipes = {"small": LCLIP_SMALL, "teaching": LCLIP_TEACHING, "paper": LCLIP_PAPER}
     shipped_folder, provenance_key = "lclip", "lclip_student"
 
     def train(self, parent, corpus, recipe, settings):
+        """Distil the student from ``parent``: on the corpus' training images, or, with a recipe whose data
+        is the pretraining stream (``lclip-teaching``), on the teaching CLIP's own stream
+        (:mod:`neural.lclip_stream`)."""
         from neural.lclip import LCLIPConfig, LCLIPScore, train_lclip_on_corpus   # lazy: torch
 
         cfg = LCLIPConfig.from_recipe(recipe, seed=settings.seed)
+        if recipe.data == "pretraining-stream":
+            if small_kind(parent) != "teaching":
+                raise TrainingDataError(f"recipe {recipe.name}: the pretraining stream is the teaching CLIP's; "
+                                        f"{getattr(parent, 'name', parent)} was not pretrained on it")
+            from neural.lclip_stream import train_lclip_on_stream   # lazy: torch
+
+            return LCLIPScore(train_lclip_on_stream(parent, cfg, cache=settings.cache,
+                                                    show_progress=settings.show_progress))
         return LCLIPScore(train_lclip_on_corpus(parent, corpus, "train", cfg, cache=settings.cache,
                                                 show_progress=settings.show_progress,
                                                 image_ids=settings.image_ids))
