@@ -12,9 +12,17 @@ train / 150 dev images' positive tuples.  The scorers are saved in fp16 (:func:`
 each file at most :data:`neural.shipped_scorers.MAX_FILE_BYTES`, with their figures on the held-out card
 pool (:func:`neural.shipped_scorers.heldout_figures`) in ``manifest.json``.
 
+L-CLIPScore is the exception to the training set: on the teaching CLIP its recipe (``lclip-teaching``)
+distils the student on the teaching CLIP's own pretraining stream (:mod:`neural.lclip_stream`), as the
+paper distils on large image–text data; its manifest entry says so (``data``).  ``--only METRIC``
+retrains the named scorers and keeps the others' files and entries as they are (their files checked
+against the manifest first), e.g. after one recipe changed; each entry records the machine and versions
+it was built with (``built``).
+
 Usage::
 
     python -m experiments.train_shipped_scorers --out neural/weights/scorers [--index 0] [--seed 0]
+    python -m experiments.train_shipped_scorers --out neural/weights/scorers --only L-CLIPScore
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import argparse
 import platform
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from corpora.cache import DiskCache
@@ -58,15 +67,18 @@ def training_set(index: int = 0, eval_seed: int | None = 0, *, n_images: int | N
     return ts
 
 
-def train_scorers(bb, corpus, *, seed: int = 0, cache=None, show_progress: bool = True) -> tuple[dict, dict]:
+def train_scorers(bb, corpus, *, seed: int = 0, cache=None, show_progress: bool = True,
+                  only: Sequence[str] | None = None) -> tuple[dict, dict]:
     """``({metric: scorer}, {metric: seconds})``: every family with a shipped copy (PAC-S, L-CLIPScore,
-    BRIDGE, SPECS) trained from backbone ``bb`` on ``corpus``'s train split (PAC-S validated on its dev
-    split) exactly as the main job trains them in-run (:func:`neural.train_scorer.train_scorer`, recipes
-    ``auto``)."""
+    BRIDGE, SPECS; ``only``: those named) trained from backbone ``bb`` on ``corpus``'s train split (PAC-S
+    validated on its dev split) exactly as the main job trains them in-run
+    (:func:`neural.train_scorer.train_scorer`, recipes ``auto``)."""
     from neural.train_scorer import train_scorer  # lazy: torch-heavy, after the argument check
 
     scorers, seconds = {}, {}
     for metric in shipped_folders():   # every family with a shipped copy
+        if only is not None and metric not in only:
+            continue
         t = time.perf_counter()
         scorers[metric] = train_scorer(metric, bb, corpus, seed=seed, cache=cache, show_progress=show_progress)
         seconds[metric] = round(time.perf_counter() - t, 1)
@@ -74,15 +86,54 @@ def train_scorers(bb, corpus, *, seed: int = 0, cache=None, show_progress: bool 
     return scorers, seconds
 
 
-def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, index: int, seed: int) -> dict:
-    """Save each scorer (fp16) under ``out`` and write ``manifest.json`` (files' SHA-256 and sizes, the
-    training set, the parent, the held-out card figures of the scorer as loaded back from its files on
-    ``parent``); returns the manifest."""
+def built_on() -> dict:
+    """The machine and versions a scorer is built with (each manifest entry's ``built``)."""
     import open_clip  # lazy: torch-heavy
     import torch
 
+    from neural.teaching_clip import cpu_name
+
+    return {"hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "platform": platform.platform()},
+            "versions": {"torch": torch.__version__, "open_clip": getattr(open_clip, "__version__", "unknown"),
+                         "python": platform.python_version()}}
+
+
+def kept_entries(out: Path, only: Sequence[str], index: int) -> dict:
+    """``--only``: the manifest entries in ``out`` of the scorers not retrained, after checking that the
+    folder's manifest is complete, of the package's teaching CLIP and training set ``index``, and that
+    their files are the ones it records
+    (:func:`neural.shipped_scorers.verified_folder`); an entry without its own ``built`` record takes the
+    manifest's former top-level one.  Raises :class:`neural.shipped_scorers.ShippedScorerError` or
+    ``ValueError`` naming the problem."""
+    from neural.names import teaching_weights_sha256
+    from neural.shipped_scorers import read_manifest, verified_folder
+
+    manifest = read_manifest(out)
+    if (manifest.get("parent") or {}).get("file_sha256") != teaching_weights_sha256(None):
+        raise ValueError(f"{out / 'manifest.json'}: its scorers were trained from another teaching CLIP than the "
+                         f"package's; retrain them all (leave out --only)")
+    if (manifest.get("training_set") or {}).get("index") != index:
+        raise ValueError(f"{out / 'manifest.json'}: built from training set "
+                         f"{(manifest.get('training_set') or {}).get('index')}, not --index {index}")
+    kept = {}
+    for metric, entry in manifest["scorers"].items():
+        if metric in only:
+            continue
+        verified_folder(metric, out, manifest)
+        built = entry.get("built") or {"hardware": manifest.get("hardware"), "versions": manifest.get("versions")}
+        kept[metric] = {**entry, "built": built}
+    return kept
+
+
+def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, index: int, seed: int,
+                  kept: Mapping[str, dict] | None = None) -> dict:
+    """Save each scorer (fp16) under ``out`` and write ``manifest.json`` (files' SHA-256 and sizes, the
+    training set, the parent, per scorer its recipe, training data, the machine it was built on and its
+    held-out card figures as loaded back from its files on ``parent``); ``kept``: entries of scorers not
+    retrained (``--only``), written as they are.  Returns the manifest."""
     from neural.checkpoints import file_sha256
     from neural.names import teaching_weights_sha256
+    from neural.registry import recipe_for
     from neural.saved import load_scorer, save_scorer
     from neural.shipped_scorers import (
         CARD_POOL_IMAGES,
@@ -93,9 +144,8 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
         REBUILD_COMMAND,
         heldout_figures,
     )
-    from neural.teaching_clip import cpu_name
-
-    entries = {}
+    entries = dict(kept or {})
+    built = built_on()
     for metric, scorer in scorers.items():
         folder = save_scorer(scorer, out / shipped_folders()[metric], dtype="float16")
         files = {f.name: {"bytes": f.stat().st_size, "sha256": file_sha256(f)} for f in sorted(folder.iterdir())}
@@ -103,7 +153,13 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
             print(f"  {metric:<12} {name:<20} {rec['bytes']:>10,d} B  sha256 {rec['sha256']}", flush=True)
             if rec["bytes"] > MAX_FILE_BYTES:
                 raise RuntimeError(f"{folder / name}: {rec['bytes']} bytes, over the {MAX_FILE_BYTES}-byte limit")
+        recipe = recipe_for(metric, parent, "auto")
+        data = (getattr(scorer.backbone, "training", None) or {}).get("data") or {} \
+            if recipe.data == "pretraining-stream" else {}
         entries[metric] = {"folder": shipped_folders()[metric], "files": files, "train_seconds": seconds.get(metric),
+                           "recipe": recipe.name,
+                           "data": {"source": recipe.data, **({"stream": data.get("description")} if data else {})},
+                           "built": built,
                            "heldout": heldout_figures(load_scorer(folder, parent), metric, CARD_POOL_IMAGES)}
     manifest = {
         "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "rebuild_command": REBUILD_COMMAND,
@@ -115,10 +171,7 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
         "training_seed": seed, "recipes": "neural.registry.recipe_for(metric, teaching CLIP, 'auto')",
         "storage_dtype": "float16", "heldout_pool": {"function": "corpora.teaching.heldout_pool_set",
                                                      "images": CARD_POOL_IMAGES, "index": 0},
-        "hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "platform": platform.platform()},
-        "versions": {"torch": torch.__version__, "open_clip": getattr(open_clip, "__version__", "unknown"),
-                     "python": platform.python_version()},
-        "scorers": entries,
+        "scorers": {m: entries[m] for m in shipped_folders() if m in entries},
     }
     write_json_atomic(out / MANIFEST_NAME, manifest)
     return manifest
@@ -140,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="evaluation corpus checked for shared scenes (default %(default)s, the main job's)")
     ap.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     ap.add_argument("--cache-dir", type=Path, default=None, help="feature cache (default: none)")
+    ap.add_argument("--only", nargs="+", choices=tuple(shipped_folders()), default=None, metavar="METRIC",
+                    help="retrain only these scorers (" + ", ".join(shipped_folders()) + ") and keep the "
+                         "others' files and manifest entries in --out as they are (checked against the "
+                         "manifest first); default: all")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
 
@@ -151,6 +208,15 @@ def main(argv=None) -> int:
     except OutputPathError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    kept = None
+    if args.only:
+        from neural.shipped_scorers import ShippedScorerError  # lazy: torch-heavy, after the argument check
+
+        try:
+            kept = kept_entries(args.out, args.only, args.index)
+        except (ShippedScorerError, ValueError) as exc:
+            print(f"error: --only needs the other scorers' complete folder in --out: {exc}", file=sys.stderr)
+            return 2
     from neural.teaching_clip import load_teaching_clip  # lazy: torch-heavy, after the argument check
 
     t0 = time.perf_counter()
@@ -160,9 +226,11 @@ def main(argv=None) -> int:
     corpus = training_set(args.index, args.eval_seed)
     bb = load_teaching_clip(device=args.device, show_progress=not args.quiet)
     cache = DiskCache(args.cache_dir) if args.cache_dir else None
-    scorers, seconds = train_scorers(bb, corpus, seed=args.seed, cache=cache, show_progress=not args.quiet)
+    scorers, seconds = train_scorers(bb, corpus, seed=args.seed, cache=cache, show_progress=not args.quiet,
+                                     only=args.only)
     try:
-        write_shipped(scorers, seconds, args.out, parent=bb, corpus=corpus, index=args.index, seed=args.seed)
+        write_shipped(scorers, seconds, args.out, parent=bb, corpus=corpus, index=args.index, seed=args.seed,
+                      kept=kept)
     except OSError as exc:   # a full disk or a folder made read-only during the training
         print(f"error: --out {args.out}: cannot write ({exc.strerror or exc}: {exc.filename or args.out})",
               file=sys.stderr)

@@ -22,7 +22,7 @@ from corpora.teaching import (
 )
 from experiments import train_shipped_scorers as tss
 from experiments.options import RunOptions, uses_shipped_scorers
-from neural.registry import shipped_folders
+from neural.registry import recipe_for, shipped_folders
 
 KINDS = {"PAC-S": "PACScore", "L-CLIPScore": "LCLIPScore", "BRIDGE": "BRIDGE", "SPECS": "SPECSScore"}
 
@@ -171,6 +171,24 @@ def test_command_writes_a_loadable_verified_set(monkeypatch, random_tiny_backbon
         assert type(loaded).__name__ == KINDS[metric]
         assert json.loads((tmp_path / shipped_folders()[metric] / "scorer.json").read_text())["weights"]["dtype"] \
             == "float16"
+        assert rec["recipe"] == recipe_for(metric, random_tiny_backbone).name and rec["data"]["source"] == "corpus"
+        assert rec["built"]["hardware"]["threads"] >= 1
+    # --only: the named scorer is retrained, the others' files and entries stay as they were
+    kept = {m: (tmp_path / shipped_folders()[m] / "weights.safetensors").stat().st_mtime_ns for m in KINDS}
+    (tmp_path / "pacs" / "weights.safetensors").unlink()
+    assert tss.main(["--out", str(tmp_path), "--index", "5", "--quiet", "--only", "PAC-S"]) == 0
+    again = ss.read_manifest(tmp_path)
+    assert again["scorers"]["PAC-S"]["files"]["weights.safetensors"]["sha256"] \
+        == manifest["scorers"]["PAC-S"]["files"]["weights.safetensors"]["sha256"]      # deterministic rebuild
+    for metric in set(KINDS) - {"PAC-S"}:
+        assert again["scorers"][metric] == manifest["scorers"][metric]
+        assert (tmp_path / shipped_folders()[metric] / "weights.safetensors").stat().st_mtime_ns == kept[metric]
+    # a damaged file of a scorer that would be kept: refused before any training
+    (tmp_path / "specs" / "weights.safetensors").write_bytes(b"x")
+    assert tss.main(["--out", str(tmp_path), "--index", "5", "--quiet", "--only", "PAC-S"]) == 2
+    assert "--only needs" in capsys.readouterr().err
+    assert tss.main(["--out", str(tmp_path), "--index", "4", "--quiet", "--only", "SPECS"]) == 2
+    assert "not --index 4" in capsys.readouterr().err
 
 
 def test_uses_shipped_scorers_only_for_the_shipped_teaching_clip_with_auto_recipes():
