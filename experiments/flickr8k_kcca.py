@@ -205,12 +205,15 @@ def add_run_options(g) -> None:
     g.add_argument("--recipe", default="auto", choices=("auto", "small", "paper"),
                    help="training recipes of PAC-S, L-CLIPScore, BRIDGE and SPECS (docs/neural.md, "
                         "'Training recipes'): auto (default) = the small recipes for the tiny and teaching "
-                        "CLIPs, each paper's recipe for any other backbone; small or paper for every backbone")
+                        "CLIPs (the teaching CLIP's own for SPECS and L-CLIPScore), each paper's recipe for any "
+                        "other backbone; small or paper for every backbone")
     g.add_argument("--train-scorers", action="store_true",
-                   help="fine-tune PAC-S, L-CLIPScore, BRIDGE and SPECS inside the run on the corpus' training "
-                        "split (about 35 s on 2 CPU cores). Without it, on the teaching CLIP with --recipe auto, "
-                        "the run loads the shipped ones, trained once from the teaching CLIP on a generated set "
-                        "no evaluation uses (docs/shipped_scorers.md); every other backbone always fine-tunes here")
+                   help="fine-tune PAC-S, BRIDGE and SPECS inside the run on the corpus' training split (about "
+                        "35 s on 2 CPU cores) and distil L-CLIPScore (on the teaching CLIP: on its pretraining "
+                        "stream, about 20 min the first time, then cached for every corpus). Without it, on the "
+                        "teaching CLIP with --recipe auto, the run loads the shipped ones, trained once from the "
+                        "teaching CLIP on generated data no evaluation uses (docs/shipped_scorers.md); every "
+                        "other backbone always fine-tunes here")
     g.add_argument("--train-on-cpu", action="store_true",
                    help="go ahead with a paper recipe on the CPU: without it the run prints the estimated "
                         "time ('PAC-S paper recipe on CPU: ~N h (M steps × batch B)') and stops before "

@@ -138,8 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="text prefix of candidates and references of CLIP-S / PAC-S (default: 'A photo "
                          "depicts'; '' for none). Not with --scorer (the saved scorer's prompt is part of it)")
     ap.add_argument("--train-scorers", action="store_true",
-                    help="with --clip-model teaching: train PAC-S / L-CLIPScore / BRIDGE / SPECS here on the "
-                         "teaching set (cached) instead of loading the shipped one (docs/shipped_scorers.md)")
+                    help="with --clip-model teaching: train PAC-S / BRIDGE / SPECS here on the teaching set, "
+                         "L-CLIPScore on the teaching CLIP's pretraining stream (about 20 min the first time; "
+                         "all cached) instead of loading the shipped one (docs/shipped_scorers.md)")
     ap.add_argument("--seed", type=seed_value, default=0,
                     help="seed of the teaching set, the tiny CLIP and the scorers' training, 0 ≤ SEED < 2^31")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")

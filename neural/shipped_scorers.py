@@ -8,13 +8,15 @@ al., 2024) is distilled on its own image–text corpus; each is then scored zero
 training data is :func:`corpora.teaching.scorer_training_set` ``0`` — a teaching set from a seed range
 (:data:`corpora.teaching.SCORER_TRAINING_SEEDS`) that neither the teaching CLIP's pretraining stream nor
 any evaluation corpus uses — and each scorer follows the recipe the main job would use on the teaching
-CLIP (:func:`neural.recipes.recipe_for`, ``auto``).  ``python -m experiments.train_shipped_scorers``
+CLIP (:func:`neural.recipes.recipe_for`, ``auto``); that recipe distils the L-CLIPScore student on the
+teaching CLIP's own pretraining stream instead (``lclip-teaching``, :mod:`neural.lclip_stream`).  ``python -m experiments.train_shipped_scorers``
 writes the folder; the model card is ``docs/shipped_scorers.md``.
 
 The folder :data:`SCORERS_DIR` holds one saved scorer per metric (:mod:`neural.saved`, fp16 storage) and
 ``manifest.json``: the SHA-256 and size of every file, the training set (generator version, seed, sizes),
-the parent (the teaching CLIP's file SHA-256), the training seed and time, and each scorer's figures on
-the held-out card pool (:func:`heldout_figures`).  :func:`load_shipped_scorer` checks the files against
+the parent (the teaching CLIP's file SHA-256), the training seed, and per scorer its training time,
+recipe, data source, the machine it was built on and its figures on the held-out card pool
+(:func:`heldout_figures`).  :func:`load_shipped_scorer` checks the files against
 the manifest before reading them: a missing or damaged file stops with one
 :class:`ShippedScorerError` naming the file and :data:`REBUILD_COMMAND` (nothing is trained in its
 place).
