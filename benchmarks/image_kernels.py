@@ -41,9 +41,11 @@ from corpora.base import Corpus  # noqa: E402
 from kernels.image import ImageKernel  # noqa: E402
 from kernels.image.gram import (  # noqa: E402
     combine_kernels,
+    intersection_columns,
     intersection_gram,
     intersection_naive,
     pyramid_match_gram,
+    transposed_rows,
 )
 from kernels.image.histograms import pyramid_column_weights, pyramid_histogram  # noqa: E402
 from kernels.threads import default_threads  # noqa: E402
@@ -203,6 +205,25 @@ def main(argv=None) -> int:
     log(f"combined pyramid Gram {n_gram} × {n_gram}: {dt:.2f} s (max |diag − 1| {res['gram_diag_max_dev']:.1e})"
         + ("" if n_gram == 8000 else f"; 8000 × 8000 extrapolated (quadratic): {res['pyramid_gram_8000_s']} s"))
     del acc, Kc
+
+    # ---------------------------------------------------------------- low-rank pivot columns
+    # one pivot column of the training Gram (the low-rank solver's unit of work) per feature: the rows
+    # transposed once (intersection_columns) against the same column through the Gram routine
+    t = time.perf_counter()
+    XT = {f: transposed_rows(H[f], pyramid_column_weights(n_words[f])) for f in n_words}
+    res["columns_transpose_once_s"] = round(time.perf_counter() - t, 3)
+    t = time.perf_counter()
+    cols = {f: intersection_columns(XT[f], H[f][[0]], pyramid_column_weights(n_words[f]), n_threads=threads)
+            for f in n_words}
+    res["pivot_column_s"] = round(time.perf_counter() - t, 4)
+    t = time.perf_counter()
+    ref = {f: pyramid_match_gram(H[f], H[f][[0]].copy(), n_words=n_words[f], n_threads=threads) for f in n_words}
+    res["pivot_column_via_gram_s"] = round(time.perf_counter() - t, 4)
+    res["pivot_column_equal"] = all(np.array_equal(cols[f], ref[f]) for f in n_words)
+    log(f"one pivot column of {n_gram} rows (3 features): {res['pivot_column_s']} s after a one-off transpose "
+        f"of {res['columns_transpose_once_s']} s, {res['pivot_column_via_gram_s']} s through the Gram routine, "
+        f"equal: {res['pivot_column_equal']}")
+    del XT, cols, ref
 
     # ---------------------------------------------------------------- naive vs fast on a subset
     X = np.concatenate([H[f][:n_naive] * pyramid_column_weights(n_words[f]) for f in n_words], axis=1)

@@ -235,3 +235,34 @@ def test_default_threads_reads_the_environment_and_names_a_bad_value(monkeypatch
     monkeypatch.setenv("ITR_NUM_THREADS", "2")
     assert TextKernel.from_name("TRI5")._native_threads() == 2
     assert TextKernel.from_name("TRI5", native_threads=5)._native_threads() == 5
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_intersection_columns_equal_the_gram_bit_for_bit(backend):
+    """The low-rank solver's pivot columns (many rows, transposed once, against a few histograms) equal
+    the Gram's entries exactly — the same non-zero terms in the same bin order — for Eq. 5 and the
+    weighted pyramid (Eqs. 7–8), whichever rows are asked together and on however many threads."""
+    from kernels.image.gram import intersection_columns, intersection_gram, pyramid_match_gram, transposed_rows
+    from kernels.image.histograms import pyramid_column_weights
+
+    rng = np.random.default_rng(3)
+    V = 16
+    P = ((rng.random((300, 21 * V)) < 0.3) * rng.random((300, 21 * V))).astype(np.float32)
+    pivots = P[[7, 150, 299]]
+    alpha = pyramid_column_weights(V, 3)
+    for X, Y, w, ref in ((P[:, :V], pivots[:, :V], None, intersection_gram(P[:, :V], pivots[:, :V].copy(),
+                                                                           backend=backend, n_threads=1)),
+                         (P, pivots, alpha, pyramid_match_gram(P, pivots.copy(), V, 3, backend=backend,
+                                                              n_threads=1))):
+        XT = transposed_rows(X, w)
+        whole = intersection_columns(XT, Y, w, backend=backend)
+        assert np.array_equal(whole, ref)
+        parts = np.vstack([intersection_columns(XT, Y, w, start=a, stop=b, backend=backend)
+                           for a, b in ((0, 101), (101, 102), (102, 300))])
+        assert np.array_equal(parts, ref)
+        assert np.array_equal(intersection_columns(XT, Y, w, backend=backend, n_threads=3, chunk=64), ref)
+        assert np.array_equal(intersection_columns(XT, Y[1], w, backend=backend)[:, 0], ref[:, 1])
+    with pytest.raises(ValueError, match="rows 5:400"):
+        intersection_columns(transposed_rows(P), pivots, start=5, stop=400)
+    with pytest.raises(ValueError, match="negative"):
+        intersection_columns(transposed_rows(P), -pivots)

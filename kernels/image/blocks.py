@@ -26,7 +26,8 @@ from corpora.cache import DiskCache, cache_key
 from corpora.parallel import BlockExecutor, Shared, blocks_of
 from kernels.image.codebook import quantise
 from kernels.image.descriptors import extract_descriptors, one_opencv_thread
-from kernels.image.gram import intersection_gram, pyramid_match_gram
+from kernels.image.gram import intersection_columns, intersection_gram, pyramid_match_gram
+from kernels.image.histograms import pyramid_column_weights
 
 #: Images per Dask task for visual words: the task overhead (milliseconds) is small against its work
 #: (tens of ms of extraction per image), and a lost worker costs little.
@@ -130,16 +131,24 @@ def gram_on_cluster(executor: BlockExecutor, HR: np.ndarray, HC: np.ndarray | No
 
 
 def gram_columns_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
-    """Rows ``a:b`` of the shared row histograms against a few columns (``block``: ``(a, b, HC)``):
-    :func:`gram_rows_block` on a slice of ``context["rows"]``.  Runs on a Dask worker."""
+    """Rows ``a:b`` of the shared rows against a few columns (``block``: ``(a, b, HC)``):
+    :func:`kernels.image.gram.intersection_columns`, one thread; each entry equals the Gram's.  Runs on a
+    Dask worker."""
     a, b, HC = block
-    return gram_rows_block({**context, "cols": HC}, context["rows"][a:b], cache)
+    return {"K": intersection_columns(context["rows_T"], HC, context["weights"], start=a, stop=b,
+                                      backend=context["backend"])}
 
 
-def shared_rows(HR: np.ndarray, *, kind: str, n_words: int, levels: int, backend: str) -> Shared:
-    """The context of :func:`columns_on_cluster`: the row histograms ``HR`` and the Gram's settings, sent
-    to the cluster once for every column computed against them."""
-    return Shared({"rows": HR, "kind": kind, "n_words": n_words, "levels": levels, "backend": backend})
+def column_weights(kind: str, n_words: int, levels: int) -> np.ndarray | None:
+    """The per-bin weights of a kernel's histograms: the pyramid's ``α`` (Eqs. 7–8), none for Eq. 5."""
+    return pyramid_column_weights(n_words, levels) if kind == "pyramid" else None
+
+
+def shared_rows(XT: np.ndarray, *, weights: np.ndarray | None, backend: str) -> Shared:
+    """The context of :func:`columns_on_cluster`: the rows' weighted, transposed histograms
+    (:func:`kernels.image.gram.transposed_rows`) and the weights the columns take, sent to the cluster
+    once for every column computed against them."""
+    return Shared({"rows_T": XT, "weights": weights, "backend": backend})
 
 
 def columns_on_cluster(executor: BlockExecutor, rows: Shared, HC: np.ndarray, gram_key: dict, cache: DiskCache,
@@ -148,12 +157,12 @@ def columns_on_cluster(executor: BlockExecutor, rows: Shared, HC: np.ndarray, gr
     low-rank solver's pivots), in row blocks of :func:`gram_block_rows` on ``executor``'s workers, stacked
     in row order: the numbers and cache entries of :func:`gram_on_cluster`, without sending the rows
     again for every column."""
-    n = rows.value["rows"].shape[0]
+    n = rows.value["rows_T"].shape[1]
     spans = blocks_of(n, gram_block_rows(HC.shape[0]))
     whole = cache_key(gram_key)
     keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
     parts = executor.map_blocks(gram_columns_block, [(a, b, HC) for a, b in spans], context=rows, cache=cache,
-                                namespace="image_gram_rows", keys=keys, desc=f"{rows.value['kind']} columns",
+                                namespace="image_gram_rows", keys=keys, desc="image kernel columns",
                                 show_progress=show_progress)
     if not parts:
         return np.zeros((0, HC.shape[0]), np.float32)

@@ -210,6 +210,60 @@ def _mirror_upper(K: np.ndarray, block: int = 1024) -> None:
         d[...] = np.triu(d) + np.triu(d, 1).T
 
 
+def transposed_rows(X, weights=None) -> np.ndarray:
+    """``(D, n)`` float32, C-contiguous: the histograms ``X`` (times the per-bin ``weights``, e.g. the
+    pyramid's ``α``, as :func:`pyramid_match_gram` weights them) transposed and checked once, the form in
+    which :func:`intersection_columns` reads many rows against a few columns."""
+    X = _as_hist(X, "X")
+    if weights is not None:
+        X = _as_hist(X * weights, "X")
+    return np.ascontiguousarray(X.T)
+
+
+def intersection_columns(XT: np.ndarray, Y, weights=None, *, start: int = 0, stop: int | None = None,
+                         backend: str = "auto", n_threads: int = 1, chunk: int = 8192) -> np.ndarray:
+    """Histogram intersection (Eq. 5; with the pyramid's ``weights``, Eqs. 7–8) of rows ``start:stop`` of
+    ``X``, given transposed (:func:`transposed_rows`), against a few histograms ``Y`` (the low-rank
+    solver's pivots): ``(stop − start, len(Y))`` float32.
+
+    The pivots are the sparse side: the same CSC kernel as :func:`intersection_gram` walks each pivot's
+    stored bins in increasing order and min-accumulates the rows' values, so an entry adds the same
+    non-zero terms in the same order as the Gram's entry (zeros add exactly) and **equals it bit for bit**,
+    whichever rows are asked together.  The cost is ``nnz(y) · n`` per pivot, where
+    :func:`intersection_gram` with the many rows on the left would convert all of them to CSC for every
+    column.  ``n_threads`` split the rows in chunks of ``chunk``."""
+    D, n = XT.shape
+    stop = n if stop is None else stop
+    Y = _as_hist(np.atleast_2d(Y), "Y")
+    if weights is not None:
+        Y = _as_hist(Y * weights, "Y")
+    if Y.shape[1] != D:
+        raise ValueError(f"the rows have {D} bins but Y has {Y.shape[1]}")
+    if not 0 <= start <= stop <= n:
+        raise ValueError(f"rows {start}:{stop} are not within the {n} rows")
+    fn = _inner_loop(backend)
+    colptr, rows, data = _csc_block(Y)
+    m = Y.shape[0]
+    out = np.zeros((m, stop - start), dtype=np.float32)
+
+    def run(c0: int, c1: int) -> None:
+        if fn is not None:
+            if fn(colptr, rows, data, D, m, XT, n, c0, c1, out.ctypes.data + (c0 - start) * 4, stop - start) != 0:
+                raise MemoryError("compiled intersection kernel could not allocate its accumulator")
+        else:
+            _numpy_block(colptr, rows, data, m, XT, c0, c1, out[:, c0 - start:c1 - start])
+
+    spans = [(a, min(stop, a + chunk)) for a in range(start, stop, chunk)]
+    if n_threads > 1 and len(spans) > 1:
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for f in [pool.submit(run, a, b) for a, b in spans]:
+                f.result()
+    else:
+        for a, b in spans:
+            run(a, b)
+    return np.ascontiguousarray(out.T)
+
+
 def histogram_intersection_gram(HX, HY=None, **kw) -> np.ndarray:
     """``K^HISTO``: Eq. 5 on global histograms ``(n, V)``."""
     return intersection_gram(HX, HY, **kw)

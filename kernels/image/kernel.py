@@ -37,13 +37,17 @@ from tqdm.auto import tqdm
 from corpora.cache import NO_CACHE, DiskCache, array_bytes
 from corpora.parallel import BlockExecutor
 from corpora.images import read_image
-from kernels.image.blocks import columns_on_cluster, gram_on_cluster, is_skinny, shared_rows, words_on_cluster
+from kernels.image.blocks import (
+    column_weights, columns_on_cluster, gram_on_cluster, is_skinny, shared_rows, words_on_cluster,
+)
 from kernels.image.codebook import (
     DEFAULT_N_WORDS, PAPER_CODEBOOK_IMAGES, PAPER_SAMPLES_PER_IMAGE, codebook_folder_identity, codebook_folder_images,
     fit_codebook, pick_codebook_images, quantise, sample_rows,
 )
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors, one_opencv_thread
-from kernels.image.gram import combine_kernels, intersection_gram, pyramid_match_gram
+from kernels.image.gram import (
+    combine_kernels, intersection_columns, intersection_gram, pyramid_match_gram, transposed_rows,
+)
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 from kernels.threads import default_threads
 
@@ -216,8 +220,9 @@ class ImageKernel:
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
         # the last rows' histograms (and their cluster contexts), kept for repeated column requests
-        # (rows, histograms, cluster contexts by feature, [images fingerprint])
-        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict, list] | None = None
+        # (rows, histograms by feature, cluster contexts by feature, [images fingerprint], transposed
+        # histograms by feature: a feature's row-major histograms go once its transposed ones are built)
+        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict, list, dict] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -564,13 +569,12 @@ class ImageKernel:
         columns = cols is not None and is_skinny(len(cols))   # the low-rank solver's pivot columns
 
         def compute(f: str) -> dict[str, np.ndarray]:
+            if columns:
+                return {"K": self._columns(rows, cols, f, hists)}
             if not hists:
-                hists["rows"] = self._row_histograms(rows) if columns else self.histograms(rows)
+                hists["rows"] = self.histograms(rows)
                 hists["cols"] = None if cols is None else self.histograms(cols)
             HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
-            if self.executor is not None and columns:
-                return {"K": columns_on_cluster(self.executor, self._shared_rows(rows, f), HC,
-                                                self._gram_key(f, rows, cols), self.cache)}
             if self.executor is not None:
                 return {"K": gram_on_cluster(self.executor, HR, HC, self._gram_key(f, rows, cols), self.cache,
                                              kind=self.kind, n_words=self.n_words[f], levels=self.levels,
@@ -586,25 +590,53 @@ class ImageKernel:
                for f in self.features}
         return {f: out[f] for f in self.features}
 
+    def _columns(self, rows: list[str], cols: list[str], f: str, hists: dict) -> np.ndarray:
+        """Feature ``f``'s Gram of many ``rows`` against a few ``cols`` (the low-rank solver's pivot
+        columns): the kept rows, transposed once, against the columns' histograms
+        (:func:`kernels.image.gram.intersection_columns`, entries equal to the Gram's bit for bit), on the
+        cluster's workers when there is one."""
+        if "cols" not in hists:
+            hists["cols"] = self.histograms(cols)
+        HC = hists["cols"][f]
+        if self.executor is not None:
+            return columns_on_cluster(self.executor, self._shared_rows(rows, f), HC, self._gram_key(f, rows, cols),
+                                      self.cache)
+        return intersection_columns(self._transposed_rows(rows, f), HC, self._weights(f), backend=self.backend,
+                                    n_threads=self.n_jobs)
+
+    def _weights(self, f: str) -> np.ndarray | None:
+        """Feature ``f``'s per-bin weights: the pyramid's ``α`` (Eqs. 7–8), none for Eq. 5."""
+        return column_weights(self.kind, self.n_words[f], self.levels)
+
     def _row_histograms(self, rows: list[str]) -> dict[str, np.ndarray]:
         """:meth:`histograms` of ``rows``, kept for the next call with the same rows: the low-rank solver
         asks for one training column after another (``feature_grams(train_ids, [pivot])``), and the
         training images' histograms are then built once, not once per column (until
-        :meth:`release_rows`)."""
+        :meth:`release_rows`).  A feature whose transposed histograms were built
+        (:meth:`_transposed_rows`) is no longer in it."""
         key = tuple(rows)
         if self._rows_memo is None or self._rows_memo[0] != key:
             self.release_rows()   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (key, self.histograms(rows), {}, [])
+            self._rows_memo = (key, self.histograms(rows), {}, [], {})
         return self._rows_memo[1]
 
-    def _shared_rows(self, rows: list[str], feature: str):
-        """The ``feature`` histograms of ``rows`` as a cluster context sent once for all the columns
-        computed against them (:func:`kernels.image.blocks.shared_rows`)."""
+    def _transposed_rows(self, rows: list[str], f: str) -> np.ndarray:
+        """Feature ``f``'s histograms of the kept ``rows``, weighted and transposed
+        (:func:`kernels.image.gram.transposed_rows`), built once; the row-major copy is dropped then, so
+        the rows are held once."""
         H = self._row_histograms(rows)
+        transposed = self._rows_memo[4]
+        if f not in transposed:
+            transposed[f] = transposed_rows(H.pop(f), self._weights(f))
+        return transposed[f]
+
+    def _shared_rows(self, rows: list[str], feature: str):
+        """The ``feature`` rows, transposed, as a cluster context sent once for all the columns computed
+        against them (:func:`kernels.image.blocks.shared_rows`)."""
+        XT = self._transposed_rows(rows, feature)
         held = self._rows_memo[2]
         if feature not in held:
-            held[feature] = shared_rows(H[feature], kind=self.kind, n_words=self.n_words[feature],
-                                        levels=self.levels, backend=self.backend)
+            held[feature] = shared_rows(XT, weights=self._weights(feature), backend=self.backend)
         return held[feature]
 
     def release_rows(self) -> None:
@@ -625,10 +657,14 @@ class ImageKernel:
         kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=False)
         for f in self.features:
             for lo in range(0, len(ids), block):
-                B = H[f][lo:lo + block]
-                if self.kind == "pyramid":
+                if f not in H:   # only the weighted, transposed rows are kept: the same weighted blocks
+                    B = np.ascontiguousarray(self._rows_memo[4][f][:, lo:lo + block].T)
+                    K = intersection_gram(B, B.copy(), **kw)
+                elif self.kind == "pyramid":
+                    B = H[f][lo:lo + block]
                     K = pyramid_match_gram(B, B.copy(), self.n_words[f], self.levels, **kw)
                 else:
+                    B = H[f][lo:lo + block]
                     K = intersection_gram(B, B.copy(), **kw)
                 out[f][lo:lo + len(B)] = np.diagonal(K)
         return out
