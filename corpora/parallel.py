@@ -20,6 +20,7 @@ blocks already written and recomputes only the lost ones.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -65,12 +66,19 @@ def _cache_spec(cache: DiskCache) -> tuple[str, bool]:
     return str(cache.root), bool(cache.enabled)
 
 
+@functools.lru_cache(maxsize=8)
+def _worker_cache(root: str, enabled: bool) -> DiskCache:
+    """One :class:`DiskCache` per folder in a worker process, so that its once-per-namespace sweep of stale
+    temporaries (a listing of the whole namespace folder) runs once per worker, not once per block:
+    with one entry per block that listing grew with every block written."""
+    return DiskCache(root, enabled=enabled) if enabled else NO_CACHE
+
+
 def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namespace: str | None,
                key) -> dict[str, np.ndarray]:
     """One block on a worker: read its entry if some worker already wrote it, else compute and write it
     (atomically, :meth:`DiskCache.store`); BLAS / OpenMP held to one thread (one block per worker thread)."""
-    root, enabled = cache_spec
-    cache = DiskCache(root, enabled=enabled) if enabled else NO_CACHE
+    cache = _worker_cache(*cache_spec)
     with threadpool_limits(limits=1):
         if namespace is None or key is None:
             return {k: np.asarray(v) for k, v in fn(context, block, cache).items()}

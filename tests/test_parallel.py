@@ -132,3 +132,22 @@ def test_dask_image_kernel_identical_to_in_process(tiny_corpus, tmp_path, monkey
 def test_in_process_executor_is_todays_path(tiny_corpus, tmp_path):
     ik = _kernel(DiskCache(tmp_path / "c"), BlockExecutor())
     assert ik.executor is None                     # in-process: the threaded path, unchanged
+
+
+def test_blocks_on_a_worker_share_one_cache_that_sweeps_once(tmp_path, monkeypatch):
+    """A worker process keeps one DiskCache per folder: the sweep of stale temporaries (a listing of the
+    whole namespace folder) runs on the first block's write, not on every block's."""
+    from corpora import parallel
+    from corpora.cache import DiskCache
+
+    sweeps = []
+    real = DiskCache.sweep_temporaries
+    monkeypatch.setattr(DiskCache, "sweep_temporaries",
+                        lambda self, namespace=None: sweeps.append(namespace) or real(self, namespace))
+    spec = (str(tmp_path / "c"), True)
+    for k in range(5):
+        out = parallel._run_block(lambda ctx, block, cache: {"x": np.arange(block)}, None, k + 1, spec, "blocks",
+                                  {"block": k})
+        assert np.array_equal(out["x"], np.arange(k + 1))
+    assert sweeps == ["blocks"]
+    assert parallel._worker_cache(*spec) is parallel._worker_cache(*spec)
