@@ -4,6 +4,8 @@ Gram, no ``N × N`` training Gram is ever built, and Dask workers give the in-pr
 teaching corpus; the file runs in well under a minute on two cores."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -236,3 +238,18 @@ def test_tagrank_columns_and_self_kernels_without_the_gram(corpus):
     np.testing.assert_allclose(q_direct, tk.gram_queries(corpus.captions_of(corpus.split("test")[0])), rtol=1e-6)
     tk.release_columns()
     assert "_spans" not in tk._tagrank.__dict__
+
+
+def test_pivot_column_entries_name_the_rows_by_one_digest(corpus, tmp_path):
+    """Each cached pivot column names its rows (every training image) by one digest, not by their ids:
+    at COCO size the ids would be hashed for every column and stored in every entry."""
+    store = _image_store(corpus, DiskCache(tmp_path / "c"))
+    view = store.image_view("pyramid", 2, solver="lowrank", max_rank=4)
+    train = list(corpus.split("train"))
+    others = [i for k, i in enumerate(train) if k not in set(view.pivots.tolist())]
+    entries = list((tmp_path / "c" / "image_gram").glob("*.npz"))
+    assert len(entries) == 3 * view.pivots.size
+    for p in entries:
+        key = json.loads(str(np.load(p)["__key__"]))   # the entry's stored key (corpora.cache)
+        assert key["stage"] == "gram-columns" and len(key["rows_digest"]) >= 16
+        assert not any(i in json.dumps(key) for i in others[:20])

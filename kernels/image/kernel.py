@@ -34,7 +34,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from corpora.cache import NO_CACHE, DiskCache, array_bytes
+from corpora.cache import NO_CACHE, DiskCache, array_bytes, cache_key
 from corpora.parallel import BlockExecutor
 from corpora.images import read_image
 from kernels.image.blocks import (
@@ -268,6 +268,26 @@ class ImageKernel:
                 "row_images": self._rows_fingerprint(rows),
                 "col_images": None if cols is None else self.corpus_.images_fingerprint(cols),
                 "version": 1}
+
+    def _column_key(self, feature: str, rows, cols) -> dict:
+        """The key of a few pivot columns against the kept ``rows`` (the low-rank solver's columns): as
+        :meth:`_gram_key`, with the rows named by one digest of their ids and pixels
+        (:meth:`_rows_digest`) instead of their ids — at COCO size 10^5 ids, which every column's key
+        would hash and every entry store."""
+        return {**self._base_key(), "stage": "gram-columns", "feature": feature, "kind": self.kind,
+                "levels": self.levels, "codebook": self._codebook_digests()[feature],
+                "rows_digest": self._rows_digest(rows), "cols": list(cols),
+                "col_images": self.corpus_.images_fingerprint(cols), "version": 1}
+
+    def _rows_digest(self, rows) -> str:
+        """One digest of ``rows``' ids and images fingerprint, computed once while they are the kept rows."""
+        memo = self._rows_memo
+        if memo is None or memo[0] != tuple(rows):
+            return cache_key({"rows": list(rows), "row_images": self._rows_fingerprint(rows)})
+        if len(memo[3]) < 2:
+            memo[3][:] = [self._rows_fingerprint(rows)]
+            memo[3].append(cache_key({"rows": list(rows), "row_images": memo[3][0]}))
+        return memo[3][1]
 
     def _rows_fingerprint(self, rows) -> str:
         """``images_fingerprint(rows)``, computed once while ``rows`` are the kept rows (the low-rank
@@ -585,8 +605,8 @@ class ImageKernel:
                 return {"K": pyramid_match_gram(HR, HC, self.n_words[f], self.levels, **kw)}
             return {"K": intersection_gram(HR, HC, **kw)}
 
-        out = {f: self.cache.get_or_compute("image_gram", self._gram_key(f, rows, cols),
-                                            lambda f=f: compute(f))["K"]
+        key = self._column_key if columns else self._gram_key
+        out = {f: self.cache.get_or_compute("image_gram", key(f, rows, cols), lambda f=f: compute(f))["K"]
                for f in self.features}
         return {f: out[f] for f in self.features}
 
@@ -599,7 +619,7 @@ class ImageKernel:
             hists["cols"] = self.histograms(cols)
         HC = hists["cols"][f]
         if self.executor is not None:
-            return columns_on_cluster(self.executor, self._shared_rows(rows, f), HC, self._gram_key(f, rows, cols),
+            return columns_on_cluster(self.executor, self._shared_rows(rows, f), HC, self._column_key(f, rows, cols),
                                       self.cache)
         return intersection_columns(self._transposed_rows(rows, f), HC, self._weights(f), backend=self.backend,
                                     n_threads=self.n_jobs)
