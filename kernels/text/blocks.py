@@ -45,7 +45,7 @@ def text_columns(kernel, items: list[int], executor: BlockExecutor | None, cache
     out = np.empty((n, len(items)), dtype=np.float32)
     for k, item in enumerate(items):
         blocks = [(item, a, b) for a, b in spans]
-        keys = [{"gram": whole, "item": item, "items": [a, b], "version": 1} for a, b in spans]
+        keys = [{"gram": whole, "item": item, "items": [a, b], "version": 2} for a, b in spans]
         parts = executor.map_blocks(column_block, blocks, context=context if context is not None else kernel,
                                     cache=cache, namespace="text_gram_column", keys=keys,
                                     desc=f"{kernel.name} column", show_progress=False)

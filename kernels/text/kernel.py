@@ -442,8 +442,9 @@ class TextKernel:
                     self.last_backend = "torch"
                     Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
             raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
-        else:
-            raw = _tri.sparse_gram(self.F_items[lo:hi], self.F_items[[item]]).astype(np.float64)[:, 0]
+        else:   # one sparse product of the block's rows with the item's row (sparse_gram, made for whole
+            # Grams, would set up its dense / sparse column split over the whole feature space per column)
+            raw = np.asarray((self.F_items[lo:hi] @ self.F_items[[item]].T).toarray(), dtype=np.float64)[:, 0]
         s = self._item_self.astype(np.float64)
         return normalise_items(raw[:, None], s[lo:hi], s[[item]])[:, 0].astype(np.float32)
 
