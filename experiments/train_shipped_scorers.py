@@ -154,11 +154,12 @@ def write_shipped(scorers: dict, seconds: dict, out: Path, *, parent, corpus, in
             if rec["bytes"] > MAX_FILE_BYTES:
                 raise RuntimeError(f"{folder / name}: {rec['bytes']} bytes, over the {MAX_FILE_BYTES}-byte limit")
         recipe = recipe_for(metric, parent, "auto")
-        data = (getattr(scorer.backbone, "training", None) or {}).get("data") or {} \
-            if recipe.data == "pretraining-stream" else {}
+        data = {"source": recipe.data}
+        if recipe.data == "pretraining-stream":   # the stream's description, as the saved scorer records it
+            data["stream"] = ((getattr(scorer.backbone, "training", None) or {}).get("data") or {}).get("description")
         entries[metric] = {"folder": shipped_folders()[metric], "files": files, "train_seconds": seconds.get(metric),
                            "recipe": recipe.name,
-                           "data": {"source": recipe.data, **({"stream": data.get("description")} if data else {})},
+                           "data": data,
                            "built": built,
                            "heldout": heldout_figures(load_scorer(folder, parent), metric, CARD_POOL_IMAGES)}
     manifest = {

@@ -11,6 +11,7 @@ all (image, caption) pairs among them for stage 2's Similarity Regulator.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,13 +21,16 @@ from neural.lclip import LCLIPConfig, train_lclip
 __all__ = ["StreamData", "stream_data", "train_lclip_on_stream"]
 
 
+@dataclass(frozen=True)
 class StreamData:
     """The first ``n_images`` images of the pretraining stream: ``images`` (uint8 arrays), ``texts`` (every
     caption of each image, capped at ``max_texts``), ``pairs`` ((image row, text row) of each caption) and
     ``description`` (what the cache key and the saved scorer record of the data)."""
 
-    def __init__(self, images: list[np.ndarray], texts: list[str], pairs: list[tuple[int, int]], description: dict):
-        self.images, self.texts, self.pairs, self.description = images, texts, pairs, description
+    images: list[np.ndarray]
+    texts: list[str]
+    pairs: list[tuple[int, int]]
+    description: dict
 
 
 def stream_data(n_images: int, max_texts: int | None = None, chunk_size: int = PRETRAIN_CHUNK) -> StreamData:

@@ -231,7 +231,7 @@ cosine decay after 500 warm-up steps, weight decay 1e-2, the whole training spli
 LCLIP_TEACHING = Recipe(
     "lclip-teaching", "L-CLIPScore", batch_size=128, lr=1e-3, stage2_batch_size=128, stage2_lr=1e-4,
     weight_decay=1e-2, steps=1_200, stage2_steps=300, schedule="cosine", warmup_steps=100,
-    max_images=4_000, max_texts=20_000, data="pretraining-stream",
+    max_images=4_000, max_texts=20_000, data="pretraining-stream", precision="amp",
     frozen="the patch convolution in both stages; stage 2: the text tower",
     sources=(("stages", "Li et al., L-CLIPScore, Sec. IV-B: stage 1 single-modal distillation (Eq. 1), "
                         "stage 2 adds the Similarity Regulator (Eq. 2) with the text encoder frozen"),
@@ -245,8 +245,7 @@ LCLIP_TEACHING = Recipe(
              ("steps", "ours: 1,200 + 300 steps (about 25 min on 2 CPU cores)"),
              ("schedule", "ours: cosine with 100 warm-up steps in each stage"),
              ("weight_decay", "ours: 1e-2"),
-             ("precision", "Sec. IV-B: mixed precision (on CUDA; fp32 on the CPU)")),
-    precision="amp")
+             ("precision", "Sec. IV-B: mixed precision (on CUDA; fp32 on the CPU)")))
 """L-CLIPScore for the shipped teaching CLIP: the paper's two stages (Li et al., Sec. IV-B) scaled to 2 CPU
 cores — 1,200 steps of single-modal distillation at lr 1e-3, then 300 Similarity-Regulator steps at the
 printed lr 1e-4, both at batch 128 with a cosine decay after 100 warm-up steps — on 4,000 images of the

@@ -57,7 +57,7 @@ from corpora.jsondata import write_json_atomic
 from corpora.teaching import GENERATOR_VERSION, HELDOUT_SEEDS, PRETRAIN_SEEDS
 from neural.architectures import CUSTOM_MODEL_CONFIGS, create_architecture
 from neural.backbone import Backbone, backbone_from_model
-from neural.checkpoints import MissingWeightsError, WeightsError, file_sha256, save_safetensors_atomic
+from neural.checkpoints import MissingWeightsError, file_sha256, save_safetensors_atomic
 from neural.losses import info_nce
 from neural.names import TEACHING_REBUILD_COMMAND, TEACHING_WEIGHTS_FILE, teaching_weights_problem
 from neural.teaching_stream import STREAM_VERSION, HeldOutPool, StreamSpec, TeachingStream, encode_batch

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from neural.lclip import (
+    CHECKPOINT_EVERY,
     LCLIPConfig,
     LCLIPScore,
     MultiplexedCLIP,
@@ -218,7 +219,7 @@ def test_cached_distillation_checkpoints_beside_its_cache_entry(teacher, small_t
     import neural.lclip as lc
 
     images, texts, pairs = _distillation_set(small_teaching_set, 12)
-    cfg = LCLIPConfig(stage1_steps=CHECK_STEPS, stage2_steps=0, batch_size=6, seed=1)
+    cfg = LCLIPConfig(stage1_steps=CHECKPOINT_EVERY, stage2_steps=0, batch_size=6, seed=1)   # one checkpoint
     seen = []
     real_save = lc.save_checkpoint
 
@@ -235,7 +236,4 @@ def test_cached_distillation_checkpoints_beside_its_cache_entry(teacher, small_t
     log: list = []
     train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache, cache_key={"t": 1}, show_progress=False,
                 log=log)
-    assert len(log) == CHECK_STEPS and not seen[0].exists()
-
-
-CHECK_STEPS = 100   # one checkpoint, at the default interval (neural.lclip.CHECKPOINT_EVERY)
+    assert len(log) == CHECKPOINT_EVERY and not seen[0].exists()
