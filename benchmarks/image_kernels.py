@@ -208,7 +208,7 @@ def main(argv=None) -> int:
 
     # ---------------------------------------------------------------- low-rank pivot columns
     # one pivot column of the training Gram (the low-rank solver's unit of work) per feature: the rows
-    # transposed once (intersection_columns) against the same column through the Gram routine
+    # stored by bin once (transposed_rows, intersection_columns) against the same column through the Gram routine
     t = time.perf_counter()
     XT = {f: transposed_rows(H[f], pyramid_column_weights(n_words[f])) for f in n_words}
     res["columns_transpose_once_s"] = round(time.perf_counter() - t, 3)
@@ -220,7 +220,7 @@ def main(argv=None) -> int:
     ref = {f: pyramid_match_gram(H[f], H[f][[0]].copy(), n_words=n_words[f], n_threads=threads) for f in n_words}
     res["pivot_column_via_gram_s"] = round(time.perf_counter() - t, 4)
     res["pivot_column_equal"] = all(np.array_equal(cols[f], ref[f]) for f in n_words)
-    log(f"one pivot column of {n_gram} rows (3 features): {res['pivot_column_s']} s after a one-off transpose "
+    log(f"one pivot column of {n_gram} rows (3 features): {res['pivot_column_s']} s after a one-off by-bin store "
         f"of {res['columns_transpose_once_s']} s, {res['pivot_column_via_gram_s']} s through the Gram routine, "
         f"equal: {res['pivot_column_equal']}")
     del XT, cols, ref

@@ -31,6 +31,8 @@ from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache
 
+log = logging.getLogger(__name__)
+
 MODES = ("in-process", "local cluster", "scheduler")
 #: Seconds to wait for ``--scheduler ADDRESS`` to answer before giving up with an error.
 CONNECT_TIMEOUT_S = 20
@@ -46,8 +48,18 @@ class Shared:
     columns is computed against: hundreds of maps over the same rows).  In-process it is just ``value``.
     :meth:`BlockExecutor.forget` (or closing the executor) lets the cluster drop it."""
 
-    def __init__(self, value):
+    def __init__(self, value, rebuild: Callable[[], Any] | None = None, meta: Mapping | None = None):
         self.value = value
+        #: Gives ``value`` again.  When given, the executor drops ``value`` from this process once the
+        #: cluster holds it (at COCO size the training histograms would otherwise be held here as well as
+        #: on every worker), and calls it if every copy on the cluster is lost.
+        self.rebuild = rebuild
+        #: Small facts about ``value`` that stay here when it is dropped (e.g. its number of rows).
+        self.meta = dict(meta or {})
+
+    def get(self):
+        """``value``, or a rebuilt one when it was dropped (not kept)."""
+        return self.value if self.value is not None or self.rebuild is None else self.rebuild()
 
 
 class ExecutorError(ValueError):
@@ -86,7 +98,7 @@ def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namesp
 
 
 def _context(context):
-    """The task that holds a map's shared context on the workers (see :meth:`BlockExecutor._run_on_cluster`)."""
+    """The task that holds a map's plain context on the workers (see :meth:`BlockExecutor._context_future`)."""
     return context
 
 
@@ -227,7 +239,7 @@ class BlockExecutor:
                 self._run_on_cluster(fn, blocks, todo, context, cache, namespace if keyed else None, keys,
                                      out, bar)
             else:
-                value = context.value if isinstance(context, Shared) else context
+                value = context.get() if isinstance(context, Shared) else context
                 for i in todo:
                     out[i] = _run_block(fn, value, blocks[i], _cache_spec(cache),
                                         namespace if keyed else None, keys[i] if keyed else None)
@@ -238,18 +250,45 @@ class BlockExecutor:
         return out  # type: ignore[return-value]
 
     def _run_on_cluster(self, fn, blocks, todo, context, cache, namespace, keys, out, bar) -> None:
-        from distributed import as_completed  # lazy: see client()
         if not todo:
             return
         client = self.client()
-        # The context is a task (whose input the scheduler keeps), not scattered data: when the worker
-        # holding it dies, Dask recomputes it elsewhere, where scattered data would be lost for good.
-        if isinstance(context, Shared):
-            if id(context) not in self._shared:
-                self._shared[id(context)] = (context, client.submit(_context, context.value, pure=False))
-            ctx = self._shared[id(context)][1]
-        else:
-            ctx = client.submit(_context, context, pure=False) if context is not None else None
+        for attempt in range(2):
+            ctx = self._context_future(client, context)
+            try:
+                self._submit_and_collect(client, fn, blocks, [i for i in todo if out[i] is None], ctx, cache,
+                                         namespace, keys, out, bar)
+                return
+            except Exception:
+                # a Shared context lives on the workers only: if every copy went with its workers, send it
+                # again once and go on with the blocks not done (those done are in `out` or the cache)
+                if attempt or not isinstance(context, Shared) or ctx.status == "finished":
+                    raise
+                log.warning("the shared block context was lost with its workers; sending it again")
+                self.forget(context)
+            finally:
+                if ctx is not None and not isinstance(context, Shared):
+                    ctx.release()
+
+    def _context_future(self, client, context):
+        """The cluster's handle on a map's context.  A plain context is a task whose input the scheduler
+        keeps (a lost worker's copy is recomputed elsewhere); a :class:`Shared` one (hundreds of MB to GB:
+        the training histograms at COCO size) is scattered to every worker once and not kept by the
+        scheduler, which on a local cluster lives in this process and would hold one more copy."""
+        if context is None:
+            return None
+        if not isinstance(context, Shared):
+            return client.submit(_context, context, pure=False)
+        if id(context) not in self._shared:
+            # a one-item list: scatter would send a dict's (or list's) items as separate pieces
+            self._shared[id(context)] = (context, client.scatter([context.get()], broadcast=True, hash=False)[0])
+            if context.rebuild is not None:
+                context.value = None   # the workers hold it now
+        return self._shared[id(context)][1]
+
+    def _submit_and_collect(self, client, fn, blocks, todo, ctx, cache, namespace, keys, out, bar) -> None:
+        """Submit the blocks ``todo`` and put each result in ``out`` as it arrives."""
+        from distributed import as_completed  # lazy: see client()
         futures = {}
         for i in todo:
             f = client.submit(_run_block, fn, ctx, blocks[i], _cache_spec(cache), namespace,
@@ -263,6 +302,4 @@ class BlockExecutor:
         finally:
             for f in futures:
                 f.cancel()
-            if ctx is not None and not isinstance(context, Shared):
-                ctx.release()
 

@@ -368,6 +368,10 @@ def test_pool_rows_serve_single_image_rows_unchanged(tmp_cache):
     alone = {i: ik.feature_grams([i], tr) for i in te}
     entry = ImageKernelEntry(kernel=ik, train_ids=tuple(tr))
     entry.rows("test", te[:2], 2)
+    at_pivots = entry.rows("test", te[:3], 2, columns=[4, 0])   # the low-rank path's rows, two columns only
+    whole = entry.rows("test", te[:3], 2)
+    assert at_pivots.shape == (3, 2) and np.array_equal(at_pivots, whole[:, [4, 0]])
+    entry.feature_grams.pop(("test", tuple(te[:3])))            # only the pivot-column rows know te[2]
     calls = []
     real = ik.feature_grams
 

@@ -40,6 +40,45 @@ def slow_square(context, block, cache):
     return {"x": np.arange(5, dtype=np.float64) * i + context["offset"]}
 
 
+def scaled(context, block, cache):
+    (i,) = block
+    return {"x": context["rows"][i] * context["scale"]}
+
+
+def test_shared_context_is_scattered_once_and_sent_again_when_lost(tmp_path):
+    """A Shared context lives on the workers (scattered to each, not kept by the scheduler, which on a
+    local cluster is this process); maps reuse it, and when every copy is gone it is sent again once."""
+    from corpora.parallel import Shared
+
+    rows = np.arange(12.0).reshape(4, 3)
+    ctx = Shared({"rows": rows, "scale": 2.0})
+    blocks = [(i,) for i in range(4)]
+    with BlockExecutor(workers=2, processes=False) as ex:
+        first = ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
+        held = ex._shared[id(ctx)][1]
+        assert held.status == "finished" and held.type is dict        # data on the workers, not a task
+        ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
+        assert ex._shared[id(ctx)][1] is held                           # sent once for both maps
+        ex.client().cancel(held)                                        # every copy lost
+        again = ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
+        assert ex._shared[id(ctx)][1] is not held
+        ex.forget(ctx)
+        assert id(ctx) not in ex._shared
+    for a, b, i in zip(first, again, range(4)):
+        np.testing.assert_array_equal(a["x"], rows[i] * 2.0)
+        np.testing.assert_array_equal(b["x"], rows[i] * 2.0)
+    # with a rebuild function this process lets go of the value once the workers hold it
+    rebuilt = []
+    ctx = Shared({"rows": rows, "scale": 3.0}, rebuild=lambda: rebuilt.append(1) or {"rows": rows, "scale": 3.0})
+    with BlockExecutor(workers=2, processes=False) as ex:
+        ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
+        assert ctx.value is None and not rebuilt
+        ex.client().cancel(ex._shared[id(ctx)][1])
+        out = ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
+    assert rebuilt == [1] and all(np.array_equal(o["x"], rows[i] * 3.0) for i, o in enumerate(out))
+    assert np.array_equal(BlockExecutor().map_blocks(scaled, blocks, context=ctx)[1]["x"], rows[1] * 3.0)
+
+
 def test_blocks_of_is_fixed_by_size_only():
     assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocks_of(0, 4) == []

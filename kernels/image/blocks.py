@@ -18,7 +18,7 @@ which then read the written entries back).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from corpora.cache import DiskCache, cache_key
 from corpora.parallel import BlockExecutor, Shared, blocks_of
 from kernels.image.codebook import quantise
 from kernels.image.descriptors import extract_descriptors, one_opencv_thread
-from kernels.image.gram import intersection_columns, intersection_gram, pyramid_match_gram
+from kernels.image.gram import BinRows, intersection_columns, intersection_gram, pyramid_match_gram
 from kernels.image.histograms import pyramid_column_weights
 
 #: Images per Dask task for visual words: the task overhead (milliseconds) is small against its work
@@ -144,11 +144,17 @@ def column_weights(kind: str, n_words: int, levels: int) -> np.ndarray | None:
     return pyramid_column_weights(n_words, levels) if kind == "pyramid" else None
 
 
-def shared_rows(XT: np.ndarray, *, weights: np.ndarray | None, backend: str) -> Shared:
-    """The context of :func:`columns_on_cluster`: the rows' weighted, transposed histograms
+def shared_rows(XT: BinRows, *, weights: np.ndarray | None, backend: str,
+                rebuild: Callable[[], BinRows] | None = None) -> Shared:
+    """The context of :func:`columns_on_cluster`: the rows' weighted histograms stored by bin
     (:func:`kernels.image.gram.transposed_rows`) and the weights the columns take, sent to the cluster
-    once for every column computed against them."""
-    return Shared({"rows_T": XT, "weights": weights, "backend": backend})
+    once for every column computed against them.  With ``rebuild`` (the rows again, from their visual
+    words) this process lets go of them once the workers hold them."""
+    def again() -> dict:
+        return {"rows_T": rebuild(), "weights": weights, "backend": backend}
+
+    return Shared({"rows_T": XT, "weights": weights, "backend": backend},
+                  rebuild=None if rebuild is None else again, meta={"n_rows": XT.n_rows})
 
 
 def columns_on_cluster(executor: BlockExecutor, rows: Shared, HC: np.ndarray, gram_key: dict, cache: DiskCache,
@@ -157,7 +163,7 @@ def columns_on_cluster(executor: BlockExecutor, rows: Shared, HC: np.ndarray, gr
     low-rank solver's pivots), in row blocks of :func:`gram_block_rows` on ``executor``'s workers, stacked
     in row order: the numbers and cache entries of :func:`gram_on_cluster`, without sending the rows
     again for every column."""
-    n = rows.value["rows_T"].shape[1]
+    n = rows.meta["n_rows"]
     spans = blocks_of(n, gram_block_rows(HC.shape[0]))
     whole = cache_key(gram_key)
     keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 import kernels.image.native as native
@@ -210,28 +212,101 @@ def _mirror_upper(K: np.ndarray, block: int = 1024) -> None:
         d[...] = np.triu(d) + np.triu(d, 1).T
 
 
-def transposed_rows(X, weights=None) -> np.ndarray:
-    """``(D, n)`` float32, C-contiguous: the histograms ``X`` (times the per-bin ``weights``, e.g. the
-    pyramid's ``α``, as :func:`pyramid_match_gram` weights them) transposed and checked once, the form in
-    which :func:`intersection_columns` reads many rows against a few columns."""
-    X = _as_hist(X, "X")
-    if weights is not None:
-        X = _as_hist(X * weights, "X")
-    return np.ascontiguousarray(X.T)
+@dataclass(frozen=True)
+class BinRows:
+    """Histograms ``X`` ``(n, D)`` stored by bin, sparse (:func:`transposed_rows`): for bin ``v``, the rows
+    with ``X[i, v] > 0`` in increasing order, ``rows[colptr[v]:colptr[v + 1]]``, and their values
+    ``data[...]`` — the CSC form of ``X``.  Held instead of the dense ``(D, n)`` transpose: pyramid
+    histograms are mostly zeros (on the teaching images 13–27 % of the bins are used), so this takes about
+    0.4 of the dense bytes at COCO size (2.4 GB instead of 6.1 GB for 113,287 images)."""
+
+    colptr: np.ndarray    # int64 (D + 1,)
+    rows: np.ndarray      # int32 (nnz,)
+    data: np.ndarray      # float32 (nnz,)
+    n_rows: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(D, n)``, the shape of the transpose it stands for."""
+        return len(self.colptr) - 1, self.n_rows
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.colptr.nbytes + self.rows.nbytes + self.data.nbytes)
+
+    def self_intersections(self) -> np.ndarray:
+        """``(n,)`` float32: ``K(x_i, x_i) = Σ_v min(x_iv, x_iv) = Σ_v x_iv``, added in increasing bin
+        order in float32 as the Gram's kernel adds them, so each equals the Gram's diagonal bit for bit."""
+        out = np.zeros(self.n_rows, dtype=np.float32)
+        np.add.at(out, self.rows, self.data)    # unbuffered: each row's terms in storage (= bin) order
+        return out
 
 
-def intersection_columns(XT: np.ndarray, Y, weights=None, *, start: int = 0, stop: int | None = None,
+class BinRowsBuilder:
+    """:class:`BinRows` of histograms given a block of rows at a time (:meth:`add`, then :meth:`build`), so
+    that the dense histograms of all the rows are never held: each block (times the per-bin ``weights``)
+    is kept as sparse rows, and :meth:`build` turns them into one by-bin store."""
+
+    def __init__(self, weights=None):
+        self.weights = weights
+        self._data: list[np.ndarray] = []
+        self._indices: list[np.ndarray] = []
+        self._counts: list[np.ndarray] = []
+        self._n_bins: int | None = None
+
+    def add(self, X) -> None:
+        X = _as_hist(X, "X")
+        if self.weights is not None:
+            X = _as_hist(X * self.weights, "X")
+        if self._n_bins is not None and X.shape[1] != self._n_bins:
+            raise ValueError(f"a block has {X.shape[1]} bins, the others {self._n_bins}")
+        self._n_bins = X.shape[1]
+        B = sp.csr_matrix(X)
+        self._data.append(B.data.astype(np.float32, copy=False))
+        self._indices.append(B.indices.astype(np.int32, copy=False))
+        self._counts.append(np.diff(B.indptr))
+
+    def build(self) -> BinRows:
+        """The by-bin store of every row added (in the order added); the blocks are released."""
+        if self._n_bins is None:
+            raise ValueError("no rows were added")
+        counts = np.concatenate(self._counts)
+        indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        data, indices = np.concatenate(self._data), np.concatenate(self._indices)
+        self._data, self._indices, self._counts = [], [], []
+        M = sp.csr_matrix((data, indices, indptr), shape=(len(counts), self._n_bins)).tocsc()
+        del data, indices
+        M.sort_indices()
+        return BinRows(colptr=M.indptr.astype(np.int64), rows=M.indices.astype(np.int32, copy=False),
+                       data=M.data.astype(np.float32, copy=False), n_rows=len(counts))
+
+
+def transposed_rows(X, weights=None, block: int = 4096) -> BinRows:
+    """The histograms ``X`` (times the per-bin ``weights``, e.g. the pyramid's ``α``, as
+    :func:`pyramid_match_gram` weights them), checked once and stored by bin (:class:`BinRows`): the form in
+    which :func:`intersection_columns` reads many rows against a few columns.  Built ``block`` rows at a
+    time (:class:`BinRowsBuilder`)."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array of histograms, got shape {X.shape}")
+    builder = BinRowsBuilder(weights)
+    for lo in range(0, max(X.shape[0], 1), block):
+        builder.add(X[lo:lo + block])
+    return builder.build()
+
+
+def intersection_columns(XT: BinRows, Y, weights=None, *, start: int = 0, stop: int | None = None,
                          backend: str = "auto", n_threads: int = 1, chunk: int = 8192) -> np.ndarray:
     """Histogram intersection (Eq. 5; with the pyramid's ``weights``, Eqs. 7–8) of rows ``start:stop`` of
-    ``X``, given transposed (:func:`transposed_rows`), against a few histograms ``Y`` (the low-rank
-    solver's pivots): ``(stop − start, len(Y))`` float32.
+    ``X``, given by bin (:func:`transposed_rows`), against a few histograms ``Y`` (the low-rank solver's
+    pivots, a block of pool images): ``(stop − start, len(Y))`` float32.
 
-    The pivots are the sparse side: the same CSC kernel as :func:`intersection_gram` walks each pivot's
-    stored bins in increasing order and min-accumulates the rows' values, so an entry adds the same
-    non-zero terms in the same order as the Gram's entry (zeros add exactly) and **equals it bit for bit**,
-    whichever rows are asked together.  The cost is ``nnz(y) · n`` per pivot, where
-    :func:`intersection_gram` with the many rows on the left would convert all of them to CSC for every
-    column.  ``n_threads`` split the rows in chunks of ``chunk``."""
+    For each pivot, the bins it uses are walked in increasing order, and each row with a value in that
+    bin gets ``min(x_iv, y_v)`` added: an entry adds the same non-zero terms in the same order as the
+    Gram's entry (whose zero terms add exactly nothing), so it **equals it bit for bit**, whichever rows
+    are asked together.  The cost is ``Σ_{v ∈ y} nnz(X[:, v])`` per pivot, a fraction of the dense
+    ``nnz(y) · n``.  ``n_threads`` split the rows in chunks of ``chunk``."""
     D, n = XT.shape
     stop = n if stop is None else stop
     Y = _as_hist(np.atleast_2d(Y), "Y")
@@ -241,17 +316,21 @@ def intersection_columns(XT: np.ndarray, Y, weights=None, *, start: int = 0, sto
         raise ValueError(f"the rows have {D} bins but Y has {Y.shape[1]}")
     if not 0 <= start <= stop <= n:
         raise ValueError(f"rows {start}:{stop} are not within the {n} rows")
-    fn = _inner_loop(backend)
+    if backend not in ("auto", "c", "numpy"):
+        raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
+    fn = None if backend == "numpy" else native.load_bin_rows()
+    if backend == "c" and fn is None:
+        raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
     colptr, rows, data = _csc_block(Y)
     m = Y.shape[0]
     out = np.zeros((m, stop - start), dtype=np.float32)
 
     def run(c0: int, c1: int) -> None:
         if fn is not None:
-            if fn(colptr, rows, data, D, m, XT, n, c0, c1, out.ctypes.data + (c0 - start) * 4, stop - start) != 0:
-                raise MemoryError("compiled intersection kernel could not allocate its accumulator")
+            fn(colptr, rows, data, D, XT.colptr, XT.rows, XT.data, c0, c1, out.ctypes.data + (c0 - start) * 4,
+               stop - start)
         else:
-            _numpy_block(colptr, rows, data, m, XT, c0, c1, out[:, c0 - start:c1 - start])
+            _numpy_bin_rows(colptr, rows, data, XT, c0, c1, out[:, c0 - start:c1 - start])
 
     spans = [(a, min(stop, a + chunk)) for a in range(start, stop, chunk)]
     if n_threads > 1 and len(spans) > 1:
@@ -262,6 +341,20 @@ def intersection_columns(XT: np.ndarray, Y, weights=None, *, start: int = 0, sto
         for a, b in spans:
             run(a, b)
     return np.ascontiguousarray(out.T)
+
+
+def _numpy_bin_rows(colptr, rows, data, XT: BinRows, c0: int, c1: int, out: np.ndarray) -> None:
+    """numpy version of the compiled bin-rows kernel: per bin ``v`` of the pivots (increasing), add
+    ``min(x_iv, y_pv)`` to each row ``c0 ≤ i < c1`` stored in that bin (each row once per bin)."""
+    for v in np.flatnonzero(np.diff(colptr)):
+        a0, a1 = XT.colptr[v], XT.colptr[v + 1]
+        lo = a0 + np.searchsorted(XT.rows[a0:a1], c0)
+        hi = a0 + np.searchsorted(XT.rows[a0:a1], c1)
+        if hi <= lo:
+            continue
+        r, x = XT.rows[lo:hi] - c0, XT.data[lo:hi]
+        for k in range(colptr[v], colptr[v + 1]):
+            out[rows[k], r] += np.minimum(x, data[k])
 
 
 def histogram_intersection_gram(HX, HY=None, **kw) -> np.ndarray:

@@ -46,7 +46,7 @@ from kernels.image.codebook import (
 )
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors, one_opencv_thread
 from kernels.image.gram import (
-    combine_kernels, intersection_columns, intersection_gram, pyramid_match_gram, transposed_rows,
+    BinRows, BinRowsBuilder, combine_kernels, intersection_columns, intersection_gram, pyramid_match_gram,
 )
 from kernels.image.histograms import N_LEVELS, n_cells, pyramid_histogram
 from kernels.threads import default_threads
@@ -59,6 +59,9 @@ _KEY_VERSION = 2
 #: Memory (bytes) that :meth:`ImageKernel.fit` may spend keeping the full descriptors of the codebook
 #: images, so that computing their visual words right after k-means does not extract them again.
 DESCRIPTOR_MEMO_BYTES = 512 * 2**20
+#: Images whose dense histograms are built at a time when the kept rows are stored by bin
+#: (:meth:`ImageKernel._kept_rows`): 4,096 × 21 × 640 float32 = 220 MB beside the sparse result.
+KEPT_ROWS_BLOCK = 4096
 
 #: Descriptors sampled per codebook image (before the per-feature cap), codebooks from training images.
 DEFAULT_SAMPLES_PER_IMAGE = {"color": 256, "texture": 256, "sift": 128}
@@ -219,10 +222,9 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
-        # the last rows' histograms (and their cluster contexts), kept for repeated column requests
-        # (rows, histograms by feature, cluster contexts by feature, [images fingerprint], transposed
-        # histograms by feature: a feature's row-major histograms go once its transposed ones are built)
-        self._rows_memo: tuple[tuple[str, ...], dict[str, np.ndarray], dict, list, dict] | None = None
+        # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
+        # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
+        self._rows_memo: tuple[tuple[str, ...], dict[str, BinRows], dict, list] | None = None
 
     # ------------------------------------------------------------------ keys
     # Image features depend on the pixels, not on the captions or splits: the keys name the images by
@@ -578,15 +580,28 @@ class ImageKernel:
         return {f: np.ascontiguousarray(P[f][:, : self.n_words[f]]) for f in self.features}
 
     # ------------------------------------------------------------------ Grams
-    def feature_grams(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    def feature_grams(self, rows: Sequence[str], cols: Sequence[str] | None = None, *,
+                      by_columns: bool = False) -> dict[str, np.ndarray]:
         """Per-feature Gram matrices ``{feature: (len(rows), len(cols))}`` float32 before combination
-        (``K_C``, ``K_T``, ``K_S`` of Eq. 6); ``cols=None`` → ``rows × rows``."""
-        self._check_fitted()
-        rows = list(rows)
-        cols = None if cols is None else list(cols)
-        hists: dict[str, dict[str, np.ndarray] | None] = {}
+        (``K_C``, ``K_T``, ``K_S`` of Eq. 6); ``cols=None`` → ``rows × rows``.
 
-        columns = cols is not None and is_skinny(len(cols))   # the low-rank solver's pivot columns
+        ``by_columns``: a few ``rows`` against many ``cols`` (e.g. a block of pool images against every
+        training image) computed as the transpose of ``cols × rows``, the columns' way
+        (:meth:`_columns`): the many histograms are transposed once and kept for the next call with the
+        same ``cols`` — which a Dask cluster then holds once, instead of receiving them with every call —
+        and each entry equals the Gram's bit for bit."""
+        self._check_fitted()
+        if by_columns and cols is not None:
+            grams = self._feature_grams(list(cols), list(rows), columns=True)
+            return {f: np.ascontiguousarray(g.T) for f, g in grams.items()}
+        cols = None if cols is None else list(cols)
+        # a few columns: the low-rank solver's pivot columns
+        return self._feature_grams(list(rows), cols, columns=cols is not None and is_skinny(len(cols)))
+
+    def _feature_grams(self, rows: list[str], cols: list[str] | None, columns: bool) -> dict[str, np.ndarray]:
+        """:meth:`feature_grams` by row blocks of the Gram routine, or (``columns``) as columns of the
+        kept, transposed ``rows`` (:meth:`_columns`)."""
+        hists: dict[str, dict[str, np.ndarray] | None] = {}
 
         def compute(f: str) -> dict[str, np.ndarray]:
             if columns:
@@ -605,6 +620,10 @@ class ImageKernel:
                 return {"K": pyramid_match_gram(HR, HC, self.n_words[f], self.levels, **kw)}
             return {"K": intersection_gram(HR, HC, **kw)}
 
+        if columns and self.executor is not None:
+            # on a cluster the columns are cached as their row blocks (image_gram_rows) by whichever worker
+            # computed them; the whole would be the same bytes again (at COCO size 5 GB per decomposition)
+            return {f: compute(f)["K"] for f in self.features}
         key = self._column_key if columns else self._gram_key
         out = {f: self.cache.get_or_compute("image_gram", key(f, rows, cols), lambda f=f: compute(f))["K"]
                for f in self.features}
@@ -628,36 +647,50 @@ class ImageKernel:
         """Feature ``f``'s per-bin weights: the pyramid's ``α`` (Eqs. 7–8), none for Eq. 5."""
         return column_weights(self.kind, self.n_words[f], self.levels)
 
-    def _row_histograms(self, rows: list[str]) -> dict[str, np.ndarray]:
-        """:meth:`histograms` of ``rows``, kept for the next call with the same rows: the low-rank solver
-        asks for one training column after another (``feature_grams(train_ids, [pivot])``), and the
-        training images' histograms are then built once, not once per column (until
-        :meth:`release_rows`).  A feature whose transposed histograms were built
-        (:meth:`_transposed_rows`) is no longer in it."""
+    def _kept_rows(self, rows: list[str]) -> dict[str, BinRows]:
+        """Every feature's weighted histograms of ``rows`` stored by bin (:class:`~kernels.image.gram.BinRows`),
+        kept for the next call with the same rows: the low-rank solver asks for one training column after
+        another (``feature_grams(train_ids, [pivot])``), and the nearest-neighbour baseline for one block
+        of pool images after another, so the training images' histograms are built once, not once per
+        call (until :meth:`release_rows`).  Built :data:`KEPT_ROWS_BLOCK` images at a time: the dense
+        ``n × 21·V`` histograms (6.1 GB at COCO size) are never held, only the sparse ones (2.4 GB)."""
         key = tuple(rows)
         if self._rows_memo is None or self._rows_memo[0] != key:
             self.release_rows()   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (key, self.histograms(rows), {}, [], {})
+            builders = {f: BinRowsBuilder(self._weights(f)) for f in self.features}
+            for lo in range(0, len(rows), KEPT_ROWS_BLOCK):
+                H = self.histograms(rows[lo:lo + KEPT_ROWS_BLOCK])
+                for f in self.features:
+                    builders[f].add(H.pop(f))
+            self._rows_memo = (key, {f: b.build() for f, b in builders.items()}, {}, [])
         return self._rows_memo[1]
 
-    def _transposed_rows(self, rows: list[str], f: str) -> np.ndarray:
-        """Feature ``f``'s histograms of the kept ``rows``, weighted and transposed
-        (:func:`kernels.image.gram.transposed_rows`), built once; the row-major copy is dropped then, so
-        the rows are held once."""
-        H = self._row_histograms(rows)
-        transposed = self._rows_memo[4]
-        if f not in transposed:
-            transposed[f] = transposed_rows(H.pop(f), self._weights(f))
-        return transposed[f]
+    def _transposed_rows(self, rows: list[str], f: str) -> BinRows:
+        """Feature ``f``'s histograms of the kept ``rows``, weighted and stored by bin (:meth:`_kept_rows`;
+        in-process: a cluster's columns use :meth:`_shared_rows`)."""
+        kept = self._kept_rows(rows)
+        if f not in kept:   # sent to a cluster earlier (an executor given, then taken away)
+            kept[f] = self._rebuilt_rows(rows, f)
+        return kept[f]
 
     def _shared_rows(self, rows: list[str], feature: str):
-        """The ``feature`` rows, transposed, as a cluster context sent once for all the columns computed
-        against them (:func:`kernels.image.blocks.shared_rows`)."""
-        XT = self._transposed_rows(rows, feature)
+        """The ``feature`` rows stored by bin as a cluster context sent once for all the columns computed
+        against them (:func:`kernels.image.blocks.shared_rows`).  They leave this process's kept rows: once
+        the workers hold them, this process keeps no copy (it rebuilds them from the visual words if the
+        cluster ever loses every copy, :meth:`_rebuilt_rows`)."""
+        kept = self._kept_rows(rows)
         held = self._rows_memo[2]
         if feature not in held:
-            held[feature] = shared_rows(XT, weights=self._weights(feature), backend=self.backend)
+            held[feature] = shared_rows(kept.pop(feature), weights=self._weights(feature), backend=self.backend,
+                                        rebuild=lambda: self._rebuilt_rows(rows, feature))
         return held[feature]
+
+    def _rebuilt_rows(self, rows: list[str], feature: str) -> BinRows:
+        """Feature ``feature``'s weighted histograms of ``rows`` stored by bin, built again (not kept)."""
+        builder = BinRowsBuilder(self._weights(feature))
+        for lo in range(0, len(rows), KEPT_ROWS_BLOCK):
+            builder.add(self.histograms(rows[lo:lo + KEPT_ROWS_BLOCK])[feature])
+        return builder.build()
 
     def release_rows(self) -> None:
         """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
@@ -666,28 +699,19 @@ class ImageKernel:
                 self.executor.forget(shared)
         self._rows_memo = None
 
-    def feature_diagonals(self, ids: Sequence[str], block: int = 512) -> dict[str, np.ndarray]:
+    def feature_diagonals(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
-        ``feature_grams(ids)``, Eqs. 5, 7–8) without the ``len(ids)²`` Gram: each block of ``block``
-        images against itself, by the same Gram routine, so each entry is the full Gram's."""
+        ``feature_grams(ids)``, Eqs. 5, 7–8) without the ``len(ids)²`` Gram: ``Σ_v x_iv`` of the weighted
+        histograms, added in bin order as the Gram's kernel adds ``min(x_iv, x_iv)``, so each entry is
+        the full Gram's bit for bit (:meth:`~kernels.image.gram.BinRows.self_intersections`).  ``ids``
+        become the kept rows (:meth:`_kept_rows`): the low-rank solver asks for the diagonal, then for
+        columns against the same images."""
         self._check_fitted()
         ids = list(ids)
-        H = self._row_histograms(ids)
-        out = {f: np.empty(len(ids), dtype=np.float32) for f in self.features}
-        kw = dict(backend=self.backend, n_threads=self.n_jobs, show_progress=False)
-        for f in self.features:
-            for lo in range(0, len(ids), block):
-                if f not in H:   # only the weighted, transposed rows are kept: the same weighted blocks
-                    B = np.ascontiguousarray(self._rows_memo[4][f][:, lo:lo + block].T)
-                    K = intersection_gram(B, B.copy(), **kw)
-                elif self.kind == "pyramid":
-                    B = H[f][lo:lo + block]
-                    K = pyramid_match_gram(B, B.copy(), self.n_words[f], self.levels, **kw)
-                else:
-                    B = H[f][lo:lo + block]
-                    K = intersection_gram(B, B.copy(), **kw)
-                out[f][lo:lo + len(B)] = np.diagonal(K)
-        return out
+        kept = self._kept_rows(ids)
+        # a feature whose rows went to the cluster (_shared_rows) is built again for its diagonal
+        return {f: (kept[f] if f in kept else self._rebuilt_rows(ids, f)).self_intersections()
+                for f in self.features}
 
     def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:
         """Combined kernel ``K = [(1/|F|) Σ_f K_f]^p`` (Hodosh Eq. 6), float32 ``(len(rows), len(cols))``;

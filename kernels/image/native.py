@@ -68,6 +68,41 @@ int itr_intersect_csc_block(const int64_t *colptr, const int32_t *rows, const fl
     free(acc);
     return 0;
 }
+
+/* Histogram intersection of sparse rows, stored by bin (colptr over the D bins, row indices sorted within
+   a bin, values), against m pivots in CSC form (pcolptr, local pivot index, values), for rows
+   start <= i < stop:
+
+     out[p * out_stride + (i - start)] += min(X[i, v], Y[p, v])   for every bin v of pivot p, in increasing v,
+
+   where X[i, v] > 0 (min(0, a) = 0: the zero terms of the dense sum add exactly nothing).  Each entry adds
+   the same terms in the same order as itr_intersect_csc_block's entry for the pair, so it equals the
+   Gram's bit for bit.  out must hold zeros (or a partial sum) on entry. */
+static int64_t itr_lower_bound(const int32_t *a, int64_t lo, int64_t hi, int64_t key)
+{
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+int itr_intersect_bin_rows(const int64_t *pcolptr, const int32_t *prows, const float *pdata, int64_t D,
+                           const int64_t *xcolptr, const int32_t *xrows, const float *xdata,
+                           int64_t start, int64_t stop, float *out, int64_t out_stride)
+{
+    for (int64_t v = 0; v < D; ++v) {
+        if (pcolptr[v] == pcolptr[v + 1]) continue;
+        const int64_t lo = itr_lower_bound(xrows, xcolptr[v], xcolptr[v + 1], start);
+        const int64_t hi = itr_lower_bound(xrows, lo, xcolptr[v + 1], stop);
+        for (int64_t k = pcolptr[v]; k < pcolptr[v + 1]; ++k) {
+            const float a = pdata[k];
+            float *restrict o = out + (int64_t)prows[k] * out_stride - start;
+            for (int64_t j = lo; j < hi; ++j) { const float t = xdata[j]; o[xrows[j]] += (t < a) ? t : a; }
+        }
+    }
+    return 0;
+}
 """
 
 _LIB = None
@@ -103,8 +138,8 @@ def _build(target: Path) -> None:
         os.replace(so, target)
 
 
-def load():
-    """The compiled function, or ``None`` when unavailable (see module docstring)."""
+def _library():
+    """The compiled library with both functions' signatures set, or ``None`` (see module docstring)."""
     global _LIB, _TRIED
     if _TRIED:
         return _LIB
@@ -115,14 +150,27 @@ def load():
         lib = build_and_load(_lib_path(), source_digest(_source_tag()), _build, "histogram intersection")
         if lib is None:
             return None
-        fn = lib.itr_intersect_csc_block
         p = np.ctypeslib.ndpointer
-        fn.argtypes = [p(np.int64, flags="C"), p(np.int32, flags="C"), p(np.float32, flags="C"),
-                       ctypes.c_int64, ctypes.c_int64, p(np.float32, flags="C"), ctypes.c_int64,
-                       ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
-        fn.restype = ctypes.c_int
-        _LIB = fn
+        i64, i32, f32 = p(np.int64, flags="C"), p(np.int32, flags="C"), p(np.float32, flags="C")
+        n = ctypes.c_int64
+        lib.itr_intersect_csc_block.argtypes = [i64, i32, f32, n, n, f32, n, n, n, ctypes.c_void_p, n]
+        lib.itr_intersect_csc_block.restype = ctypes.c_int
+        lib.itr_intersect_bin_rows.argtypes = [i64, i32, f32, n, i64, i32, f32, n, n, ctypes.c_void_p, n]
+        lib.itr_intersect_bin_rows.restype = ctypes.c_int
+        _LIB = lib
     except Exception as exc:  # pragma: no cover - depends on the machine
         log.warning("compiled intersection kernel unavailable (%s); using the numpy implementation", exc)
         _LIB = None
     return _LIB
+
+
+def load():
+    """The compiled CSC-block function (``itr_intersect_csc_block``), or ``None`` when unavailable."""
+    lib = _library()
+    return None if lib is None else lib.itr_intersect_csc_block
+
+
+def load_bin_rows():
+    """The compiled bin-major rows function (``itr_intersect_bin_rows``), or ``None`` when unavailable."""
+    lib = _library()
+    return None if lib is None else lib.itr_intersect_bin_rows
