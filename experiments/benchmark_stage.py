@@ -110,7 +110,8 @@ class FolderImageScorer:
         return np.concatenate(out) if out else np.zeros(0)
 
 
-def _given(options: RunOptions) -> bool:
+def benchmarks_given(options: RunOptions) -> bool:
+    """Whether the run was given a caption-metric benchmark (``--composite``, ``--pascal50s``, ``--foil``)."""
     return any(getattr(options, k, None) is not None for k in ("composite", "pascal50s", "foil"))
 
 
@@ -134,7 +135,7 @@ def benchmark_stage(options: RunOptions, human: Mapping, text_scorers: Mapping[s
         cells not scored, with their reason), ``load_errors`` (benchmark -> the one error naming its
         file and line), ``image_folder``, and ``text``: :func:`~evaluation.benchmarks.format_benchmark_table`.
     """
-    if not _given(options):
+    if not benchmarks_given(options):
         return {}
     loaded = load_benchmarks(composite=options.composite, pascal50s=options.pascal50s, foil=options.foil,
                              foil_coco_captions=options.foil_coco_captions, seed=options.seed)

@@ -16,6 +16,7 @@ from corpora.jsondata import jsonable
 from corpora.protocol import train_items
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
+from experiments.benchmark_stage import benchmarks_given
 from experiments.errors import PipelineError
 from experiments.evaluation_stage import metrics_json
 from experiments.options import RunOptions
@@ -120,6 +121,7 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
     # Memory (Flickr8k: ~0.3 GB per text kernel, ~1 GB of fitted models per system): a text kernel is
     # dropped after the last system that uses it unless a KCCA pair scorer will need it (TRI5SEM's and
     # the best system's so far, chosen as kcca_pair_scorers chooses); fitted models are always released.
+    keep_pairs = pair_scorers_wanted(corpus, options)   # else no text kernel outlives its systems
     texts: dict[str, str] = {}      # KCCA system -> its text kernel
     last_use: dict[str, int] = {}   # text kernel -> index of the last system that uses it
     for i, n in enumerate(names):
@@ -148,7 +150,7 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
         runs[r.name] = r
         if cfg.model == "kcca":
             r10[r.name] = metrics_json(evaluate_pool(r.test_matrices, pools["test"])["annotation"])["R@10"]
-            needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts}
+            needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts} if keep_pairs else set()
             for t, last in last_use.items():
                 if last <= i and t not in needed:
                     store.drop_text(t)
@@ -157,6 +159,13 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
     for kind in store.image_kinds():   # the cluster closes with this stage; later words are computed here
         store.image_entry(kind).kernel.executor = None
     return outputs, runs, store
+
+
+def pair_scorers_wanted(corpus: Corpus, options: RunOptions) -> bool:
+    """Whether the run scores caption pairs with the KCCA affinity (:func:`kcca_pair_scorers`): the corpus
+    has human judgments (Flickr8k-Expert / CF) or a benchmark was given.  Otherwise (Flickr30k, COCO) no
+    text kernel is kept past its last system (at COCO size a text kernel's decomposition is 1.8 GB)."""
+    return bool(corpus.expert) or bool(corpus.crowd) or benchmarks_given(options)
 
 
 def needs_wordnet(names: Sequence[str]) -> bool:

@@ -15,7 +15,7 @@ from corpora.base import CorpusError
 from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
 from corpora.nltk_resources import MissingResourceError
-from experiments.classical_stage import kcca_pair_scorers, run_classical
+from experiments.classical_stage import kcca_pair_scorers, pair_scorers_wanted, run_classical
 from experiments.corpus_stage import build_pools, load_corpus, retrieval_plan
 from experiments.errors import PipelineError
 from experiments.evaluation_stage import compositionality_table, evaluation_stage
@@ -106,7 +106,8 @@ def run_stages(options: RunOptions, cache: DiskCache) -> dict[str, Path]:
         systems_json, evals, reference = evaluation_stage(outputs, pools["test"], options, cache)
         compositionality = compositionality_table(corpus, outputs, pools["test"])
     with timer.stage("human correlation"):
-        kcca_scorers = kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
+        kcca_scorers = (kcca_pair_scorers(corpus, runs, kernel_store, systems_json)
+                        if pair_scorers_wanted(corpus, options) else {})
         per_row: dict = {}
         human = human_stage(corpus, {**pair_scorers, **kcca_scorers}, cache, keep=per_row)
         effects = paper_effects(per_row, sr_hits, student, seed=options.seed, cache=cache)

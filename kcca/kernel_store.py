@@ -76,20 +76,47 @@ class ImageKernelEntry:
     pair_feature_rows: dict = field(default_factory=dict)
     lock: threading.RLock = _entry_lock()
 
-    def rows(self, split: str, ids: Sequence[str] | None, power: int) -> np.ndarray:
+    def rows(self, split: str, ids: Sequence[str] | None, power: int,
+             columns: Sequence[int] | None = None) -> np.ndarray:
         """Combined image kernel (Hodosh et al. 2013, Eq. 6, power ``p``) of ``ids`` against the training
-        images; ``split="train"``: the training Gram (``ids`` ignored).  Memoised by the ids, not the
-        split name."""
-        rows_key = "train" if split == "train" else (split, tuple(ids))
+        images, or only against the training images at positions ``columns`` (a low-rank view's pivots, in
+        their order: what :meth:`kcca.solver.KernelView.features` reads); ``split="train"``: the training
+        Gram (``ids`` and ``columns`` ignored).  Memoised by the ids and columns, not the split name.  Each
+        entry depends only on its two images, so a column equals the full row's entry."""
+        if split == "train":
+            rows_key = "train"
+        else:
+            rows_key = (split, tuple(ids)) if columns is None else (split, tuple(ids), tuple(int(j) for j in columns))
         ck = (rows_key, int(power))
         with self.lock:
             if ck not in self.combined:
                 if rows_key not in self.feature_grams:
-                    cols = None if split == "train" else list(self.train_ids)
+                    if split == "train":
+                        cols = None
+                    elif columns is None:
+                        cols = list(self.train_ids)
+                    else:
+                        cols = [self.train_ids[int(j)] for j in columns]
                     rows = list(self.train_ids) if split == "train" else list(ids)
                     self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
                 self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
             return self.combined[ck]
+
+    def row_block(self, ids: Sequence[str], power: int) -> np.ndarray:
+        """Combined image kernel (Eq. 6, power ``p``) of a few images ``ids`` against every training image,
+        not memoised (the nearest-neighbour baseline reads a pool this way, a block at a time): computed
+        as columns of the training images' kept, transposed histograms
+        (:meth:`~kernels.image.ImageKernel.feature_grams` with ``by_columns``), the entries of :meth:`rows`."""
+        with self.lock:
+            grams = self.kernel.feature_grams(list(ids), list(self.train_ids), by_columns=True)
+        return combine_kernels(grams, int(power))
+
+    def release_rows(self) -> None:
+        """Free the training histograms :meth:`row_block` and the column source keep between calls."""
+        release = getattr(self.kernel, "release_rows", None)   # test doubles have none
+        if release is not None:
+            with self.lock:
+                release()
 
     def column_source(self, power: int) -> KernelSource:
         """The combined training kernel (Eq. 6, power ``p``) as a :class:`~kcca.lowrank.KernelSource` for
@@ -125,7 +152,7 @@ class ImageKernelEntry:
     def _image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         new = [i for i in dict.fromkeys(image_ids) if i not in self.pair_feature_rows]
         for rows_key, grams in list(self.feature_grams.items()) if new else ():
-            if rows_key == "train":
+            if rows_key == "train" or len(rows_key) > 2:   # the training Gram, or rows at some columns only
                 continue
             pos = {i: k for k, i in enumerate(rows_key[1])}
             for i in [i for i in new if i in pos]:
@@ -205,12 +232,14 @@ class TextKernelEntry:
 
         return KernelSource(np.arange(n), columns, diag=diagonal, release=release)
 
-    def query_rows(self, split: str, captions: Sequence) -> np.ndarray:
-        """Rows of ``captions`` against the training items, memoised by the caption ids."""
-        key = (split, tuple(c.id for c in captions))
+    def query_rows(self, split: str, captions: Sequence, items: Sequence[int] | None = None) -> np.ndarray:
+        """Rows of ``captions`` against the training items, or only against the items at positions
+        ``items`` (a low-rank view's pivots, in their order), memoised by the caption ids and items."""
+        item_key = None if items is None else tuple(int(j) for j in items)
+        key = (split, tuple(c.id for c in captions), item_key)
         with self.lock:
             if key not in self.queries:
-                self.queries[key] = self.kernel.gram_queries(list(captions))
+                self.queries[key] = self.kernel.gram_queries(list(captions), items=item_key)
             return self.queries[key]
 
 
@@ -307,14 +336,22 @@ class KernelStore:
         self._texts.pop(name, None)
 
     # ------------------------------------------------------------------------------ derived
-    def image_rows(self, kind: str, split: str, ids: Sequence[str] | None, power: int) -> np.ndarray:
-        """Combined image kernel (Eq. 6, power ``p``) of ``ids`` against the training images
-        (:meth:`ImageKernelEntry.rows`)."""
-        return self.image_entry(kind).rows(split, ids, power)
+    def image_rows(self, kind: str, split: str, ids: Sequence[str] | None, power: int,
+                   columns: Sequence[int] | None = None) -> np.ndarray:
+        """Combined image kernel (Eq. 6, power ``p``) of ``ids`` against the training images, or against
+        those at positions ``columns`` (:meth:`ImageKernelEntry.rows`)."""
+        return self.image_entry(kind).rows(split, ids, power, columns)
 
-    def text_queries(self, name: str, split: str, captions: Sequence) -> np.ndarray:
-        """Text kernel rows of ``captions`` against the training items (:meth:`TextKernelEntry.query_rows`)."""
-        return self.text_entry(name).query_rows(split, captions)
+    def image_row_block(self, kind: str, ids: Sequence[str], power: int) -> np.ndarray:
+        """Combined image kernel (Eq. 6, power ``p``) of a few images against the training images, not
+        memoised (:meth:`ImageKernelEntry.row_block`)."""
+        return self.image_entry(kind).row_block(ids, power)
+
+    def text_queries(self, name: str, split: str, captions: Sequence,
+                     items: Sequence[int] | None = None) -> np.ndarray:
+        """Text kernel rows of ``captions`` against the training items, or against those at positions
+        ``items`` (:meth:`TextKernelEntry.query_rows`)."""
+        return self.text_entry(name).query_rows(split, captions, items)
 
     def image_view(self, kind: str, power: int, *, solver: str, **decompose_kwargs):
         """The KCCA decomposition (:func:`kcca.solver.decompose`) of the combined training Gram at

@@ -20,8 +20,9 @@ from kcca.selection import ChosenModel, SelectionResult, SweepTable
 __all__ = ["RUN_CACHE_VERSION", "RUN_CACHE_NAMESPACE", "digest", "pool_digest", "images_digest", "run_cache_key",
            "run_to_arrays", "run_from_arrays"]
 
-#: Bumped whenever the cached content of a KCCA system run changes meaning.
-RUN_CACHE_VERSION = 3
+#: Bumped whenever the cached content of a KCCA system run changes meaning (4: the low-rank solver keeps
+#: its spectral factor in the working precision, ``dtype``).
+RUN_CACHE_VERSION = 4
 #: The DiskCache namespace of the runs.
 RUN_CACHE_NAMESPACE = "kcca_runs"
 

@@ -338,6 +338,16 @@ class SystemViews:
         return fit_models(*self(p, d), (kappa,), **self.grid.fit_kwargs)[kappa]
 
 
+def pivot_columns(view) -> tuple[int, ...] | None:
+    """The training positions a low-rank view reads new items' kernel rows at (its pivots, in pivot
+    order); ``None`` when it reads whole rows (exact views, and a full-rank factor, whose rows are read
+    in training order)."""
+    piv = getattr(view, "pivots", None)
+    if getattr(view, "kind", "exact") != "lowrank" or piv is None or len(piv) >= view.n_train:
+        return None
+    return tuple(int(j) for j in piv)
+
+
 class PowerDiagSearch:
     """The KCCA part of :func:`run_system` (Hodosh et al. 2013, Sec. 4.1.3): compare the (p, d) pairs on
     dev without ensembles, then the chosen pair's full (n, κ) selection with Borda ensembles."""
@@ -346,7 +356,7 @@ class PowerDiagSearch:
         self.views, self.pools = views, pools
         self.store, self.cfg, self.grid, self.timings = views.store, views.cfg, views.grid, views.timings
         self.final_models: dict[float, object] = {}
-        self._text_rows: dict[str, np.ndarray] = {}
+        self._text_rows: dict = {}   # pivots of the text view (None: whole rows) -> {split: rows}
 
     def select(self, p: int, d: float, kappas, final_run: bool) -> SelectionResult:
         """The (n, κ) selection at (p, d); ``final_run``: with test scores and Borda ensembles, and the
@@ -354,11 +364,15 @@ class PowerDiagSearch:
         vx, vy = self.views(p, d)
         t = time.perf_counter()
         cfg, pools = self.cfg, self.pools
-        if not self._text_rows:
-            self._text_rows.update({s: self.store.text_queries(cfg.text, s, pools[s].captions)
-                                    for s in ("dev", "test")})
-        Ky_rows = self._text_rows
-        Kx_rows = {s: self.store.image_rows(cfg.image_kind, s, pools[s].image_ids, p) for s in ("dev", "test")}
+        # a low-rank view reads a pool's kernel rows at its pivots only (kcca.solver.KernelView.features):
+        # only those columns are computed (at COCO size the full rows would be 5,000 x 113,287 per pool)
+        px, py = pivot_columns(vx), pivot_columns(vy)
+        if py not in self._text_rows:
+            self._text_rows.clear()
+            self._text_rows[py] = {s: self.store.text_queries(cfg.text, s, pools[s].captions, py)
+                                   for s in ("dev", "test")}
+        Ky_rows = self._text_rows[py]
+        Kx_rows = {s: self.store.image_rows(cfg.image_kind, s, pools[s].image_ids, p, px) for s in ("dev", "test")}
         models = fit_models(vx, vy, kappas, **self.grid.fit_kwargs)
         res = select_and_ensemble(None, None, dev=(Kx_rows["dev"], Ky_rows["dev"], pools["dev"]),
                                   test=(Kx_rows["test"], Ky_rows["test"]) if final_run else None,
@@ -406,8 +420,12 @@ def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, 
     nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress, text=cfg.text or "TRI5",
                           text_kwargs=text_kwargs).fit(corpus, list(train_ids))
     p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
-    mats = {s: nn.scores(store.image_rows(cfg.image_kind, s, pools[s].image_ids, p), pools[s])
-            for s in ("dev", "test")}
+    mats = {}
+    for s in ("dev", "test"):   # the pool's image rows a block at a time, never the pool x training matrix
+        ids = list(pools[s].image_ids)
+        mats[s] = nn.scores(lambda lo, hi, ids=ids: store.image_row_block(cfg.image_kind, ids[lo:hi], p), pools[s],
+                            n_images=len(ids))
+    store.image_entry(cfg.image_kind).release_rows()   # the training histograms the row blocks kept
     timings["nn"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
     return SystemRun(name=cfg.name, test_matrices=mats["test"], dev_matrices=mats["dev"],

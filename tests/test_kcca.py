@@ -367,6 +367,13 @@ def test_float32_precision_agrees_with_float64():
     np.testing.assert_allclose(Sa, Sb, atol=1e-3)
     with pytest.raises(ValueError, match="dtype"):
         KCCA(dtype="float16").fit(Kx, Ky)
+    # the low-rank solver keeps its spectral factor U in the working precision too (half the memory)
+    la = KCCA(reg=0.5, solver="lowrank", max_rank=60).fit(Kx, Ky)
+    lb = KCCA(reg=0.5, solver="lowrank", max_rank=60, dtype="float32").fit(Kx, Ky)
+    assert la._vx.U.dtype == np.float64 and lb._vx.U.dtype == np.float32 and lb._vy.U.dtype == np.float32
+    np.testing.assert_allclose(lb.correlations_[:10], la.correlations_[:10], atol=1e-4)
+    np.testing.assert_allclose(lb.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10),
+                               la.affinity(d.kx(d.X[te], d.X[tr]), d.ky(d.Y[te], d.Y[tr]), 10), atol=1e-3)
 
 
 def test_auto_jitter_is_the_numerical_rank_of_the_working_precision():

@@ -103,6 +103,15 @@ def test_image_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
     np.testing.assert_array_equal(view.U, ref.U)
     np.testing.assert_array_equal(view.lam, ref.lam)
     assert any(p.parent.name == "image_gram_rows" for p in (tmp_path / "dask").rglob("*.npz"))
+    # the columns are cached as their row blocks only, not a second time whole
+    stages = [json.loads(str(np.load(p)["__key__"]))["stage"] for p in (tmp_path / "dask" / "image_gram").glob("*.npz")]
+    assert "gram-columns" not in stages
+    # a second run reads every column from the blocks and computes none
+    with BlockExecutor(workers=2, processes=False) as ex:
+        cache = DiskCache(tmp_path / "dask")
+        again = _image_store(corpus, cache, ex).image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    np.testing.assert_array_equal(again.U, ref.U)
+    assert cache.misses == 0 and cache.hits > 0
 
 
 @pytest.mark.parametrize("name", ["BoW5", "TRI5", "TagRank"])
@@ -156,11 +165,14 @@ def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkey
     assert extra["solver"] == "lowrank" and extra["kcca_kwargs"]["max_rank"] == MAX_RANK
     pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
     built: list = []
+    widths: list = []   # columns of the pool rows the systems read
     real_rows, real_gram = ImageKernelEntry.rows, TextKernelEntry.train_gram
 
-    def rows(self, split, ids, power):
+    def rows(self, split, ids, power, columns=None):
         built.append(("image", split)) if split == "train" else None
-        return real_rows(self, split, ids, power)
+        out = real_rows(self, split, ids, power, columns)
+        widths.append(out.shape[1])
+        return out
 
     def train_gram(self, diag):
         built.append(("text", diag))
@@ -170,6 +182,19 @@ def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkey
     monkeypatch.setattr(TextKernelEntry, "train_gram", train_gram)
     run = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False, **extra)
     assert built == []                                      # only columns and diagonals were read
+    assert widths and set(widths) == {MAX_RANK}             # pools' rows at the pivots only
+    # the pools' rows against the pivots give the numbers of whole rows, bit for bit
+    import kcca.systems as systems
+
+    with monkeypatch.context() as m:
+        m.setattr(systems, "pivot_columns", lambda view: None)
+        whole = run_system("BoW5", corpus, store=KernelStore(), pools=pools, cache=None, show_progress=False,
+                           **extra)
+    assert len(corpus.split("train")) in widths
+    for split in ("test_matrices", "dev_matrices"):
+        a, b = getattr(run, split), getattr(whole, split)
+        np.testing.assert_array_equal(a.annotation, b.annotation)
+        np.testing.assert_array_equal(a.search, b.search)
     # the previous behaviour: the low-rank solver on the materialised training Grams
     monkeypatch.setattr(ImageKernelEntry, "column_source",
                         lambda self, p: KernelSource.from_gram(self.rows("train", None, p)))

@@ -454,3 +454,33 @@ def test_edited_external_corpus_is_not_served_from_the_cache(tmp_path):
     after = gram()
     np.testing.assert_allclose(after, fresh(), atol=1e-6)
     assert not np.allclose(after, before)
+
+
+@pytest.mark.parametrize("kind", ["BoW5", "TRI5", "TagRank", "soft-torch", "soft-native"])
+def test_queries_against_some_items_equal_the_full_rows(kind):
+    """gram_queries(items=...) (the low-rank path's pool rows against the pivots) is the full rows'
+    columns, bit for bit, in the items' order (repeated and unsorted items included)."""
+    corpus = _corpus(n_items=9, seed=3)
+    ids = corpus.split("train")
+    if kind.startswith("soft"):
+        backend = kind.split("-")[1]
+        if backend == "native":
+            from kernels.text.native import load_softtri
+
+            if load_softtri() is None:
+                pytest.skip("no C compiler: native soft-TRI backend unavailable")
+        tk = TextKernel("TRI", 5, show_progress=False, backend=backend)
+        tk.fit(corpus, ids)
+        tk.sim_parts = ("A",)
+        tk.word_kernel = _planted_word_kernel(tk)
+    else:
+        tk = TextKernel.from_name(kind, show_progress=False)
+        tk.fit(corpus, ids)
+    qs = _queries()
+    full = tk.gram_queries(qs)
+    items = [7, 0, 3, 8, 3]
+    part = tk.gram_queries(qs, items=items)
+    assert part.shape == (len(qs), len(items))
+    np.testing.assert_array_equal(part, full[:, items])
+    with pytest.raises(ValueError, match="item positions"):
+        tk.gram_queries(qs, items=[9])

@@ -286,3 +286,34 @@ def test_lemmatizer_loads_wordnet_once_across_threads(nltk_data_dir):
         warnings.simplefilter("always")
         fresh = nltk_resources._english_wordnet.__wrapped__()
     assert not caught and fresh._omw_reader is None and fresh.synsets("dog", pos="n")
+
+
+@pytest.mark.parametrize("variant", ["NN5_F1_idf", "NN5_BoW5"])
+def test_nn_scores_from_row_blocks_equal_the_whole_matrices(variant, monkeypatch):
+    """NearestNeighbour.scores reading the image kernel a few rows at a time (and the F1 similarity a few
+    captions at a time) gives Eq. 2 on the whole matrices, bit for bit."""
+    import kernels.text.nn as nn_module
+    from corpora.protocol import hodosh_pool
+
+    corpus = _corpus()
+    train = corpus.split("train")
+    pool = hodosh_pool(corpus, "test")
+    G = np.random.default_rng(2).random((pool.n_images, len(train))).astype(np.float32)
+    G[0, 3] = G[0, 5] = G[0].max() + 1            # a tie: the lowest index wins
+    nn = NearestNeighbour(variant).fit(corpus, train)
+    T = nn.text_similarity(pool.captions)
+    ref_ann = T[:, np.argmax(G, axis=1)].T.astype(np.float32)
+    ref_search = G[:, np.argmax(T, axis=1)].T.astype(np.float32)
+    monkeypatch.setattr(nn_module, "TEXT_BLOCK", 3)
+    asked = []
+
+    def rows(lo, hi):
+        asked.append((lo, hi))
+        return G[lo:hi]
+
+    for sm in (nn.scores(G, pool), nn.scores(rows, pool, n_images=pool.n_images, block=2)):
+        np.testing.assert_array_equal(sm.annotation, ref_ann)
+        np.testing.assert_array_equal(sm.search, ref_search)
+    assert asked[0] == (0, 2) and asked[-1][1] == pool.n_images and len(asked) == -(-pool.n_images // 2)
+    with pytest.raises(ValueError, match="n_images"):
+        nn.scores(rows, pool)

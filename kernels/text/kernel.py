@@ -448,15 +448,23 @@ class TextKernel:
         s = self._item_self.astype(np.float64)
         return normalise_items(raw[:, None], s[lo:hi], s[[item]])[:, 0].astype(np.float32)
 
-    def gram_queries(self, captions: Sequence[Caption]) -> np.ndarray:
-        """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32."""
+    def gram_queries(self, captions: Sequence[Caption], items: Sequence[int] | None = None) -> np.ndarray:
+        """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32; with
+        ``items`` (training item positions, e.g. a low-rank factor's pivots), only against those items, in
+        their order: ``(n_q, len(items))``, each entry the full row's (the item's captions alone enter it)."""
         self._check()
         captions = list(captions)
         h = hashlib.sha256()
         for c in captions:   # queries are not tagged: POS tags do not change their kernel rows
             h.update((caption_key_text(c, pos=False) + "\0").encode("utf-8"))
         key = {"stage": "gram_queries", "queries": h.hexdigest(), **self._key}
-        return self.cache.get_or_compute("text_gram", key, lambda: {"Q": self._compute_queries(captions)})["Q"]
+        if items is not None:
+            items = np.asarray(items, dtype=np.int64).reshape(-1)
+            if items.size and (items.min() < 0 or items.max() >= self.n_items):
+                raise ValueError(f"items must be training item positions in [0, {self.n_items})")
+            key["items"] = hashlib.sha256(items.tobytes()).hexdigest()
+        return self.cache.get_or_compute("text_gram", key,
+                                         lambda: {"Q": self._compute_queries(captions, items)})["Q"]
 
     def gram_queries_captions(self, captions: Sequence[Caption]) -> np.ndarray:
         """Sentence kernel between each query caption and every *training caption* (not item):
@@ -502,21 +510,38 @@ class TextKernel:
         elif self.sim_parts:
             self._item_self = self._soft_item_self()
 
-    def _compute_queries(self, captions) -> np.ndarray:
+    def _item_captions(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The training captions (positions) of ``items`` in item order, and the item (counted in
+        ``items``) of each."""
+        starts = np.searchsorted(self.item_of, np.arange(self.n_items + 1))   # item_of is sorted
+        counts = starts[items + 1] - starts[items]
+        caps = np.concatenate([np.arange(starts[i], starts[i + 1]) for i in items]) if len(items) else \
+            np.zeros(0, np.int64)
+        return caps, np.repeat(np.arange(len(items)), counts)
+
+    def _compute_queries(self, captions, items: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`gram_queries` without the cache: against every training item, or against ``items``
+        (their captions only, in item order)."""
         qdocs = self.encode_queries(captions)
+        if self.kind == "TagRank" or self.sim_parts:
+            self._ensure_item_self()
+        item_self = self._item_self if items is None else self._item_self[items]
+        caps, item_of = (None, self.item_of) if items is None else self._item_captions(items)
+        n_items = self.n_items if items is None else len(items)
         if self.kind == "TagRank":
-            self._ensure_item_self()
-            Q = self._fitted_tagrank().cross(qdocs, self.docs, self.item_of, self.n_items,
-                                             show_progress=self.show_progress)
-            return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
-        if self.sim_parts:
-            self._ensure_item_self()
-            Q = self._soft_queries(qdocs)
-            return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
-        Xq, _, norms = self._features(qdocs, self.columns)
-        Xq = _bow.row_normalise(Xq, norms)
-        Q = _tri.sparse_gram(Xq.tocsr(), self.F_items).astype(np.float64)
-        return normalise_items(Q, np.ones(len(qdocs)), self._item_self).astype(np.float32)
+            Q = self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
+                                             captions=caps)
+        elif self.sim_parts:
+            Q = self._soft_queries(qdocs, captions=caps, col_item=item_of, n_cols=n_items)
+        else:
+            Xq, _, norms = self._features(qdocs, self.columns)
+            Xq = _bow.row_normalise(Xq, norms)
+            if items is None:
+                Q = _tri.sparse_gram(Xq.tocsr(), self.F_items).astype(np.float64)
+            else:   # the dense / sparse split of the whole product: each entry is the full row's
+                Q = _tri.sparse_gram(Xq.tocsr(), self.F_items[items],
+                                     dense=_tri.dense_features(Xq, self.F_items)).astype(np.float64)
+        return normalise_items(Q, np.ones(len(qdocs)), item_self).astype(np.float32)
 
     # ------------------------------------------------------------------ soft matching (Eqs. 17-21)
     def weighted_word_kernel(self):
@@ -703,21 +728,27 @@ class TextKernel:
                                  row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
         return K
 
-    def _soft_queries(self, qdocs, per_caption: bool = False) -> np.ndarray:
+    def _soft_queries(self, qdocs, per_caption: bool = False, captions: np.ndarray | None = None,
+                      col_item: np.ndarray | None = None, n_cols: int | None = None) -> np.ndarray:
         """Sums of normalised soft-TRI sentence kernels of each query over each training item's captions,
-        or (``per_caption``) each training caption's own normalised kernel."""
-        col_item = np.arange(len(self.docs)) if per_caption else self.item_of
-        n_cols = len(self.docs) if per_caption else self.n_items
+        or (``per_caption``) each training caption's own normalised kernel.  ``captions``, ``col_item``,
+        ``n_cols``: only those training captions, summed into ``n_cols`` columns by ``col_item``."""
+        if col_item is None:
+            col_item = np.arange(len(self.docs)) if per_caption else self.item_of
+            n_cols = len(self.docs) if per_caption else self.n_items
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
+            docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
+            if captions is not None:
+                scale = scale[captions]
             qs = self._self_kernels(qdocs)
             qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
             Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
-                             self.docs, scale, col_item, n_cols, self.max_len, self._native_threads())
+                             docs, scale, col_item, n_cols, self.max_len, self._native_threads())
             if Q is not None:
                 return Q
             self.last_backend = "torch"
-            return self._soft_cross(qdocs, qscale, self.docs, scale, col_item, n_cols, symmetric=False,
+            return self._soft_cross(qdocs, qscale, docs, scale, col_item, n_cols, symmetric=False,
                                     desc="soft TRI queries")
 
     # ------------------------------------------------------------------ helpers

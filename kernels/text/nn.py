@@ -32,7 +32,8 @@ Ties among training images are broken by the lowest index (``argmax``).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +43,12 @@ from corpora.scoring import ScoreMatrices
 from kernels.text.kernel import TextKernel
 
 VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
+#: Image kernel rows read at a time by :meth:`NearestNeighbour.scores` (below the image kernel's
+#: few-columns threshold, :func:`kernels.image.blocks.is_skinny`: such a block is computed as columns of
+#: the training images' transposed histograms, which a Dask cluster holds once).
+IMAGE_BLOCK = 128
+#: Captions per block of the F1 similarity's nearest-neighbour search (a block × n_train float64).
+TEXT_BLOCK = 512
 
 
 class NearestNeighbour:
@@ -157,12 +164,66 @@ class NearestNeighbour:
         ``(n_captions, n_test_images)`` float32."""
         return self.scores(image_gram_test_train, captions).search
 
-    def scores(self, image_gram_test_train: np.ndarray, pool_or_captions) -> ScoreMatrices:
+    def scores(self, image_gram_test_train: np.ndarray | Callable[[int, int], np.ndarray], pool_or_captions,
+               *, n_images: int | None = None, block: int = IMAGE_BLOCK) -> ScoreMatrices:
         """:class:`~corpora.scoring.ScoreMatrices` of both directions of Eq. 2 (:meth:`affinity`,
-        :meth:`search_affinity`) for a pool (its ``captions``) or a list of captions; the text
-        similarity is computed once for both."""
-        G = self._check_gram(image_gram_test_train)
-        captions = getattr(pool_or_captions, "captions", pool_or_captions)
-        T = self.text_similarity(captions)                                  # (n_captions, n_train)
-        return ScoreMatrices(annotation=T[:, np.argmax(G, axis=1)].T.astype(np.float32),
-                             search=G[:, np.argmax(T, axis=1)].T.astype(np.float32))
+        :meth:`search_affinity`) for a pool (its ``captions``) or a list of captions.
+
+        ``image_gram_test_train`` is the ``(n_test, n_train)`` image kernel, or a function
+        ``rows(lo, hi)`` giving its rows ``lo:hi`` (with ``n_images``), read ``block`` rows at a time: at
+        COCO size (5,000 × 113,287 per pool) the whole matrix is never held.  Only what Eq. 2 reads is
+        kept: each image's nearest training image, each caption's, the image kernel at the captions'
+        neighbours, and the text similarity at the images' neighbours; the numbers are those of the
+        whole matrices (each row of both similarities is computed on its own)."""
+        captions = list(getattr(pool_or_captions, "captions", pool_or_captions))
+        if callable(image_gram_test_train):
+            if n_images is None:
+                raise ValueError("n_images is needed when the image kernel is given as a function of rows")
+            rows = image_gram_test_train
+        else:
+            G = self._check_gram(image_gram_test_train)
+            n_images, rows = G.shape[0], (lambda lo, hi: G[lo:hi])
+        text = self._caption_neighbours(captions)
+        nn_i = np.zeros(n_images, dtype=np.int64)
+        search = np.zeros((len(captions), n_images), dtype=np.float32)
+        for lo in range(0, n_images, max(1, int(block))):
+            hi = min(n_images, lo + max(1, int(block)))
+            Gb = self._check_gram(rows(lo, hi))
+            if Gb.shape[0] != hi - lo:
+                raise ValueError(f"rows({lo}, {hi}) gave {Gb.shape[0]} rows")
+            nn_i[lo:hi] = np.argmax(Gb, axis=1)
+            search[:, lo:hi] = Gb[:, text.neighbours].T
+        return ScoreMatrices(annotation=self._similarity_at(captions, nn_i, text).T.astype(np.float32),
+                             search=search)
+
+    def _caption_neighbours(self, captions: Sequence[Caption]) -> "_CaptionSide":
+        """Each caption's nearest training item under the text similarity (``argmax``, ties to the lowest
+        index): the F1 variants ``TEXT_BLOCK`` captions at a time, the others from their whole rows
+        (kept for :meth:`_similarity_at`)."""
+        if not self.variant.startswith("NN5_F1"):
+            T = self.text_similarity(captions)
+            return _CaptionSide(np.argmax(T, axis=1), None, T)
+        qdocs = self.tk.encode_queries(captions)
+        best = np.zeros(len(qdocs), dtype=np.int64)
+        for lo in range(0, len(qdocs), TEXT_BLOCK):
+            best[lo:lo + TEXT_BLOCK] = np.argmax(self._f1(qdocs[lo:lo + TEXT_BLOCK], self._levels, self._item_mass),
+                                                 axis=1)
+        return _CaptionSide(best, qdocs, None)
+
+    def _similarity_at(self, captions, items: np.ndarray, text: "_CaptionSide") -> np.ndarray:
+        """``(n_captions, len(items))``: the text similarity of every caption to the training items
+        ``items`` (columns of :meth:`text_similarity`, computed for the distinct items only)."""
+        if text.whole is not None:
+            return text.whole[:, items]
+        uniq, inv = np.unique(items, return_inverse=True)
+        return self._f1(text.qdocs, self._levels[uniq], self._item_mass[uniq])[:, inv.reshape(-1)]
+
+
+@dataclass(frozen=True)
+class _CaptionSide:
+    """The captions' side of :meth:`NearestNeighbour.scores`: each caption's nearest training item, and
+    what gives the similarity at other items (the encoded captions, or the whole similarity rows)."""
+
+    neighbours: np.ndarray
+    qdocs: list | None
+    whole: np.ndarray | None

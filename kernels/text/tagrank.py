@@ -181,12 +181,15 @@ class TagRank:
             K[np.ix_(rit, cit)] += R
         return symmetrise_inplace(K)
 
-    def cross(self, qdocs, docs, item_of, n_items, show_progress=False) -> np.ndarray:
-        """Queries (one caption each) x items, unnormalised (sum over the item's captions)."""
+    def cross(self, qdocs, docs, item_of, n_items, show_progress=False, captions=None) -> np.ndarray:
+        """Queries (one caption each) x items, unnormalised (sum over the item's captions).  ``captions``:
+        the training captions (positions) the items are made of, when not all of them (``item_of`` then
+        gives their items, grouped); each entry is the same sum as over all the captions."""
         qv = self.vectors(qdocs)
+        cols = self.train_vecs if captions is None else [self.train_vecs[int(c)] for c in captions]
         starts = np.r_[0, np.nonzero(np.diff(item_of))[0] + 1]
         Q = np.zeros((len(qdocs), n_items))
-        for s, _, Kb in self.caption_kernel(qv, self.train_vecs, show_progress=show_progress):
+        for s, _, Kb in self.caption_kernel(qv, cols, show_progress=show_progress):
             Q[s:s + len(Kb)] = np.add.reduceat(np.asarray(Kb, dtype=np.float64), starts, axis=1)
         return Q
 

@@ -132,21 +132,27 @@ def features_to_csr(rows, codes, values, n_rows: int, columns: np.ndarray | None
     return X, columns, norms
 
 
+def dense_features(X: sp.spmatrix, Y: sp.spmatrix | None = None, dense_cols: int = 1024) -> np.ndarray:
+    """The ``dense_cols`` feature columns with the largest document frequency in ``X`` and ``Y``
+    together (where most of :func:`sparse_gram`'s work lies), which it multiplies as dense blocks."""
+    df = np.diff(sp.csc_matrix(X).indptr) + (0 if Y is None else np.diff(sp.csc_matrix(Y).indptr))
+    return np.argsort(-df, kind="stable")[:min(dense_cols, X.shape[1])]
+
+
 def sparse_gram(X: sp.csr_matrix, Y: sp.csr_matrix | None = None, dense_cols: int = 1024,
-                row_chunk: int = 1000) -> np.ndarray:
+                row_chunk: int = 1000, dense: np.ndarray | None = None) -> np.ndarray:
     """Dense float32 ``X @ Y.T`` for sparse feature matrices.
 
-    The ``dense_cols`` columns with the largest document frequency (where most of the sparse product's
-    work lies) are multiplied as dense BLAS blocks; the rest with scipy's sparse product, ``row_chunk``
-    rows at a time (bounded memory).
+    The ``dense_cols`` columns with the largest document frequency (:func:`dense_features`) are
+    multiplied as dense BLAS blocks; the rest with scipy's sparse product, ``row_chunk`` rows at a time
+    (bounded memory).  ``dense``: those columns, given (e.g. chosen on the whole of ``Y`` when only some
+    of its rows are multiplied, so that each entry is the one the whole product gives).
     """
     sym = Y is None
     Y = X if Y is None else Y
     X = X.tocsc().astype(np.float32)
     Y = X if sym else Y.tocsc().astype(np.float32)
-    df = np.diff(X.indptr) + (0 if sym else np.diff(Y.indptr))
-    k = min(dense_cols, X.shape[1])
-    top = np.argsort(-df, kind="stable")[:k]
+    top = dense_features(X, None if sym else Y, dense_cols) if dense is None else np.asarray(dense)
     rest = np.setdiff1d(np.arange(X.shape[1]), top)
     Xd = X[:, top].toarray()
     Yd = Xd if sym else Y[:, top].toarray()
