@@ -83,21 +83,17 @@ class ImageKernelEntry:
         their order: what :meth:`kcca.solver.KernelView.features` reads); ``split="train"``: the training
         Gram (``ids`` and ``columns`` ignored).  Memoised by the ids and columns, not the split name.  Each
         entry depends only on its two images, so a column equals the full row's entry."""
-        if split == "train":
-            rows_key = "train"
-        else:
-            rows_key = (split, tuple(ids)) if columns is None else (split, tuple(ids), tuple(int(j) for j in columns))
+        at = () if split == "train" or columns is None else (tuple(int(j) for j in columns),)
+        rows_key = "train" if split == "train" else (split, tuple(ids), *at)
         ck = (rows_key, int(power))
         with self.lock:
             if ck not in self.combined:
                 if rows_key not in self.feature_grams:
                     if split == "train":
-                        cols = None
-                    elif columns is None:
-                        cols = list(self.train_ids)
+                        rows, cols = list(self.train_ids), None
                     else:
-                        cols = [self.train_ids[int(j)] for j in columns]
-                    rows = list(self.train_ids) if split == "train" else list(ids)
+                        rows = list(ids)
+                        cols = [self.train_ids[j] for j in at[0]] if at else list(self.train_ids)
                     self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
                 self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
             return self.combined[ck]
@@ -105,7 +101,7 @@ class ImageKernelEntry:
     def row_block(self, ids: Sequence[str], power: int) -> np.ndarray:
         """Combined image kernel (Eq. 6, power ``p``) of a few images ``ids`` against every training image,
         not memoised (the nearest-neighbour baseline reads a pool this way, a block at a time): computed
-        as columns of the training images' kept, transposed histograms
+        as columns of the training images' kept histograms, stored by bin
         (:meth:`~kernels.image.ImageKernel.feature_grams` with ``by_columns``), the entries of :meth:`rows`."""
         with self.lock:
             grams = self.kernel.feature_grams(list(ids), list(self.train_ids), by_columns=True)

@@ -140,11 +140,11 @@ def intersection_gram(
     return K
 
 
-def _inner_loop(backend: str):
-    """The compiled inner loop for ``backend`` (``None``: the numpy one)."""
+def _inner_loop(backend: str, load=native.load):
+    """The compiled inner loop ``load()`` gives for ``backend`` (``None``: the numpy one)."""
     if backend not in ("auto", "c", "numpy"):
         raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
-    fn = None if backend == "numpy" else native.load()
+    fn = None if backend == "numpy" else load()
     if backend == "c" and fn is None:
         raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
     return fn
@@ -316,11 +316,7 @@ def intersection_columns(XT: BinRows, Y, weights=None, *, start: int = 0, stop: 
         raise ValueError(f"the rows have {D} bins but Y has {Y.shape[1]}")
     if not 0 <= start <= stop <= n:
         raise ValueError(f"rows {start}:{stop} are not within the {n} rows")
-    if backend not in ("auto", "c", "numpy"):
-        raise ValueError(f"backend={backend!r} must be 'auto', 'c' or 'numpy'")
-    fn = None if backend == "numpy" else native.load_bin_rows()
-    if backend == "c" and fn is None:
-        raise RuntimeError("backend='c' requested but the compiled kernel is unavailable (see log)")
+    fn = _inner_loop(backend, native.load_bin_rows)
     colptr, rows, data = _csc_block(Y)
     m = Y.shape[0]
     out = np.zeros((m, stop - start), dtype=np.float32)

@@ -587,7 +587,7 @@ class ImageKernel:
 
         ``by_columns``: a few ``rows`` against many ``cols`` (e.g. a block of pool images against every
         training image) computed as the transpose of ``cols × rows``, the columns' way
-        (:meth:`_columns`): the many histograms are transposed once and kept for the next call with the
+        (:meth:`_columns`): the many histograms are stored by bin once and kept for the next call with the
         same ``cols`` — which a Dask cluster then holds once, instead of receiving them with every call —
         and each entry equals the Gram's bit for bit."""
         self._check_fitted()
@@ -600,7 +600,7 @@ class ImageKernel:
 
     def _feature_grams(self, rows: list[str], cols: list[str] | None, columns: bool) -> dict[str, np.ndarray]:
         """:meth:`feature_grams` by row blocks of the Gram routine, or (``columns``) as columns of the
-        kept, transposed ``rows`` (:meth:`_columns`)."""
+        kept ``rows`` stored by bin (:meth:`_columns`)."""
         hists: dict[str, dict[str, np.ndarray] | None] = {}
 
         def compute(f: str) -> dict[str, np.ndarray]:
@@ -631,7 +631,7 @@ class ImageKernel:
 
     def _columns(self, rows: list[str], cols: list[str], f: str, hists: dict) -> np.ndarray:
         """Feature ``f``'s Gram of many ``rows`` against a few ``cols`` (the low-rank solver's pivot
-        columns): the kept rows, transposed once, against the columns' histograms
+        columns): the kept rows, stored by bin once, against the columns' histograms
         (:func:`kernels.image.gram.intersection_columns`, entries equal to the Gram's bit for bit), on the
         cluster's workers when there is one."""
         if "cols" not in hists:
@@ -657,40 +657,38 @@ class ImageKernel:
         key = tuple(rows)
         if self._rows_memo is None or self._rows_memo[0] != key:
             self.release_rows()   # free the previous rows' histograms before building the new ones
-            builders = {f: BinRowsBuilder(self._weights(f)) for f in self.features}
-            for lo in range(0, len(rows), KEPT_ROWS_BLOCK):
-                H = self.histograms(rows[lo:lo + KEPT_ROWS_BLOCK])
-                for f in self.features:
-                    builders[f].add(H.pop(f))
-            self._rows_memo = (key, {f: b.build() for f, b in builders.items()}, {}, [])
+            self._rows_memo = (key, self._bin_rows(rows, self.features), {}, [])
         return self._rows_memo[1]
+
+    def _bin_rows(self, rows: list[str], features: Sequence[str]) -> dict[str, BinRows]:
+        """``features``' weighted histograms of ``rows`` stored by bin, built :data:`KEPT_ROWS_BLOCK`
+        images at a time (not kept)."""
+        builders = {f: BinRowsBuilder(self._weights(f)) for f in features}
+        for lo in range(0, len(rows), KEPT_ROWS_BLOCK):
+            H = self.histograms(rows[lo:lo + KEPT_ROWS_BLOCK])
+            for f in features:
+                builders[f].add(H.pop(f))
+        return {f: b.build() for f, b in builders.items()}
 
     def _transposed_rows(self, rows: list[str], f: str) -> BinRows:
         """Feature ``f``'s histograms of the kept ``rows``, weighted and stored by bin (:meth:`_kept_rows`;
         in-process: a cluster's columns use :meth:`_shared_rows`)."""
         kept = self._kept_rows(rows)
         if f not in kept:   # sent to a cluster earlier (an executor given, then taken away)
-            kept[f] = self._rebuilt_rows(rows, f)
+            kept[f] = self._bin_rows(rows, [f])[f]
         return kept[f]
 
     def _shared_rows(self, rows: list[str], feature: str):
         """The ``feature`` rows stored by bin as a cluster context sent once for all the columns computed
         against them (:func:`kernels.image.blocks.shared_rows`).  They leave this process's kept rows: once
         the workers hold them, this process keeps no copy (it rebuilds them from the visual words if the
-        cluster ever loses every copy, :meth:`_rebuilt_rows`)."""
+        cluster ever loses every copy, :meth:`_bin_rows`)."""
         kept = self._kept_rows(rows)
         held = self._rows_memo[2]
         if feature not in held:
             held[feature] = shared_rows(kept.pop(feature), weights=self._weights(feature), backend=self.backend,
-                                        rebuild=lambda: self._rebuilt_rows(rows, feature))
+                                        rebuild=lambda: self._bin_rows(rows, [feature])[feature])
         return held[feature]
-
-    def _rebuilt_rows(self, rows: list[str], feature: str) -> BinRows:
-        """Feature ``feature``'s weighted histograms of ``rows`` stored by bin, built again (not kept)."""
-        builder = BinRowsBuilder(self._weights(feature))
-        for lo in range(0, len(rows), KEPT_ROWS_BLOCK):
-            builder.add(self.histograms(rows[lo:lo + KEPT_ROWS_BLOCK])[feature])
-        return builder.build()
 
     def release_rows(self) -> None:
         """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
@@ -710,7 +708,7 @@ class ImageKernel:
         ids = list(ids)
         kept = self._kept_rows(ids)
         # a feature whose rows went to the cluster (_shared_rows) is built again for its diagonal
-        return {f: (kept[f] if f in kept else self._rebuilt_rows(ids, f)).self_intersections()
+        return {f: (kept[f] if f in kept else self._bin_rows(ids, [f])[f]).self_intersections()
                 for f in self.features}
 
     def gram(self, rows: Sequence[str], cols: Sequence[str] | None = None) -> np.ndarray:

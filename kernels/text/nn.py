@@ -44,8 +44,8 @@ from kernels.text.kernel import TextKernel
 
 VARIANTS = ("NN5_F1_idf", "NN5_F1", "NN5_BoW5", "NN5_TRI")
 #: Image kernel rows read at a time by :meth:`NearestNeighbour.scores` (below the image kernel's
-#: few-columns threshold, :func:`kernels.image.blocks.is_skinny`: such a block is computed as columns of
-#: the training images' transposed histograms, which a Dask cluster holds once).
+#: few-columns threshold, :func:`kernels.image.blocks.is_skinny`): a block is computed as columns of the
+#: training images' histograms stored by bin, which a Dask cluster holds once.
 IMAGE_BLOCK = 128
 #: Captions per block of the F1 similarity's nearest-neighbour search (a block × n_train float64).
 TEXT_BLOCK = 512
@@ -193,7 +193,7 @@ class NearestNeighbour:
                 raise ValueError(f"rows({lo}, {hi}) gave {Gb.shape[0]} rows")
             nn_i[lo:hi] = np.argmax(Gb, axis=1)
             search[:, lo:hi] = Gb[:, text.neighbours].T
-        return ScoreMatrices(annotation=self._similarity_at(captions, nn_i, text).T.astype(np.float32),
+        return ScoreMatrices(annotation=self._similarity_at(nn_i, text).T.astype(np.float32),
                              search=search)
 
     def _caption_neighbours(self, captions: Sequence[Caption]) -> "_CaptionSide":
@@ -210,7 +210,7 @@ class NearestNeighbour:
                                                  axis=1)
         return _CaptionSide(best, qdocs, None)
 
-    def _similarity_at(self, captions, items: np.ndarray, text: "_CaptionSide") -> np.ndarray:
+    def _similarity_at(self, items: np.ndarray, text: "_CaptionSide") -> np.ndarray:
         """``(n_captions, len(items))``: the text similarity of every caption to the training items
         ``items`` (columns of :meth:`text_similarity`, computed for the distinct items only)."""
         if text.whole is not None:
