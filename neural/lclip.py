@@ -535,22 +535,25 @@ class _RunFolder:
         student.load_state_dict(self.checkpoint.model_state())
         return self.checkpoint.step, int(self.checkpoint.record["state"]["stage"]), list(self.checkpoint.log or [])
 
-    def restore(self, opt: torch.optim.Optimizer, stage: int, sched, local_step: int) -> None:
-        """Continue stage ``stage`` at ``local_step``: its optimiser state and schedule from the checkpoint
-        (nothing when the checkpoint is of the other stage or at its start)."""
+    def restore(self, opt: torch.optim.Optimizer, stage: int, sched, local_step: int,
+                amp: MixedPrecision) -> None:
+        """Continue stage ``stage`` at ``local_step``: its optimiser state, schedule and float16 gradient
+        scale from the checkpoint (nothing when the checkpoint is of the other stage or at its start)."""
         ck = self.checkpoint
         if ck is None or local_step == 0 or int(ck.record["state"]["stage"]) != stage:
             return
         restore_optimizer(opt, ck)
+        amp.load_state_dict(ck.record["state"].get("scaler", {}))
         if sched is not None:   # LambdaLR: lr = base · factor(last_epoch); the restored lr is that already
             sched.last_epoch = local_step
 
-    def save(self, student: MultiplexedCLIP, opt: torch.optim.Optimizer, done: int, stage: int,
-             trace: list) -> None:
-        """A checkpoint after ``done`` global steps (stage ``stage``) when ``done`` is a multiple of the
-        interval."""
+    def save(self, student: MultiplexedCLIP, opt: torch.optim.Optimizer, amp: MixedPrecision, done: int,
+             stage: int, trace: list) -> None:
+        """A checkpoint after ``done`` global steps (stage ``stage``, with the gradient scaler's state) when
+        ``done`` is a multiple of the interval."""
         if done % self.every == 0:
-            save_checkpoint(self.folder, student, opt, done, self.key, trace, state={"stage": stage})
+            save_checkpoint(self.folder, student, opt, done, self.key, trace,
+                            state={"stage": stage, "scaler": amp.state_dict()})
 
     def remove(self) -> None:
         """Delete the checkpoint (the student is complete); the folder too when that empties it."""
@@ -624,7 +627,7 @@ def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, ba
     amp = MixedPrecision(d.X.device, cfg.precision)
     sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage1_steps), cfg.stage1_steps)
     if run is not None:
-        run.restore(opt, 1, sched, start)
+        run.restore(opt, 1, sched, start, amp)
     for step in range(start, cfg.stage1_steps):
         rng = _batch_rng(cfg, 1, step)
         bi = torch.from_numpy(rng.choice(n_img, size=min(cfg.batch_size, n_img), replace=False))
@@ -635,7 +638,7 @@ def _stage1(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, ba
         amp.step(loss, opt, sched)
         tick(bar, trace, "stage1", step, loss)
         if run is not None:
-            run.save(student, opt, step + 1, 1, trace)
+            run.save(student, opt, amp, step + 1, 1, trace)
 
 
 def _distinct_pairs(P: np.ndarray, rng, batch_size: int) -> list[int]:
@@ -672,7 +675,7 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, ba
     amp = MixedPrecision(d.X.device, cfg.precision)
     sched = lr_schedule(opt, cfg.schedule, min(cfg.warmup_steps, cfg.stage2_steps), cfg.stage2_steps)
     if run is not None:
-        run.restore(opt, 2, sched, start)
+        run.restore(opt, 2, sched, start, amp)
     for step in range(start, cfg.stage2_steps):
         sel = _distinct_pairs(d.P, _batch_rng(cfg, 2, step), batch)
         bi = torch.from_numpy(d.P[sel, 0])
@@ -687,7 +690,7 @@ def _stage2(student: MultiplexedCLIP, d: _DistillationData, cfg: LCLIPConfig, ba
         amp.step(loss, opt, sched)
         tick(bar, trace, "stage2", step, loss)
         if run is not None:
-            run.save(student, opt, cfg.stage1_steps + step + 1, 2, trace)
+            run.save(student, opt, amp, cfg.stage1_steps + step + 1, 2, trace)
 
 
 def train_lclip_on_corpus(teacher, corpus, split: str = "train", config: LCLIPConfig | None = None, *,

@@ -165,6 +165,17 @@ class MixedPrecision:
         if scheduler is not None:
             scheduler.step()
 
+    def state_dict(self) -> dict:
+        """The float16 gradient scaler's state (its current scale and growth tracker; JSON-able), for a
+        resumable checkpoint; ``{}`` without a scaler (fp32, bfloat16, the CPU)."""
+        return dict(self.scaler.state_dict()) if self.scaler is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned, so a resumed float16 run continues with the scale it
+        had reached instead of starting again from the initial one; nothing without a scaler or state."""
+        if self.scaler is not None and state:
+            self.scaler.load_state_dict(dict(state))
+
     def step(self, loss: torch.Tensor, opt: torch.optim.Optimizer, scheduler=None) -> None:
         """One optimiser step on ``loss``: zero the gradients, backward, step (then the schedule)."""
         opt.zero_grad(set_to_none=True)

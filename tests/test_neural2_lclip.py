@@ -237,3 +237,48 @@ def test_cached_distillation_checkpoints_beside_its_cache_entry(teacher, small_t
     train_lclip(teacher, images, texts, pairs, cfg, cache=tmp_cache, cache_key={"t": 1}, show_progress=False,
                 log=log)
     assert len(log) == CHECKPOINT_EVERY and not seen[0].exists()
+
+
+def test_resumed_distillation_keeps_the_float16_gradient_scale(teacher, small_teaching_set, tmp_path,
+                                                               monkeypatch):
+    """A float16 run's gradient scaler state is checkpointed with the optimiser's: a run killed mid-stage
+    resumes with the scale the uninterrupted run had reached, not the initial one.  The CUDA scaler is
+    stood in for by torch's CPU scaler, growing ×2 every step (nothing overflows here), so the final scale
+    counts the steps the scaler has seen."""
+    import neural.lclip as lc
+
+    scalers = []
+
+    class GrowingScale(lc.MixedPrecision):
+        def __init__(self, device, precision="fp32"):
+            super().__init__(device, precision)
+            self.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=1)
+            scalers.append(self.scaler)
+
+    monkeypatch.setattr(lc, "MixedPrecision", GrowingScale)
+    images, texts, pairs = _distillation_set(small_teaching_set)
+    cfg = LCLIPConfig(stage1_steps=5, stage2_steps=0, batch_size=8, lr=1e-3, seed=3)
+    train_lclip(teacher, images, texts, pairs, cfg, show_progress=False)
+    whole_scale = scalers[0].get_scale()
+    assert whole_scale == 2.0 ** 15
+
+    real_save = lc.save_checkpoint
+    records = []
+
+    def dying_save(folder, *a, **k):    # killed right after the checkpoint of step 4
+        real_save(folder, *a, **k)
+        records.append(k["state"])
+        if len(records) == 2:
+            raise Killed
+
+    monkeypatch.setattr(lc, "save_checkpoint", dying_save)
+    run_dir = tmp_path / "run"
+    with pytest.raises(Killed):
+        train_lclip(teacher, images, texts, pairs, cfg, show_progress=False, checkpoint_dir=run_dir,
+                    checkpoint_every=2)
+    assert records[-1]["scaler"]["scale"] == 2.0 ** 14
+    monkeypatch.setattr(lc, "save_checkpoint", real_save)
+    scalers.clear()
+    train_lclip(teacher, images, texts, pairs, cfg, show_progress=False, checkpoint_dir=run_dir,
+                checkpoint_every=2)
+    assert scalers[0].get_scale() == whole_scale
