@@ -335,20 +335,29 @@ class DiskCache:
         Cache directory (created on first write).  Defaults to :func:`default_cache_dir`.
     enabled : bool
         With ``False`` nothing is read or written (``--no-cache``); ``get_or_compute`` just computes.
+    retry_writes_after : float, optional
+        Seconds after a failed write before :meth:`store` tries to write again.  ``None`` (default): never
+        again — right for one run, whose folder will not become writable while it runs.  A long-lived
+        object (a Dask worker's, serving many runs) sets it, so that a disk that was full is used again
+        once there is room.
 
     Attributes
     ----------
     write_error : OSError or None
-        The error of the first write that failed (permission, disk full, read-only file system); from
-        then on this object only reads, and :meth:`store` skips its writes without a further warning.
+        The error of the last write that failed (permission, disk full, read-only file system), cleared by
+        a write that succeeds.  While it is set, this object only reads, and :meth:`store` skips its writes
+        without a further warning (until ``retry_writes_after`` has passed, when it tries again).
     """
 
-    def __init__(self, root: str | Path | None = None, enabled: bool = True):
+    def __init__(self, root: str | Path | None = None, enabled: bool = True,
+                 retry_writes_after: float | None = None):
         self.root = Path(root) if root is not None else default_cache_dir()
         self.enabled = enabled
+        self.retry_writes_after = retry_writes_after
         self.hits = 0
         self.misses = 0
         self.write_error: OSError | None = None
+        self._write_failed_at = 0.0
         self._swept: set[str] = set()
 
     def path(self, namespace: str, key: Any) -> Path:
@@ -417,7 +426,7 @@ class DiskCache:
         for k, v in arrays.items():
             if v.dtype == object:
                 raise TypeError(f"cache array {k!r} has dtype object; only plain arrays are cached")
-        if self.write_error is not None:
+        if self.write_error is not None and not self._retry_due():
             return None
         p = self.path(namespace, key)
         payload = dict(arrays)
@@ -427,16 +436,25 @@ class DiskCache:
             p.parent.mkdir(parents=True, exist_ok=True)
             _write_atomically(p, payload)
         except OSError as exc:
-            self.write_error = exc
+            already_failing, self.write_error = self.write_error is not None, exc
+            self._write_failed_at = time.monotonic()
+            if already_failing:   # a retry that failed again: warned already
+                return None
             warnings.warn(f"cache folder {self.root}: cannot write a {namespace!r} entry "
                           f"({quote_error(_os_reason(exc))}); going on without caching, the results computed "
                           "from now on are not stored (entries already there are still read)",
                           CacheWriteWarning, stacklevel=2)
             return None
+        self.write_error = None
         if namespace not in self._swept:
             self._swept.add(namespace)
             self.sweep_temporaries(namespace)
         return p
+
+    def _retry_due(self) -> bool:
+        """Whether a write may be tried again after the last failure (``retry_writes_after`` passed)."""
+        return (self.retry_writes_after is not None
+                and time.monotonic() - self._write_failed_at >= self.retry_writes_after)
 
     def sweep_temporaries(self, namespace: str | None = None) -> list[Path]:
         """Remove the stale ``*.tmp`` files (:func:`stale_temporary`) of one namespace, or of every

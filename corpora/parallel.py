@@ -78,12 +78,18 @@ def _cache_spec(cache: DiskCache) -> tuple[str, bool]:
     return str(cache.root), bool(cache.enabled)
 
 
+#: Seconds after a failed write before a worker's cache tries to write again (:func:`_worker_cache`).
+WORKER_WRITE_RETRY_S = 60.0
+
+
 @functools.lru_cache(maxsize=8)
 def _worker_cache(root: str, enabled: bool) -> DiskCache:
     """One :class:`DiskCache` per folder in a worker process, so that its once-per-namespace sweep of stale
     temporaries (a listing of the whole namespace folder) runs once per worker, not once per block:
-    with one entry per block that listing grew with every block written."""
-    return DiskCache(root, enabled=enabled) if enabled else NO_CACHE
+    with one entry per block that listing grew with every block written.  A worker outlives runs (a
+    ``--scheduler`` cluster), so a failed write (a full disk) stops its writes for
+    :data:`WORKER_WRITE_RETRY_S` seconds only, not for the worker's life."""
+    return DiskCache(root, enabled=enabled, retry_writes_after=WORKER_WRITE_RETRY_S) if enabled else NO_CACHE
 
 
 def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namespace: str | None,

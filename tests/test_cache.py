@@ -456,3 +456,44 @@ def test_a_damaged_entrys_long_binary_error_is_quoted_short_and_escaped(tmp_path
     assert len(msg) < len(str(p)) + 350, len(msg)
     assert all(c.isprintable() for c in msg)
     assert not p.exists()
+
+
+def test_a_long_lived_cache_writes_again_once_the_retry_interval_has_passed(tmp_path, monkeypatch):
+    """``retry_writes_after`` (a Dask worker's cache): after a failed write, writes are skipped until the
+    interval has passed, then tried again; one warning for the failing stretch, none for the retry that
+    fails again, and a write that goes through clears ``write_error``."""
+    import errno
+    import warnings
+
+    import corpora.cache as cache_mod
+    from corpora.cache import CacheWriteWarning
+
+    clock = [1000.0]
+    monkeypatch.setattr(cache_mod.time, "monotonic", lambda: clock[0])
+    real_fsync, calls = cache_mod.os.fsync, []
+
+    def full(fd):
+        calls.append(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    cache = DiskCache(tmp_path / "c", retry_writes_after=60.0)
+    monkeypatch.setattr(cache_mod.os, "fsync", full)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.store("ns", {"k": 1}, {"a": np.arange(2)}) is None
+        clock[0] += 59.0
+        assert cache.store("ns", {"k": 2}, {"a": np.arange(2)}) is None
+        assert len(calls) == 1                                   # inside the interval: not tried
+        clock[0] += 1.0
+        assert cache.store("ns", {"k": 3}, {"a": np.arange(2)}) is None
+        assert len(calls) == 2                                   # tried again, failed again
+        monkeypatch.setattr(cache_mod.os, "fsync", real_fsync)
+        clock[0] += 30.0
+        assert cache.store("ns", {"k": 4}, {"a": np.arange(2)}) is None   # the failure of k=3 restarted it
+        clock[0] += 30.0
+        assert cache.store("ns", {"k": 5}, {"a": np.arange(2)}) is not None
+    assert [w.category for w in caught] == [CacheWriteWarning]
+    assert cache.write_error is None and cache.load("ns", {"k": 5}) is not None
+    assert cache.store("ns", {"k": 6}, {"a": np.arange(2)}) is not None
+    assert not list((tmp_path / "c").rglob("*.tmp"))
+

@@ -175,7 +175,7 @@ def test_in_process_executor_is_todays_path(tiny_corpus, tmp_path):
 
 def test_blocks_on_a_worker_share_one_cache_that_sweeps_once(tmp_path, monkeypatch):
     """A worker process keeps one DiskCache per folder: the sweep of stale temporaries (a listing of the
-    whole namespace folder) runs on the first block's write, not on every block's."""
+    whole namespace folder) runs on the first block's write, not on every block's; it retries failed writes."""
     from corpora import parallel
     from corpora.cache import DiskCache
 
@@ -190,3 +190,5 @@ def test_blocks_on_a_worker_share_one_cache_that_sweeps_once(tmp_path, monkeypat
         assert np.array_equal(out["x"], np.arange(k + 1))
     assert sweeps == ["blocks"]
     assert parallel._worker_cache(*spec) is parallel._worker_cache(*spec)
+    # it outlives runs: a failed write stops its writes for a while, not for good
+    assert parallel._worker_cache(*spec).retry_writes_after == parallel.WORKER_WRITE_RETRY_S > 0
