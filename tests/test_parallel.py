@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 from corpora.cache import DiskCache  # noqa: E402
-from corpora.parallel import BlockExecutor, ExecutorError, blocks_of  # noqa: E402
+from corpora.parallel import BlockExecutor, ExecutorError, Shared, blocks_of  # noqa: E402
 from kernels.image.kernel import ImageKernel  # noqa: E402
 
 # the block functions below travel to spawned worker processes by value (this test module is not
@@ -48,7 +48,6 @@ def scaled(context, block, cache):
 def test_shared_context_is_scattered_once_and_sent_again_when_lost(tmp_path):
     """A Shared context lives on the workers (scattered to each, not kept by the scheduler, which on a
     local cluster is this process); maps reuse it, and when every copy is gone it is sent again once."""
-    from corpora.parallel import Shared
 
     rows = np.arange(12.0).reshape(4, 3)
     ctx = Shared({"rows": rows, "scale": 2.0})
@@ -154,10 +153,21 @@ def test_dask_image_kernel_identical_to_in_process(tiny_corpus, tmp_path, monkey
     H_ref = ref.histograms(test)
 
     cache = DiskCache(tmp_path / "dask")
+    import kernels.image.kernel as kernel_mod
+
+    contexts = []
+    real_words = kernel_mod.words_on_cluster
+    monkeypatch.setattr(kernel_mod, "words_on_cluster", lambda ex, ctx, *a, **k: contexts.append(ctx) or
+                        real_words(ex, ctx, *a, **k))
     with BlockExecutor(workers=2, processes=False) as ex:
         ik = _kernel(cache, ex).fit(tiny_corpus, train)
         K, Q = ik.gram(train), ik.gram(test, train)
         H = ik.histograms(test)
+        # the words' context (the corpus among it) goes to the workers once per fit, not once per call
+        assert len(contexts) == 2 and contexts[0] is contexts[1] and isinstance(contexts[0], Shared)
+        assert id(contexts[0]) in ex._shared
+        ik.fit(tiny_corpus, train)                   # a refit lets the cluster drop the old one
+        assert id(contexts[0]) not in ex._shared
     assert ik.codebook_digests() == ref.codebook_digests()
     np.testing.assert_array_equal(K, K_ref)
     np.testing.assert_array_equal(Q, Q_ref)

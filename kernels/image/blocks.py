@@ -80,12 +80,13 @@ def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]
     return out
 
 
-def words_on_cluster(executor: BlockExecutor, context: dict, keyed_ids: Sequence[tuple[str, dict]],
+def words_on_cluster(executor: BlockExecutor, context: dict | Shared, keyed_ids: Sequence[tuple[str, dict]],
                      cache: DiskCache, show_progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
     """``{image_id: {feature: words, feature + "_shape": (h, w)}}`` of ``keyed_ids`` (``(id, words
     key)`` pairs), computed on ``executor``'s workers in blocks of :data:`WORDS_BLOCK_IMAGES`.
 
-    ``context``: ``corpus``, descriptor ``params``, ``features``, ``codebooks`` and the words' ``dtype``.
+    ``context``: ``corpus``, descriptor ``params``, ``features``, ``codebooks`` and the words' ``dtype``
+    (a dict, or a :class:`~corpora.parallel.Shared` one to send it to the workers once for many calls).
     """
     keyed_ids = list(keyed_ids)
     blocks = [tuple(keyed_ids[a:b]) for a, b in blocks_of(len(keyed_ids), WORDS_BLOCK_IMAGES)]
