@@ -38,6 +38,10 @@ GRAM_BLOCK_ROWS = 256
 #: solver's kernel columns: every training image against a few pivots), so that one column is a few
 #: tasks of real work rather than hundreds of tiny ones.
 SKINNY_BLOCK_ENTRIES = 1 << 15
+#: Fewest rows per task of such a Gram, as a fraction of :data:`SKINNY_BLOCK_ENTRIES` (4,096 rows): with
+#: many columns (the NN baseline's 128 pool images) a task is that many rows of all of them.  At COCO
+#: size, 256-row tasks made 53,000 tasks per pool, whose Dask and cache overhead outweighed their work.
+SKINNY_MIN_ROWS_DIVISOR = 8
 
 
 def is_skinny(n_cols: int) -> bool:
@@ -47,11 +51,11 @@ def is_skinny(n_cols: int) -> bool:
 
 def gram_block_rows(n_cols: int) -> int:
     """Rows per block of a Gram with ``n_cols`` columns: :data:`GRAM_BLOCK_ROWS`, or for fewer columns
-    than that, :data:`SKINNY_BLOCK_ENTRIES` entries' worth (a function of the shape only, never of the
-    number of workers)."""
+    than that, :data:`SKINNY_BLOCK_ENTRIES` entries' worth and at least ``SKINNY_BLOCK_ENTRIES //
+    SKINNY_MIN_ROWS_DIVISOR`` rows (a function of the shape only, never of the number of workers)."""
     if not is_skinny(n_cols):
         return GRAM_BLOCK_ROWS
-    return max(GRAM_BLOCK_ROWS, SKINNY_BLOCK_ENTRIES // max(n_cols, 1))
+    return max(SKINNY_BLOCK_ENTRIES // SKINNY_MIN_ROWS_DIVISOR, SKINNY_BLOCK_ENTRIES // max(n_cols, 1))
 
 
 def words_block(context: dict, block, cache: DiskCache) -> dict[str, np.ndarray]:
