@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from kernels.image.gram import combine_kernels
 from kernels.image.kernel import ImageKernel
 from kernels.text.kernel import TextKernel
 
-__all__ = ["ImageKernelEntry", "TextKernelEntry", "KernelStore", "view_key"]
+__all__ = ["ImageKernelEntry", "RowsKey", "TextKernelEntry", "KernelStore", "view_key"]
 
 
 def _entry_lock():
@@ -52,6 +53,16 @@ def view_key(solver: str, decompose_kwargs: Mapping) -> tuple:
     return solver, tuple(sorted(decompose_kwargs.items()))
 
 
+class RowsKey(NamedTuple):
+    """The memo key of a pool's image-kernel rows (:meth:`ImageKernelEntry.rows`): the images ``ids`` of
+    ``split`` against every training image (``columns=None``), or against those at positions
+    ``columns`` only (a low-rank view's pivots)."""
+
+    split: str
+    ids: tuple[str, ...]
+    columns: tuple[int, ...] | None = None
+
+
 @dataclass
 class ImageKernelEntry:
     """A fitted image kernel and what is derived from it.
@@ -60,8 +71,8 @@ class ImageKernelEntry:
     ----------
     kernel : fitted :class:`~kernels.image.ImageKernel` (or a test double with ``feature_grams``)
     train_ids : the training image ids it was fitted on
-    feature_grams : ``{rows key: {feature: Gram}}``; rows key ``"train"`` (training Gram) or
-        ``(split, image ids)`` (those images against the training images)
+    feature_grams : ``{rows key: {feature: Gram}}``; rows key ``"train"`` (training Gram) or a
+        :class:`RowsKey` (a pool's images against all the training images, or against some only)
     combined : ``{(rows key, p): combined kernel}`` (Eq. 6)
     views : ``{(p, view key): decomposition}`` of the combined training Gram (:func:`view_key`)
     pair_feature_rows : ``{image id: {feature: row against the training images}}`` (caption metrics)
@@ -83,8 +94,8 @@ class ImageKernelEntry:
         their order: what :meth:`kcca.solver.KernelView.features` reads); ``split="train"``: the training
         Gram (``ids`` and ``columns`` ignored).  Memoised by the ids and columns, not the split name.  Each
         entry depends only on its two images, so a column equals the full row's entry."""
-        at = () if split == "train" or columns is None else (tuple(int(j) for j in columns),)
-        rows_key = "train" if split == "train" else (split, tuple(ids), *at)
+        at = None if split == "train" or columns is None else tuple(int(j) for j in columns)
+        rows_key = "train" if split == "train" else RowsKey(split, tuple(ids), at)
         ck = (rows_key, int(power))
         with self.lock:
             if ck not in self.combined:
@@ -93,7 +104,7 @@ class ImageKernelEntry:
                         rows, cols = list(self.train_ids), None
                     else:
                         rows = list(ids)
-                        cols = [self.train_ids[j] for j in at[0]] if at else list(self.train_ids)
+                        cols = list(self.train_ids) if at is None else [self.train_ids[j] for j in at]
                     self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
                 self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
             return self.combined[ck]
@@ -148,9 +159,9 @@ class ImageKernelEntry:
     def _image_feature_rows(self, image_ids: Sequence[str]) -> dict[str, np.ndarray]:
         new = [i for i in dict.fromkeys(image_ids) if i not in self.pair_feature_rows]
         for rows_key, grams in list(self.feature_grams.items()) if new else ():
-            if rows_key == "train" or len(rows_key) > 2:   # the training Gram, or rows at some columns only
+            if rows_key == "train" or rows_key.columns is not None:   # rows at some columns only
                 continue
-            pos = {i: k for k, i in enumerate(rows_key[1])}
+            pos = {i: k for k, i in enumerate(rows_key.ids)}
             for i in [i for i in new if i in pos]:
                 self.pair_feature_rows[i] = {f: g[pos[i]] for f, g in grams.items()}
             new = [i for i in new if i not in pos]

@@ -360,7 +360,7 @@ def test_pool_rows_serve_single_image_rows_unchanged(tmp_cache):
     """A pool's Gram rows against the training images give the single-image rows of the KCCA caption
     metric (the human judgments grade the dev and test pool images) without computing them again, and
     they are bit-for-bit the rows computed image by image."""
-    from kcca.kernel_store import ImageKernelEntry
+    from kcca.kernel_store import ImageKernelEntry, RowsKey
 
     corpus = synthetic_corpus()
     tr, te = list(corpus.split("train")), list(corpus.split("test"))
@@ -371,7 +371,7 @@ def test_pool_rows_serve_single_image_rows_unchanged(tmp_cache):
     at_pivots = entry.rows("test", te[:3], 2, columns=[4, 0])   # the low-rank path's rows, two columns only
     whole = entry.rows("test", te[:3], 2)
     assert at_pivots.shape == (3, 2) and np.array_equal(at_pivots, whole[:, [4, 0]])
-    entry.feature_grams.pop(("test", tuple(te[:3])))            # only the pivot-column rows know te[2]
+    entry.feature_grams.pop(RowsKey("test", tuple(te[:3])))            # only the pivot-column rows know te[2]
     calls = []
     real = ik.feature_grams
 
