@@ -124,8 +124,10 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
     keep_pairs = pair_scorers_wanted(corpus, options)   # else no text kernel outlives its systems
     texts: dict[str, str] = {}      # KCCA system -> its text kernel
     last_use: dict[str, int] = {}   # text kernel -> index of the last system that uses it
+    last_image: dict[str, int] = {}   # image kernel -> index of the last system that uses it
     for i, n in enumerate(names):
         c = get_system(n)
+        last_image[c.image_kind] = i
         if c.model == "kcca":
             texts[c.name], last_use[c.text] = c.text, i
     r10: dict[str, float] = {}
@@ -148,6 +150,10 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
         # more; the KCCA pair scorers refit the one model they use.  The kernel decompositions stay.
         r.release_models()
         runs[r.name] = r
+        # the training histograms an image kernel keeps for the NN baseline's pool rows and the low-rank
+        # columns (on the cluster: 2.4 GB per worker at COCO size) serve every system of that kernel
+        for kind in [k for k, last in last_image.items() if last == i and k in store.image_kinds()]:
+            store.image_entry(kind).release_rows()
         if cfg.model == "kcca":
             r10[r.name] = metrics_json(evaluate_pool(r.test_matrices, pools["test"])["annotation"])["R@10"]
             needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts} if keep_pairs else set()

@@ -415,7 +415,10 @@ class PowerDiagSearch:
 
 def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, fixed_power, powers, cache,
             show_progress, text_kwargs, timings: dict, t_start: float) -> SystemRun:
-    """A nearest-neighbour baseline (Hodosh et al. 2013, Sec. 3.1, Eq. 2) over the store's image kernel."""
+    """A nearest-neighbour baseline (Hodosh et al. 2013, Sec. 3.1, Eq. 2) over the store's image kernel.
+    The training histograms its pool rows are computed against stay kept (the low-rank solver's columns of
+    the same kernel use them): the caller releases them after the last system of that kernel
+    (:meth:`~kcca.kernel_store.ImageKernelEntry.release_rows`)."""
     t = time.perf_counter()
     nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress, text=cfg.text or "TRI5",
                           text_kwargs=text_kwargs).fit(corpus, list(train_ids))
@@ -425,7 +428,6 @@ def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, 
         ids = list(pools[s].image_ids)
         mats[s] = nn.scores(lambda lo, hi, ids=ids: store.image_row_block(cfg.image_kind, ids[lo:hi], p), pools[s],
                             n_images=len(ids))
-    store.image_entry(cfg.image_kind).release_rows()   # the training histograms the row blocks kept
     timings["nn"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t_start
     return SystemRun(name=cfg.name, test_matrices=mats["test"], dev_matrices=mats["dev"],

@@ -145,7 +145,7 @@ def test_released_models_are_refitted_with_the_same_numbers(trained):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_cache, caplog):
+def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_cache, caplog, monkeypatch):
     """experiments.classical_stage.run_classical releases every system's fitted KCCA models once its test
     rankings exist and drops a text kernel after its last system unless a KCCA pair scorer needs it (on
     Flickr8k the models took about 1 GB per system, so --systems all ran out of memory); the pair
@@ -164,9 +164,26 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
 
     from kernels.text import TextKernel
 
+    import experiments.classical_stage as stage
+    from kcca.kernel_store import ImageKernelEntry
+
+    done, released = [], []
+    real_run_systems, real_release = stage.run_systems, ImageKernelEntry.release_rows
+
+    def counting(*a, **k):
+        for r in real_run_systems(*a, **k):
+            done.append(r.name)
+            yield r
+
+    monkeypatch.setattr(stage, "run_systems", counting)
+    monkeypatch.setattr(ImageKernelEntry, "release_rows",
+                        lambda self: released.append((self.kernel.kind, len(done))) or real_release(self))
     older = {id(o) for o in gc.get_objects() if isinstance(o, TextKernel)}   # e.g. other tests' fixtures
     outputs, runs, store = run_classical(corpus, pools, names, args, tmp_cache)
     assert list(runs) == names
+    # an image kernel's kept training histograms serve all its systems (the NN baseline's pool rows, the
+    # low-rank columns) and are released after the last one: histogram after TRI5^Histo, pyramid after TRI5
+    assert released == [("histogram", 3), ("pyramid", 5)]
     assert all(not r.models.fitted for n, r in runs.items() if n != "NN5_F1^idf")
     systems_json = {n: {"annotation": metrics_json(evaluate_pool(o.test, pools["test"])["annotation"])}
                     for n, o in outputs.items()}
