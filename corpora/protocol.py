@@ -17,6 +17,13 @@
     The choice depends only on (seed, image id, number of captions) – stable across runs, platforms
     and Python versions (no ``hash()`` randomisation), and unchanged for the remaining images when
     missing images are skipped.  The pool's ``caption_ids`` are the record of the choice.
+* **Every-caption pool** (not in Hodosh et al.; the retrieval protocol CLIP-style models are reported
+  with): :func:`every_caption_pool` holds the split's N images and *all* their captions (COCO's 5k
+  Karpathy test split: 5,000 images, 25,010 captions; Flickr30k's: 1,000 and 5,000), as CLIP_benchmark
+  (LAION-AI, ``clip_benchmark/metrics/zeroshot_retrieval.py``) defines its ``flickr30k`` and
+  ``mscoco_captions`` retrieval sets.  Its text→image recall@k (a caption finds its image in the top
+  k) is the pool's image-search R@k; its image→text recall@k (at least one of the image's captions in
+  the top k) is the pool's image-annotation S@k, its relevance being the original pairing.
 * **Relevance** (Sec. 4.3.2): ``R[i, j]`` is true iff caption ``j`` is image ``i``'s original caption
   or the crowd's "fraction yes" for (image ``i``, caption ``j``) is ≥ 0.66 (two of three judges);
   unjudged pairs are not relevant.  Computed by ``corpus.judge_relevance`` (generated corpora with exact
@@ -53,7 +60,7 @@ from corpora.base import (
     RankingPool,
 )
 
-__all__ = ["hodosh_pool", "caption_pools", "train_items", "TrainItems", "relevance_stats", "select_caption_index",
+__all__ = ["hodosh_pool", "caption_pools", "every_caption_pool", "train_items", "TrainItems", "relevance_stats", "select_caption_index",
            "skipped_images", "available_images", "N_MISSING_SHOWN"]
 
 #: How many missing paths the MissingImagesError message lists.
@@ -203,6 +210,46 @@ def caption_pools(corpus: Corpus, split: str, *, n_pools: int | None = None, ski
         raise ValueError(f"caption_pools: n_pools={n_pools} (split {split!r} has no captions?)")
     return tuple(_one_caption_pool(corpus, split, images, [c[k % len(c)] for c in caps_of], skipped)
                  for k in range(int(n_pools)))
+
+
+def every_caption_pool(corpus: Corpus, split: str, *, skip_missing_images: bool = False,
+                       require_images: bool = False) -> RankingPool:
+    """The images of ``split`` with every caption of each (module docstring: the CLIP_benchmark retrieval
+    sets).
+
+    Parameters
+    ----------
+    corpus, split, skip_missing_images, require_images
+        As for :func:`hodosh_pool` (``corpus.fixed_pools`` is ignored: every caption is used).
+
+    Returns
+    -------
+    RankingPool
+        ``image_ids`` in split order, ``caption_ids`` every caption of each image in turn (so M ≥ N);
+        ``gold_image[j]`` the image caption ``j`` was written for, ``gold_caption[i]`` the first caption
+        of image ``i`` (R@k of image annotation reads that one; S@k counts any relevant caption), and
+        ``relevance`` the original pairing only (CLIP_benchmark's positive pairs: a caption is relevant
+        to the image it was written for), also on corpora with judged or exact relevance.
+    """
+    images, caps_of, skipped = train_items(corpus, split=split, skip_missing_images=skip_missing_images,
+                                           require_images=require_images)
+    captions = tuple(c for caps in caps_of for c in caps)
+    counts = np.array([len(c) for c in caps_of], dtype=np.int64)
+    caption_ids = tuple(c.id for c in captions)
+    gold_image = np.repeat(np.arange(len(images), dtype=np.int64), counts)
+    relevance = np.zeros((len(images), len(captions)), dtype=bool)
+    relevance[gold_image, np.arange(len(captions))] = True
+    pool = RankingPool(
+        split=split,
+        image_ids=tuple(images),
+        caption_ids=caption_ids,
+        captions=captions,
+        gold_caption=np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else
+        np.zeros(0, dtype=np.int64),
+        gold_image=gold_image,
+        relevance=relevance,
+    )
+    return _attach_skipped(pool, skipped)
 
 
 class TrainItems(NamedTuple):

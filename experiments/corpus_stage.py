@@ -11,7 +11,7 @@ import numpy as np
 from corpora.base import Corpus, CorpusError, MissingImagesError, RankingPool
 from corpora.flickr8k import load_flickr8k
 from corpora.karpathy import load_karpathy
-from corpora.protocol import hodosh_pool, skipped_images
+from corpora.protocol import every_caption_pool, hodosh_pool, skipped_images
 from corpora.teaching import make_teaching_set
 from experiments.errors import PipelineError
 from experiments.options import RunOptions
@@ -43,7 +43,7 @@ def load_corpus(options: RunOptions) -> Corpus:
         n_dev = int(round(n * 0.15))
         return make_teaching_set(n_images=n, n_train=n_train, n_dev=n_dev, seed=options.seed)
     try:
-        if options.data.suffix.lower() == ".json":   # Karpathy's dataset_*.json (Flickr30k, COCO, Flickr8k)
+        if options.karpathy_file:   # Karpathy's dataset_*.json (Flickr30k, COCO, Flickr8k)
             if not options.images.is_dir():
                 raise PipelineError(f"--images {options.images}: no such folder")
             return load_karpathy(options.data, options.images)
@@ -61,31 +61,39 @@ def missing_images_message(exc) -> str:
             f"{present} (results are then not comparable with the full splits).")
 
 
+#: The key in the pools of a Karpathy-file run of the test split with every caption (the CLIP_benchmark
+#: retrieval protocol, :func:`corpora.protocol.every_caption_pool`).
+EVERY_CAPTION_POOL = "test_every_caption"
+
+
 def build_pools(corpus: Corpus, options: RunOptions) -> tuple[dict[str, RankingPool], int]:
-    """Dev and test pools (Hodosh Sec. 4.1.1) and the number of images skipped (missing on disk).
+    """Dev and test pools (Hodosh Sec. 4.1.1) and the number of images skipped (missing on disk); with a
+    Karpathy ``--data`` file also the test split with every caption (:data:`EVERY_CAPTION_POOL`), on which
+    the CLIP family is ranked as CLIP_benchmark ranks it.
 
     Parameters
     ----------
     corpus : Corpus
     options : RunOptions
-        ``seed`` and ``skip_missing_images`` are used.
+        ``seed``, ``skip_missing_images`` and ``karpathy_file`` are used.
 
     Returns
     -------
     pools : dict
-        ``{"dev": pool, "test": pool}``.
+        ``{"dev": pool, "test": pool}`` (and :data:`EVERY_CAPTION_POOL`).
     skipped : int
         Pool images skipped because they are missing on disk.
     """
     pools, skipped = {}, 0
-    for split in ("dev", "test"):
-        try:
-            pool = hodosh_pool(corpus, split, seed=options.seed, require_images=True,
-                               skip_missing_images=options.skip_missing_images)
-        except MissingImagesError as exc:
-            raise PipelineError(missing_images_message(exc)) from exc
-        skipped += len(skipped_images(pool))
-        pools[split] = pool
+    kw = dict(require_images=True, skip_missing_images=options.skip_missing_images)
+    try:
+        for split in ("dev", "test"):
+            pools[split] = hodosh_pool(corpus, split, seed=options.seed, **kw)
+            skipped += len(skipped_images(pools[split]))
+        if options.karpathy_file:   # the test images again: their skipped ones are counted already
+            pools[EVERY_CAPTION_POOL] = every_caption_pool(corpus, "test", **kw)
+    except MissingImagesError as exc:
+        raise PipelineError(missing_images_message(exc)) from exc
     return pools, skipped
 
 
@@ -163,5 +171,6 @@ def corpus_summary(corpus: Corpus, pools: Mapping[str, RankingPool], skipped: in
                       "relevant_pairs": int(np.asarray(p.relevance).sum()),
                       "skipped_images": p.n_skipped} for s, p in pools.items()},
         "skipped_images": skipped + train_skipped,
-        "skipped_images_by_split": {"train": train_skipped, **{s: p.n_skipped for s, p in pools.items()}},
+        "skipped_images_by_split": {"train": train_skipped, **{s: p.n_skipped for s, p in pools.items()
+                                                               if s != EVERY_CAPTION_POOL}},
     }

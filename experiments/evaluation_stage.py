@@ -81,8 +81,34 @@ def evaluate_systems(outputs: Mapping[str, SystemOutput], pool: RankingPool, *, 
             "significance": markers[name],
             "p_values": pvalues[name],
             "config": o.config,
+            **({"every_caption": o.every_caption} if o.every_caption else {}),
         }
     return systems, evals, reference
+
+
+def every_caption_json(pool: RankingPool, affinity: np.ndarray, ks=(1, 5, 10)) -> dict:
+    """Retrieval on a pool of every caption of the test images (:func:`corpora.protocol.every_caption_pool`)
+    as CLIP_benchmark reports it (``clip_benchmark/metrics/zeroshot_retrieval.py``), through the one
+    evaluator (:func:`evaluation.evaluate_pool`, pessimistic ties):
+
+    * ``image_to_text`` R@k: % of images with at least one of their captions among their top k captions
+      (CLIP_benchmark's ``text_retrieval_recall@k``) = image annotation S@k under the original pairing;
+    * ``text_to_image`` R@k: % of captions whose image is among their top k images (its
+      ``image_retrieval_recall@k``) = image search R@k; with its median rank.
+
+    Parameters
+    ----------
+    pool : RankingPool
+        The every-caption pool (relevance: the original pairing).
+    affinity : ndarray (n_images, n_captions)
+        A scorer's scores over it.
+    """
+    ev = evaluate_pool(affinity, pool, ks=ks)
+    ann, sea = ev["annotation"].metrics, ev["search"].metrics
+    return {"n_images": int(pool.n_images), "n_captions": int(pool.n_captions),
+            "image_to_text": {f"R@{k}": round(float(ann[f"S@{k}"]), 4) for k in ks},
+            "text_to_image": {**{f"R@{k}": round(float(sea[f"R@{k}"]), 4) for k in ks},
+                              "median_rank": float(sea["median_rank"])}}
 
 
 def metrics_json(res) -> dict:

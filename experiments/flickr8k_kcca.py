@@ -100,8 +100,9 @@ def add_data_options(g) -> None:
     """The data options: ``--data``, ``--skip-missing-images``, ``--teaching-size``."""
     g.add_argument("--data", metavar="PATH", default=None,
                    help="Flickr8k folder (standard or Kaggle captions.txt layout), or a Karpathy split file "
-                        "(dataset_flickr30k.json, dataset_coco.json, dataset_flickr8k.json) with --images. "
-                        "Default: the built-in teaching set, generated offline.")
+                        "(dataset_flickr30k.json, dataset_coco.json, dataset_flickr8k.json) with --images; "
+                        "such a file also ranks the CLIP family on its test split with every caption, as "
+                        "CLIP_benchmark does. Default: the built-in teaching set, generated offline.")
     g.add_argument("--images", metavar="DIR", default=None,
                    help="the images of a Karpathy --data file: DIR/<filename>, or for COCO DIR/<filepath>/"
                         "<filename> (the folder holding train2014/ and val2014/). Default: none (needed "

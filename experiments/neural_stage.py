@@ -34,7 +34,8 @@ from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
 from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, scorer_groups, scorer_label, split_scorer
-from experiments.corpus_stage import missing_images_message
+from experiments.corpus_stage import EVERY_CAPTION_POOL, missing_images_message
+from experiments.evaluation_stage import every_caption_json
 from experiments.errors import PipelineError
 from experiments.human_stage import (
     MIN_JUDGED_ROWS,
@@ -207,7 +208,7 @@ def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     if shipped:
         prov["shipped_scorers"] = _shipped_record(names)
 
-    outputs = _retrieval_outputs(corpus, pools["test"], names, scorers, cache, timings)
+    outputs = _retrieval_outputs(corpus, pools, names, scorers, cache, timings)
     pair = _pair_scorers(corpus, names, scorers, ref_scorers, cache)
     specificity: dict = {}
     if isinstance(corpus, GeneratedCorpus):   # the corpus can produce detail units
@@ -371,20 +372,25 @@ def _load_shipped(fam, bb):
     return scorer
 
 
-def _retrieval_outputs(corpus: Corpus, pool: RankingPool, names: list[str], scorers: Mapping[str, object],
-                       cache: DiskCache, timings: dict) -> dict[str, SystemOutput]:
+def _retrieval_outputs(corpus: Corpus, pools: Mapping[str, RankingPool], names: list[str],
+                       scorers: Mapping[str, object], cache: DiskCache, timings: dict) -> dict[str, SystemOutput]:
     """Retrieval on the test pool: every reference-free scorer asked for (each family says what its output
-    records, :meth:`~neural.family.ScorerFamily.retrieval_config`)."""
+    records, :meth:`~neural.family.ScorerFamily.retrieval_config`); where the pools hold the test split
+    with every caption (:data:`~experiments.corpus_stage.EVERY_CAPTION_POOL`), also its metrics there
+    (:func:`~experiments.evaluation_stage.every_caption_json`; the matrix is not kept)."""
     from neural.base import affinity_for_pool  # lazy: a warm re-run must not import torch
 
     outputs: dict[str, SystemOutput] = {}
+    every = pools.get(EVERY_CAPTION_POOL)
     t = time.perf_counter()
     for name, sc in scorers.items():
         if name not in names:
             continue
-        S = affinity_for_pool(sc, corpus, pool, cache=cache)
+        S = affinity_for_pool(sc, corpus, pools["test"], cache=cache)
         outputs[name] = SystemOutput(name=name, family="neural", test=ScoreMatrices.from_affinity(S),
-                                     config=family_for(name).retrieval_config(sc, corpus))
+                                     config=family_for(name).retrieval_config(sc, corpus),
+                                     every_caption={} if every is None else
+                                     every_caption_json(every, affinity_for_pool(sc, corpus, every, cache=cache)))
     timings["neural retrieval"] = time.perf_counter() - t
     return outputs
 
@@ -481,6 +487,8 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         "train_ids": None if train_ids is None else fingerprint(train_ids),
         "pool": {"split": pool.split, "image_ids": fingerprint(pool.image_ids),
                  "caption_ids": fingerprint(pool.caption_ids)},
+        "every_caption_pool": None if EVERY_CAPTION_POOL not in pools else
+        fingerprint(pools[EVERY_CAPTION_POOL].caption_ids),
         "names": list(names), "seed": int(options.seed), "quick": bool(options.quick),
         "clip_model": options.clip_model, "clip_pretrained": options.clip_pretrained, "weights_file": weights_file,
         "backbones": backbones, "clip_steps": options.clip_steps, "device": options.device,
@@ -547,7 +555,8 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     hit = cache.load("neural_stage", key)
     if hit is None:
         outputs, pair, specificity, prov = run_neural(corpus, pools, names, options, cache)
-        meta = {"outputs": {k: {"family": v.family, "config": jsonable(v.config)} for k, v in outputs.items()},
+        meta = {"outputs": {k: {"family": v.family, "config": jsonable(v.config),
+                                "every_caption": jsonable(v.every_caption)} for k, v in outputs.items()},
                 "pair": {k: jsonable(f.identity) for k, f in pair.items()},
                 "specificity": jsonable(specificity), "provenance": jsonable(prov)}
         arrays = {f"S::{k}": np.asarray(v.test.annotation, dtype=np.float32) for k, v in outputs.items()}
@@ -557,7 +566,8 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
 
     meta = json.loads(str(hit["meta"]))
     outputs = {k: SystemOutput(name=k, family=v["family"], test=ScoreMatrices.from_affinity(hit[f"S::{k}"]),
-                               config=v["config"]) for k, v in meta["outputs"].items()}
+                               config=v["config"], every_caption=v.get("every_caption", {}))
+               for k, v in meta["outputs"].items()}
     resolved: dict[str, Mapping[str, PairScorer]] = {}
 
     def resolve(label: str) -> Mapping[str, PairScorer]:

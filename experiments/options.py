@@ -194,7 +194,7 @@ class RunOptions:
         if not self.systems and not self.neural:
             raise OptionError("--systems none and --metrics none: nothing to run (the n-gram caption metrics "
                               "against human judgments alone: python -m experiments.caption_metrics_vs_humans)")
-        if (self.images is not None) != (self.data is not None and Path(self.data).suffix.lower() == ".json"):
+        if (self.images is not None) != self.karpathy_file:
             raise OptionError("--images goes with a Karpathy --data file (dataset_*.json), and such a file "
                               "needs --images (the folder of its images)")
         if self.workers is not None and self.scheduler is not None:
@@ -223,6 +223,13 @@ class RunOptions:
         named = {b.name: b for b in self.backbones}
         named[DEFAULT_BACKBONE] = BackboneSpec(DEFAULT_BACKBONE, self.clip_model, self.clip_pretrained)
         return {name: named[name] for name in scorer_groups(self.neural)}
+
+    @property
+    def karpathy_file(self) -> bool:
+        """Whether ``--data`` is one of Karpathy's split files (``dataset_*.json``: Flickr30k, COCO,
+        Flickr8k), read with ``--images``; the run then also ranks the test split with every caption
+        (the CLIP_benchmark protocol, :func:`corpora.protocol.every_caption_pool`)."""
+        return self.data is not None and Path(self.data).suffix.lower() == ".json"
 
     @property
     def n_teaching_images(self) -> int:

@@ -26,6 +26,11 @@ class SystemOutput:
     timings : dict
         Wall-clock seconds of its steps (``results.json``'s ``timings_s["systems"][name]``), kept apart
         from ``config`` so that two runs with the same numbers have the same ``systems`` block.
+    every_caption : dict
+        Its retrieval metrics on the test split with every caption (the CLIP_benchmark protocol,
+        :func:`corpora.protocol.every_caption_pool`; :func:`experiments.evaluation_stage.every_caption_json`),
+        where the run evaluates it; ``{}`` otherwise.  Metrics, not the matrix: at COCO size the matrix
+        is 5,000 × 25,010.
     """
 
     name: str
@@ -33,6 +38,7 @@ class SystemOutput:
     test: ScoreMatrices
     config: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    every_caption: dict = field(default_factory=dict)
 
 
 def split_timings(config: Mapping) -> tuple[dict, dict]:

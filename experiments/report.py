@@ -287,6 +287,35 @@ def specificity_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def every_caption_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the every-caption retrieval table (the CLIP_benchmark protocol: each system's
+    ``every_caption`` block in ``results["systems"]``), in the systems' order."""
+    ks = (1, 5, 10)
+    header = (["system"] + [f"image→text R@{k}" for k in ks] + [f"text→image R@{k}" for k in ks]
+              + ["text→image median rank ↓"])
+    rows = []
+    for name, v in results.get("systems", {}).items():
+        ec = v.get("every_caption")
+        if ec:
+            i2t, t2i = ec["image_to_text"], ec["text_to_image"]
+            rows.append([name] + [_fmt(i2t[f"R@{k}"]) for k in ks] + [_fmt(t2i[f"R@{k}"]) for k in ks]
+                        + [_fmt(t2i["median_rank"])])
+    return header, rows
+
+
+def every_caption_note(results: Mapping) -> str:
+    """The note of the every-caption retrieval table: the pool's size and what each column counts."""
+    pool = results.get("corpus", {}).get("pools", {}).get("test_every_caption", {})
+    size = (f"The test split with every caption: {pool.get('images')} images × {pool.get('captions')} captions. "
+            if pool.get("images") else "")
+    return (size + "Retrieval as CLIP_benchmark defines it for its flickr30k and mscoco_captions sets (the "
+            "protocol CLIP-style models are reported with): image→text R@k = % of images with at least one of "
+            "their own captions among their top k captions; text→image R@k = % of captions whose image is "
+            "among their top k images. Each scorer ranks with its own scores (CLIP-S: 2.5·max(cos, 0), so "
+            "negative cosines tie), ties broken pessimistically as in the tables above (CLIP_benchmark takes "
+            "torch.topk of the raw cosines). Values in %.")
+
+
 def compositionality_rows(results: Mapping) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the contrast-twin table (``results["compositionality"]``), one row per system,
     baseline → classical → neural."""
@@ -426,6 +455,9 @@ def _sections(results: Mapping) -> list[tuple[str, str, tuple[list[str], list[li
          "over queries. " + tasks_note + sig_note + relevance_note + left_out(RELEVANCE_KEYS),
          table_rows(results, RELEVANCE_KEYS)),
     ]
+    if every_caption_rows(results)[1]:
+        secs.append(("Retrieval with every test caption (CLIP_benchmark protocol)", every_caption_note(results),
+                     every_caption_rows(results)))
     if results.get("human_correlation"):
         secs.append(("Correlation with human judgments",
                      "Kendall τ and Spearman ρ (×100, higher is better) between each scorer and the human "
@@ -469,7 +501,8 @@ def _summary_lines(results: Mapping) -> list[str]:
         if not p.get("images"):
             lines.append(f"{split} pool: empty (none of its images is on disk)")
             continue
-        lines.append(f"{split} pool: {_count(p.get('images'), 'image')} × {_count(p.get('captions'), 'caption')}, "
+        lines.append(f"{split.replace('_', ' ')} pool: {_count(p.get('images'), 'image')} × "
+                     f"{_count(p.get('captions'), 'caption')}, "
                      f"{_count(p.get('relevant_pairs', '?'), 'relevant pair')}")
     if c.get("skipped_images"):
         by = c.get("skipped_images_by_split", {})

@@ -79,6 +79,25 @@ def test_karpathy_file_runs_end_to_end(dataset, tmp_path, nltk_data_dir):
         assert list((tmp_path / "cache-workers" / "image_gram_rows").glob("*.npz"))   # Gram row blocks ran there
 
 
+def test_karpathy_file_ranks_the_clip_family_with_every_test_caption(tmp_path, nltk_data_dir):
+    """A Karpathy file also ranks the test split with every caption, as CLIP_benchmark does (its
+    flickr30k / mscoco_captions sets): the CLIP family's figures there, in results.json and the report."""
+    data, images = write_karpathy_fixture(tmp_path, "flickr30k")
+    res = run_job(["--data", str(data), "--images", str(images), "--systems", "NN5_F1^idf", "--metrics", "CLIP-S",
+                   "--permutations", "200", "--no-progress"], tmp_path, "every-caption")
+    n_test = SPLITS.count("test")
+    pool = res["corpus"]["pools"]["test_every_caption"]
+    assert pool["images"] == n_test and pool["captions"] == pool["relevant_pairs"] > n_test
+    ec = res["systems"]["CLIP-S"]["every_caption"]
+    assert ec["n_images"] == n_test and ec["n_captions"] == pool["captions"]
+    for direction in ("image_to_text", "text_to_image"):
+        assert 0 <= ec[direction]["R@1"] <= ec[direction]["R@5"] <= ec[direction]["R@10"] <= 100
+    assert ec["text_to_image"]["R@10"] == 100.0          # six test images: every caption's image is in its top 10
+    assert "every_caption" not in res["systems"]["NN5_F1^idf"]
+    assert "## Retrieval with every test caption (CLIP_benchmark protocol)" in res["_report"]
+    assert res["corpus"]["skipped_images_by_split"] == {"train": 0, "dev": 0, "test": 0}
+
+
 def test_karpathy_options_go_together(tmp_path):
     from experiments.errors import PipelineError
     from experiments.flickr8k_kcca import parse_options

@@ -13,6 +13,7 @@ from corpora.flickr8k import load_flickr8k
 from corpora.images import PathImageLoader
 from corpora.protocol import (
     caption_pools,
+    every_caption_pool,
     hodosh_pool,
     relevance_stats,
     select_caption_index,
@@ -116,6 +117,24 @@ def test_caption_pools_use_every_caption_once():
     assert [p.caption_ids for p in caption_pools(c, "test", n_pools=2)] == [p.caption_ids for p in pools[:2]]
     with pytest.raises(ValueError, match="n_pools"):
         caption_pools(c, "test", n_pools=0)
+
+
+def test_every_caption_pool_holds_each_test_image_with_all_its_captions():
+    """The CLIP_benchmark retrieval set: the split's images, every caption of each in turn, the original
+    pairing as relevance (a crowd judgment does not add a positive), gold caption = each image's first."""
+    ids = [f"img{i:02d}.jpg" for i in range(9, 12)]
+    crowd = [CrowdJudgment(ids[0], caption_id(ids[1], 2), 1.0, 3, 0)]
+    c = make_corpus(crowd=crowd, fixed=[caption_id(im, 0) for im in ids])
+    c = replace(c, captions={**c.captions, ids[1]: c.captions[ids[1]][:3]})   # 5 + 3 + 5 captions
+    p = every_caption_pool(c, "test")
+    assert p.image_ids == tuple(ids) and p.n_captions == 13
+    assert p.caption_ids == tuple(cap.id for im in ids for cap in c.captions_of(im))
+    np.testing.assert_array_equal(p.gold_image, [0] * 5 + [1] * 3 + [2] * 5)
+    np.testing.assert_array_equal(p.gold_caption, [0, 5, 8])
+    want = np.zeros((3, 13), dtype=bool)
+    want[p.gold_image, np.arange(13)] = True
+    np.testing.assert_array_equal(p.relevance, want)
+    assert not p.relevance[0, 5 + 2]                      # judged relevant by the crowd: not a positive here
 
 
 def test_with_splits_copies_and_refingerprints():
