@@ -71,10 +71,11 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     Kernels, Gram matrices and KCCA decompositions are shared across systems in one
     :class:`~kcca.kernel_store.KernelStore` (one fit per image kernel kind, one per text kernel) and
     cached on disk.  Also returns the per-system run details (chosen
-    p, d, (n, κ) models, dev metrics) for ``results.json``.  To bound memory on Flickr8k, every
-    system's fitted KCCA models are released once its rankings exist, and a text kernel is dropped after
+    p, d, (n, κ) models, dev metrics) for ``results.json``.  To bound memory, every system's fitted KCCA
+    models and dev-pool matrices are released once its rankings exist, and a text kernel is dropped after
     the last system that uses it unless :func:`kcca_pair_scorers` will need it (TRI5SEM's, and the best
-    system's by :func:`best_kcca_system`).
+    system's by :func:`best_kcca_system`); an image kernel's kept training histograms are released after
+    its last system, and without pair scorers the kernel itself (its decompositions) too.
 
     Returns
     -------
@@ -149,11 +150,16 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
         # The fitted KCCA models (hundreds of MB per system on Flickr8k) are not needed for retrieval any
         # more; the KCCA pair scorers refit the one model they use.  The kernel decompositions stay.
         r.release_models()
+        r.release_dev_matrices()   # the selection is made; nothing later reads them
         runs[r.name] = r
         # the training histograms an image kernel keeps for the NN baseline's pool rows and the low-rank
-        # columns (on the cluster: 2.4 GB per worker at COCO size) serve every system of that kernel
+        # columns (on the cluster: 2.4 GB per worker at COCO size) serve every system of that kernel; its
+        # decompositions (a low-rank view: 1.8 GB at COCO size) outlive them only for the pair scorers
         for kind in [k for k, last in last_image.items() if last == i and k in store.image_kinds()]:
-            store.image_entry(kind).release_rows()
+            if keep_pairs:
+                store.image_entry(kind).release_rows()
+            else:
+                store.drop_image(kind)
         if cfg.model == "kcca":
             r10[r.name] = metrics_json(evaluate_pool(r.test_matrices, pools["test"])["annotation"])["R@10"]
             needed = {texts[n] for n in ("TRI5SEM", best_kcca_system(r10)) if n in texts} if keep_pairs else set()

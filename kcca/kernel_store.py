@@ -342,6 +342,13 @@ class KernelStore:
         """Forget the ``name`` text kernel with its rows and decompositions (no error if absent)."""
         self._texts.pop(name, None)
 
+    def drop_image(self, kind: str) -> None:
+        """Forget the ``kind`` image kernel with its rows and decompositions (no error if absent); its
+        training histograms kept for columns are released first (on a cluster too)."""
+        entry = self._images.pop(kind, None)
+        if entry is not None:
+            entry.release_rows()
+
     # ------------------------------------------------------------------------------ derived
     def image_rows(self, kind: str, split: str, ids: Sequence[str] | None, power: int,
                    columns: Sequence[int] | None = None) -> np.ndarray:

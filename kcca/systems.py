@@ -216,6 +216,13 @@ class SystemRun:
     grid: list = field(default_factory=list)
     models: Mapping = field(default_factory=dict)
 
+    def release_dev_matrices(self) -> None:
+        """Drop the dev-pool score matrices (here and in :attr:`selection`) once the selection has read
+        them: at COCO size each system's are two 5,000 × 5,000 float32 matrices (200 MB)."""
+        self.dev_matrices = None
+        if self.selection is not None:
+            self.selection.dev_matrices = None
+
     def release_models(self) -> None:
         """Drop the fitted KCCA models to free memory; a caption metric (or any access to ``models[κ]``)
         refits the one it needs.  Each model holds two ``r × n`` direction matrices

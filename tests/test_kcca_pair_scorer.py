@@ -146,8 +146,8 @@ def test_released_models_are_refitted_with_the_same_numbers(trained):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_cache, caplog, monkeypatch):
-    """experiments.classical_stage.run_classical releases every system's fitted KCCA models once its test
-    rankings exist and drops a text kernel after its last system unless a KCCA pair scorer needs it (on
+    """experiments.classical_stage.run_classical releases every system's fitted KCCA models and dev-pool
+    matrices once its test rankings exist and drops a text kernel after its last system unless a KCCA pair scorer needs it (on
     Flickr8k the models took about 1 GB per system, so --systems all ran out of memory); the pair
     scorers built afterwards still score, refitting one model each."""
     from corpora.protocol import hodosh_pool
@@ -185,6 +185,8 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     # low-rank columns) and are released after the last one: histogram after TRI5^Histo, pyramid after TRI5
     assert released == [("histogram", 3), ("pyramid", 5)]
     assert all(not r.models.fitted for n, r in runs.items() if n != "NN5_F1^idf")
+    # nor their dev-pool matrices (the selection is made; at COCO size 200 MB per system)
+    assert all(r.dev_matrices is None and getattr(r.selection, "dev_matrices", None) is None for r in runs.values())
     systems_json = {n: {"annotation": metrics_json(evaluate_pool(o.test, pools["test"])["annotation"])}
                     for n, o in outputs.items()}
     kcca = [n for n in names if n != "NN5_F1^idf"]
@@ -207,6 +209,12 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     with caplog.at_level("WARNING"):
         assert kcca_pair_scorers(corpus, runs, store, fake) == {}
     assert "no longer in memory" in caplog.text
+    # without pair scorers (Flickr30k, COCO: no judgments) an image kernel goes with its last system
+    monkeypatch.setattr(stage, "pair_scorers_wanted", lambda corpus, options: False)
+    done.clear(), released.clear()
+    _, _, bare = run_classical(corpus, pools, ["BoW1", "NN5_F1^idf", "TRI5^Histo"], args, tmp_cache)
+    assert released == [("pyramid", 2), ("histogram", 3)] and bare.image_kinds() == set()
+    assert bare.text_names() == set()
 
 
 def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_set, tmp_cache):
