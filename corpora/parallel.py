@@ -167,13 +167,27 @@ class BlockExecutor:
                     raise ExecutorError(f"--workers {self.workers}: cannot start a local Dask cluster "
                                         f"({type(exc).__name__}: {exc})") from exc
                 self._client = Client(self._cluster)
+                self._client.wait_for_workers(self.workers)   # a Shared context reaches every one of them
             else:
                 try:
                     self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S)
                 except Exception as exc:  # noqa: BLE001 - OSError / TimeoutError / a bad address
                     raise ExecutorError(f"--scheduler {self.scheduler}: cannot reach the Dask scheduler "
                                         f"({type(exc).__name__}: {exc})") from exc
+            self._keep_replicas()
         return self._client
+
+    def _keep_replicas(self) -> None:
+        """Stop the scheduler's Active Memory Manager.  Its default policy (ReduceReplicas, every 2 s)
+        drops the copies of a datum that no queued task asks for: the copies of a :class:`Shared`
+        context scattered to every worker went within seconds, and every later block of its maps then
+        ran on the one worker that kept it (measured at COCO size: one of two workers idle through the
+        pivot columns).  On an existing scheduler this is the cluster's setting for every client."""
+        if self._client.amm.running():
+            if self.scheduler is not None:
+                log.warning("--scheduler %s: stopping its Active Memory Manager, whose ReduceReplicas policy "
+                            "would drop the copies of the shared block contexts on the workers", self.scheduler)
+            self._client.amm.stop()
 
     def forget(self, shared: Shared) -> None:
         """Let the cluster drop a :class:`Shared` context (no error if it was never sent)."""

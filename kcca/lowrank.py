@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -143,27 +144,48 @@ def incomplete_cholesky(
 
 def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:
     """The pivot loop of :func:`incomplete_cholesky`; returns the most negative residual diagonal met
-    (0 for a PSD kernel up to rounding), before it is set to zero."""
+    (0 for a PSD kernel up to rounding), before it is set to zero.
+
+    The kernel column of pivot ``i`` and the projection ``G[:, :j] G[i, :j]^T`` are independent, so the
+    projection (a memory-bound GEMV, which releases the GIL) runs on a helper thread while this one
+    fetches the column (a Dask cluster's round trip, or the compiled column loop).  The column stays on
+    the caller's thread: a kernel store calls its kernel under a lock the caller may hold.  The numbers
+    are those of one after the other."""
     most_negative = 0.0
-    for j in range(r_max):
-        if total <= 0 or d.sum() <= eta * total:
-            break
-        i = int(np.argmax(d))
-        if d[i] <= tiny:
-            break
-        col = source.column(i)
-        if not np.all(np.isfinite(col)):
-            raise ValueError(f"incomplete_cholesky: kernel column {i} contains NaN or infinite values")
-        if j:
-            col = col - G[:, :j] @ G[i, :j]
-        g = col / math.sqrt(d[i])
-        g[pivots] = 0.0  # exact zeros above the diagonal of the pivot block
-        g[i] = math.sqrt(d[i])
-        G[:, j] = g
-        d -= g * g
-        d[pivots] = 0.0
-        d[i] = 0.0
-        most_negative = min(most_negative, float(d.min()))
-        np.maximum(d, 0.0, out=d)
-        pivots.append(i)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="icd-projection") as helper:
+        for j in range(r_max):
+            if total <= 0 or d.sum() <= eta * total:
+                break
+            i = int(np.argmax(d))
+            if d[i] <= tiny:
+                break
+            pending = helper.submit(_projection, G, i, j) if j else None
+            col = source.column(i)
+            proj = pending.result() if pending is not None else None
+            most_negative = _icd_step(G, d, pivots, j, i, col, proj, most_negative)
+    return most_negative
+
+
+def _projection(G: np.ndarray, i: int, j: int) -> np.ndarray:
+    """``G[:, :j] G[i, :j]^T``: the part of pivot ``i``'s kernel column the factor so far explains."""
+    return G[:, :j] @ G[i, :j]
+
+
+def _icd_step(G, d, pivots, j, i, col, proj, most_negative) -> float:
+    """Step ``j`` of :func:`_icd_loop` with pivot ``i``, its kernel column and its projection on the
+    factor so far: the new column of ``G`` and the residual diagonal; returns the most negative residual."""
+    if not np.all(np.isfinite(col)):
+        raise ValueError(f"incomplete_cholesky: kernel column {i} contains NaN or infinite values")
+    if proj is not None:
+        col = col - proj
+    g = col / math.sqrt(d[i])
+    g[pivots] = 0.0  # exact zeros above the diagonal of the pivot block
+    g[i] = math.sqrt(d[i])
+    G[:, j] = g
+    d -= g * g
+    d[pivots] = 0.0
+    d[i] = 0.0
+    most_negative = min(most_negative, float(d.min()))
+    np.maximum(d, 0.0, out=d)
+    pivots.append(i)
     return most_negative

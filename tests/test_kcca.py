@@ -434,6 +434,56 @@ def test_incomplete_cholesky_pivots_on_the_largest_residual_diagonal():
     np.testing.assert_allclose(G @ G.T, K, atol=1e-8)
 
 
+def test_incomplete_cholesky_fetches_each_column_beside_its_projection(monkeypatch):
+    """Each pivot's projection on the factor so far runs on a helper thread while the caller's thread
+    fetches its kernel column — under a lock the caller holds, as a kernel store's decomposition does —
+    and the factor is bit for bit the one of fetching, then projecting, one step after the other."""
+    import math
+    import threading
+
+    import kcca.lowrank as lowrank
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((40, 9))
+    K = A @ A.T + 1e-3 * np.eye(40)
+    lock, threads, projections = threading.RLock(), [], []
+    real_projection = lowrank._projection
+
+    def kernel(rows, cols):
+        assert lock.acquire(timeout=5), "the column was fetched off the thread holding the store's lock"
+        try:
+            threads.append(threading.current_thread().name)
+            return K[np.ix_(rows, cols)]
+        finally:
+            lock.release()
+
+    monkeypatch.setattr(lowrank, "_projection",
+                        lambda *a: projections.append(threading.current_thread().name) or real_projection(*a))
+    with lock:
+        G, piv = incomplete_cholesky(KernelSource(np.arange(40), kernel, diag=lambda _: np.diag(K).copy()),
+                                     eta=1e-9, max_rank=15)
+    assert set(threads) == {threading.current_thread().name}
+    assert len(projections) == len(piv) - 1 and all(t.startswith("icd-projection") for t in projections)
+    # the plain loop, one step after the other
+    d, R, P = np.diag(K).copy(), np.zeros((40, 15), order="F"), []   # the layout of G
+    for j in range(len(piv)):
+        i = int(np.argmax(d))
+        col = K[:, i].copy()
+        if j:
+            col = col - R[:, :j] @ R[i, :j]
+        g = col / math.sqrt(d[i])
+        g[P] = 0.0
+        g[i] = math.sqrt(d[i])
+        R[:, j] = g
+        d -= g * g
+        d[P] = 0.0
+        d[i] = 0.0
+        np.maximum(d, 0.0, out=d)
+        P.append(i)
+    assert list(piv) == P
+    np.testing.assert_array_equal(G, R[:, :len(P)])
+
+
 def test_non_finite_rows_zero_components_and_numpy_reg_are_handled():
     """NaN in new kernel rows or in an affinity is an error (a NaN affinity would count as rank 1 in the
     dev sweep); kernels sharing no direction are refused at fit; a numpy integer κ is a number."""

@@ -78,6 +78,27 @@ def test_shared_context_is_scattered_once_and_sent_again_when_lost(tmp_path):
     assert np.array_equal(BlockExecutor().map_blocks(scaled, blocks, context=ctx)[1]["x"], rows[1] * 3.0)
 
 
+def test_shared_context_keeps_a_copy_on_every_worker(monkeypatch):
+    """The copies of a scattered Shared context stay on every worker after its maps: Dask's Active Memory
+    Manager (ReduceReplicas, on by default) would drop all but one within its interval, and every later
+    block would then run on that one worker."""
+    import time
+
+    import dask
+
+    rows = np.arange(12.0).reshape(4, 3)
+    ctx = Shared({"rows": rows, "scale": 2.0})
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "100ms"}):
+        with BlockExecutor(workers=2, processes=False) as ex:
+            ex.map_blocks(scaled, [(i,) for i in range(4)], context=ctx, show_progress=False)
+            held = ex._shared[id(ctx)][1]
+            assert not ex.client().amm.running()
+            time.sleep(1.0)                                 # ten intervals of the manager
+            assert len(ex.client().who_has([held])[held.key]) == 2
+            used = ex.client().run(lambda dask_worker: len(dask_worker.data))   # each holds its copy
+            assert len(used) == 2 and all(n >= 1 for n in used.values())
+
+
 def test_blocks_of_is_fixed_by_size_only():
     assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocks_of(0, 4) == []

@@ -100,6 +100,11 @@ class _MemoBudget:
         return self.used + self.largest > DESCRIPTOR_MEMO_BYTES
 
 
+def _as_list(ids) -> list:
+    """``ids`` as a list, the same object when it is one already."""
+    return ids if isinstance(ids, list) else list(ids)
+
+
 class ImageKernel:
     """Image kernels of Hodosh et al. (2013), Sec. 3.3.
 
@@ -225,6 +230,7 @@ class ImageKernel:
         # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
         # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
         self._rows_memo: tuple[tuple[str, ...], dict[str, BinRows], dict, list] | None = None
+        self._kept_list: list[str] | None = None   # the list the kept rows came as (_are_kept)
         # what every visual-words block needs (corpus, descriptor parameters, codebooks), sent to the
         # cluster once per fit (_words_on_cluster)
         self._words_context: Shared | None = None
@@ -287,7 +293,7 @@ class ImageKernel:
     def _rows_digest(self, rows) -> str:
         """One digest of ``rows``' ids and images fingerprint, computed once while they are the kept rows."""
         memo = self._rows_memo
-        if memo is None or memo[0] != tuple(rows):
+        if not self._are_kept(rows):
             return cache_key({"rows": list(rows), "row_images": self._rows_fingerprint(rows)})
         if len(memo[3]) < 2:
             memo[3][:] = [self._rows_fingerprint(rows)]
@@ -298,7 +304,7 @@ class ImageKernel:
         """``images_fingerprint(rows)``, computed once while ``rows`` are the kept rows (the low-rank
         solver's columns: one Gram key per pivot, each over every training image's signature)."""
         memo = self._rows_memo
-        if memo is None or memo[0] != tuple(rows):
+        if not self._are_kept(rows):
             return self.corpus_.images_fingerprint(rows)
         if not memo[3]:
             memo[3].append(self.corpus_.images_fingerprint(rows))
@@ -600,11 +606,12 @@ class ImageKernel:
         and each entry equals the Gram's bit for bit."""
         self._check_fitted()
         if by_columns and cols is not None:
-            grams = self._feature_grams(list(cols), list(rows), columns=True)
+            grams = self._feature_grams(_as_list(cols), list(rows), columns=True)
             return {f: np.ascontiguousarray(g.T) for f, g in grams.items()}
         cols = None if cols is None else list(cols)
-        # a few columns: the low-rank solver's pivot columns
-        return self._feature_grams(list(rows), cols, columns=cols is not None and is_skinny(len(cols)))
+        # a few columns: the low-rank solver's pivot columns (against the kept rows: the list is not copied,
+        # so that the next column's call is known to be against the same rows without comparing 10^5 ids)
+        return self._feature_grams(_as_list(rows), cols, columns=cols is not None and is_skinny(len(cols)))
 
     def _feature_grams(self, rows: list[str], cols: list[str] | None, columns: bool) -> dict[str, np.ndarray]:
         """:meth:`feature_grams` by row blocks of the Gram routine, or (``columns``) as columns of the
@@ -630,8 +637,14 @@ class ImageKernel:
 
         if columns and self.executor is not None:
             # on a cluster the columns are cached as their row blocks (image_gram_rows) by whichever worker
-            # computed them; the whole would be the same bytes again (at COCO size 5 GB per decomposition)
-            return {f: compute(f)["K"] for f in self.features}
+            # computed them; the whole would be the same bytes again (at COCO size 5 GB per decomposition).
+            # The features' maps go out together (one round trip, every worker busy), after what they share
+            # is built here: the columns' histograms, the kept rows and their digest.
+            hists["cols"] = self.histograms(cols)
+            self._kept_rows(rows)
+            self._rows_digest(rows)
+            with ThreadPoolExecutor(max_workers=len(self.features), thread_name_prefix="image-columns") as pool:
+                return dict(zip(self.features, pool.map(lambda f: compute(f)["K"], self.features)))
         key = self._column_key if columns else self._gram_key
         out = {f: self.cache.get_or_compute("image_gram", key(f, rows, cols), lambda f=f: compute(f))["K"]
                for f in self.features}
@@ -662,11 +675,18 @@ class ImageKernel:
         of pool images after another, so the training images' histograms are built once, not once per
         call (until :meth:`release_rows`).  Built :data:`KEPT_ROWS_BLOCK` images at a time: the dense
         ``n × 21·V`` histograms (6.1 GB at COCO size) are never held, only the sparse ones (2.4 GB)."""
-        key = tuple(rows)
-        if self._rows_memo is None or self._rows_memo[0] != key:
+        if not self._are_kept(rows):
             self.release_rows()   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (key, self._bin_rows(rows, self.features), {}, [])
+            self._rows_memo = (tuple(rows), self._bin_rows(rows, self.features), {}, [])
+            self._kept_list = rows
         return self._rows_memo[1]
+
+    def _are_kept(self, rows: list[str]) -> bool:
+        """Whether ``rows`` are the kept rows: the same list object as last time (the low-rank solver's
+        column source passes one list for every column), else compared id by id (10^5 ids at COCO size)."""
+        if self._rows_memo is None:
+            return False
+        return rows is self._kept_list or self._rows_memo[0] == tuple(rows)
 
     def _bin_rows(self, rows: list[str], features: Sequence[str]) -> dict[str, BinRows]:
         """``features``' weighted histograms of ``rows`` stored by bin, built :data:`KEPT_ROWS_BLOCK`
@@ -710,6 +730,7 @@ class ImageKernel:
             for shared in self._rows_memo[2].values():
                 self.executor.forget(shared)
         self._rows_memo = None
+        self._kept_list = None
 
     def feature_diagonals(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
