@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 MODES = ("in-process", "local cluster", "scheduler")
 #: Seconds to wait for ``--scheduler ADDRESS`` to answer before giving up with an error.
 CONNECT_TIMEOUT_S = 20
+#: Seconds to wait for a ``--workers N`` cluster's workers to start.
+WORKERS_START_TIMEOUT_S = 120
 
 #: ``fn(context, block, cache) -> {name: array}``: the work of one block.  ``cache`` is the
 #: :class:`DiskCache` of the process running it (the same folder as the caller's).
@@ -167,7 +169,12 @@ class BlockExecutor:
                     raise ExecutorError(f"--workers {self.workers}: cannot start a local Dask cluster "
                                         f"({type(exc).__name__}: {exc})") from exc
                 self._client = Client(self._cluster)
-                self._client.wait_for_workers(self.workers)   # a Shared context reaches every one of them
+                try:   # a Shared context reaches every one of them
+                    self._client.wait_for_workers(self.workers, timeout=WORKERS_START_TIMEOUT_S)
+                except TimeoutError as exc:
+                    self.close()
+                    raise ExecutorError(f"--workers {self.workers}: the workers did not start within "
+                                        f"{WORKERS_START_TIMEOUT_S} s") from exc
             else:
                 try:
                     self._client = Client(self.scheduler, timeout=CONNECT_TIMEOUT_S)

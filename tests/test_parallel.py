@@ -99,6 +99,19 @@ def test_shared_context_keeps_a_copy_on_every_worker(monkeypatch):
             assert len(used) == 2 and all(n >= 1 for n in used.values())
 
 
+def test_workers_that_do_not_start_are_one_error_line(monkeypatch):
+    from distributed import Client
+
+    def never(self, n_workers, timeout=None):
+        raise TimeoutError(f"Only 0/{n_workers} workers arrived after {timeout}")
+
+    monkeypatch.setattr(Client, "wait_for_workers", never)
+    ex = BlockExecutor(workers=2, processes=False)
+    with pytest.raises(ExecutorError, match=r"--workers 2: the workers did not start within \d+ s"):
+        ex.client()
+    assert ex._client is None and ex._cluster is None          # nothing left running
+
+
 def test_blocks_of_is_fixed_by_size_only():
     assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocks_of(0, 4) == []
