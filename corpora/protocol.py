@@ -244,8 +244,7 @@ def every_caption_pool(corpus: Corpus, split: str, *, skip_missing_images: bool 
         image_ids=tuple(images),
         caption_ids=caption_ids,
         captions=captions,
-        gold_caption=np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else
-        np.zeros(0, dtype=np.int64),
+        gold_caption=np.cumsum(counts) - counts,   # each image's first caption
         gold_image=gold_image,
         relevance=relevance,
     )
