@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -94,15 +95,33 @@ def _worker_cache(root: str, enabled: bool) -> DiskCache:
     return DiskCache(root, enabled=enabled, retry_writes_after=WORKER_WRITE_RETRY_S) if enabled else NO_CACHE
 
 
+#: The thread count of the cluster task running on this thread (:func:`task_threads`).
+_TASK = threading.local()
+
+
+def task_threads() -> int | None:
+    """Threads the block running on this thread may use: 1 inside a cluster task (the cluster's
+    parallelism is over blocks, one per worker thread), ``None`` elsewhere (in-process blocks, and any
+    other work, use the machine's threads).  :func:`kernels.threads.default_threads` follows it, so the
+    compiled kernels (soft TRI, image Grams) do not start a thread per core in every worker."""
+    return getattr(_TASK, "threads", None)
+
+
 def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namespace: str | None,
-               key) -> dict[str, np.ndarray]:
-    """One block on a worker: read its entry if some worker already wrote it, else compute and write it
-    (atomically, :meth:`DiskCache.store`); BLAS / OpenMP held to one thread (one block per worker thread)."""
+               key, threads: int | None = None) -> dict[str, np.ndarray]:
+    """One block: read its entry if some worker already wrote it, else compute and write it (atomically,
+    :meth:`DiskCache.store`); BLAS / OpenMP held to one thread, and with ``threads`` (a cluster task)
+    :func:`task_threads` says so to the compiled kernels."""
     cache = _worker_cache(*cache_spec)
-    with threadpool_limits(limits=1):
-        if namespace is None or key is None:
-            return {k: np.asarray(v) for k, v in fn(context, block, cache).items()}
-        return cache.get_or_compute(namespace, key, lambda: fn(context, block, cache))
+    before = getattr(_TASK, "threads", None)
+    _TASK.threads = threads
+    try:
+        with threadpool_limits(limits=1):
+            if namespace is None or key is None:
+                return {k: np.asarray(v) for k, v in fn(context, block, cache).items()}
+            return cache.get_or_compute(namespace, key, lambda: fn(context, block, cache))
+    finally:
+        _TASK.threads = before
 
 
 def _context(context):
@@ -319,7 +338,7 @@ class BlockExecutor:
         futures = {}
         for i in todo:
             f = client.submit(_run_block, fn, ctx, blocks[i], _cache_spec(cache), namespace,
-                              None if namespace is None else keys[i], pure=False)
+                              None if namespace is None else keys[i], 1, pure=False)
             futures[f] = i
         try:
             for f in as_completed(futures):

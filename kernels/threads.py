@@ -14,19 +14,26 @@ import os
 
 from threadpoolctl import threadpool_limits
 
+from corpora.parallel import task_threads
+
 ENV = "ITR_NUM_THREADS"
 
 __all__ = ["ENV", "default_threads", "one_blas_thread"]
 
 
 def default_threads() -> int:
-    """Worker threads: ``$ITR_NUM_THREADS`` (a positive integer) or the number of usable CPU cores.
+    """Worker threads: one inside a cluster task (:func:`corpora.parallel.task_threads`: the cluster runs
+    one block per worker thread), else ``$ITR_NUM_THREADS`` (a positive integer) or the number of usable
+    CPU cores.
 
     Raises
     ------
     ValueError
         If ``$ITR_NUM_THREADS`` is set to something other than an integer (values below 1 count as 1).
     """
+    task = task_threads()
+    if task is not None:
+        return task
     env = os.environ.get(ENV, "").strip()
     if env:
         try:

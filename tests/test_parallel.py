@@ -112,6 +112,25 @@ def test_workers_that_do_not_start_are_one_error_line(monkeypatch):
     assert ex._client is None and ex._cluster is None          # nothing left running
 
 
+def threads_seen(context, block, cache):
+    from kernels.threads import default_threads
+
+    return {"n": np.array([default_threads()])}
+
+
+def test_cluster_blocks_use_one_thread_each(monkeypatch):
+    """A cluster runs one block per worker thread, so the compiled kernels inside a block (soft TRI)
+    start one thread, not one per core; in-process blocks, and this thread afterwards, use the machine's."""
+    monkeypatch.setenv("ITR_NUM_THREADS", "3")
+    with BlockExecutor(workers=2, processes=False) as ex:
+        got = ex.map_blocks(threads_seen, [(i,) for i in range(4)], show_progress=False)
+    assert [int(g["n"][0]) for g in got] == [1, 1, 1, 1]
+    here = BlockExecutor().map_blocks(threads_seen, [(0,), (1,)], show_progress=False)
+    assert [int(g["n"][0]) for g in here] == [3, 3]
+    from kernels.threads import default_threads
+    assert default_threads() == 3
+
+
 def test_blocks_of_is_fixed_by_size_only():
     assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocks_of(0, 4) == []

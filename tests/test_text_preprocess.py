@@ -63,6 +63,34 @@ def test_shared_memo_follows_the_preprocessor_state(nltk_data_dir):
     assert not preprocess._FINISH_MEMO and again.transform(q)[0] == fitted.transform(q)[0]
 
 
+def test_pos_tags_are_computed_once_per_sentence(nltk_data_dir, monkeypatch):
+    """Without corpus lemmas every caption is tagged; a second preprocessor (the next text kernel of the
+    main job) and a ``tags=True`` pass reuse the memo, and the tags are the tagger's whatever the batch."""
+    from kernels.text import preprocess
+
+    preprocess.clear_preprocess_memo()
+    real = preprocess._tagger()
+    calls: list[int] = []
+
+    def counting(sents):
+        calls.append(len(sents))
+        return real(sents)
+
+    monkeypatch.setattr(preprocess, "_tagger", lambda: counting)
+    caps = [cap("Two dogs are running on the beach .", k=0), cap("A man rides a bike .", k=1),
+            cap("Two dogs are running on the beach .", k=2, im="b.jpg"), cap("Children playing in snow", k=3)]
+    first = Preprocessor().fit(caps).transform(caps)
+    assert calls == [3]                                   # the repeated caption is tagged once
+    tagged = Preprocessor().fit(caps).transform(caps, tags=True)
+    assert calls == [3] and [p.tokens for p in tagged] == [p.tokens for p in first]
+    assert tagged[0].tokens == ("two", "dog", "run", "beach")        # lemmatised with the tagger's POS
+    alone = [tuple(t for _, t in s) for s in real([preprocess.TOKEN_RE.findall(c.text) for c in caps])]
+    preprocess.clear_preprocess_memo()
+    assert preprocess.pos_tags([preprocess.TOKEN_RE.findall(c.text) for c in caps[::-1]])[::-1] == alone
+    assert calls == [3, 3]
+    preprocess.clear_preprocess_memo()
+
+
 def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
     """The WordNet reader without NLTK's OMW sense map gives NLTK's answers: the lemmatiser's lemmas,
     synsets, hypernym paths and Lin similarities (with Brown IC)."""
