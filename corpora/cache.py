@@ -54,6 +54,8 @@ _KEY_FIELD = "__key__"
 #: or another process replaced / removed it meanwhile): the entry is kept, this call recomputes.
 _TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.EACCES, errno.EPERM, errno.EIO, errno.EAGAIN,
                                errno.EBUSY, errno.EINTR, errno.ENOMEM, errno.ENOENT})
+#: Reads again of an entry whose read raised ``SystemError`` (an interpreter race, not damage).
+_INTERPRETER_RETRIES = 3
 #: A temporary file older than this (seconds) is stale whoever wrote it: no entry takes a day to write.
 STALE_TMP_AGE_S = 24 * 3600
 #: The most characters of an exception's text that a cache warning quotes (:func:`quote_error`).
@@ -371,31 +373,48 @@ class DiskCache:
         (another key's file under this name), or whose arrays do not match their digest, or that cannot
         be parsed.  A ``MemoryError`` while reading propagates and leaves the entry in place, and an
         operating-system error that says nothing about the file (too many open files, permission, I/O,
-        busy) is logged and treated as absent for this call, the entry kept.
+        busy) is logged and treated as absent for this call, the entry kept.  An interpreter error
+        (``SystemError``: CPython's header parser raced by another thread) is not damage either: the
+        entry is read again, up to :data:`_INTERPRETER_RETRIES` times, then kept and treated as absent.
         """
         if not self.enabled:
             return None
         p = self.path(namespace, key)
         if not p.is_file():
             return None
-        try:
-            with np.load(p, allow_pickle=False) as z:
-                if _KEY_FIELD not in z.files or _stored_key_digest(z[_KEY_FIELD]) != p.stem:
-                    raise CacheCorruptError("its stored key is not the key asked for: another entry's data")
-                arrays = {k: z[k] for k in z.files if k not in (_DIGEST_FIELD, _KEY_FIELD)}
-                stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
-            if stored is None or stored != _digest(arrays):
-                raise CacheCorruptError("digest mismatch")
-        except MemoryError:        # no room to read a sound entry: not damage, keep it
-            raise
-        except OSError as exc:
-            if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
-                log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
-                            quote_error(exc))
-                return None
-            return self._discard(p, exc)
-        except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
-            return self._discard(p, exc)
+        for attempt in range(_INTERPRETER_RETRIES + 1):
+            try:
+                return self._read(p)
+            except MemoryError:        # no room to read a sound entry: not damage, keep it
+                raise
+            except SystemError as exc:
+                # CPython 3.11's AST constructor keeps its recursion depth per interpreter, not per thread:
+                # numpy parsing two .npy headers at once (ast.literal_eval) on two threads can raise
+                # "AST constructor recursion depth mismatch" (python/cpython#106905).  Not damage: read again.
+                if attempt == _INTERPRETER_RETRIES:
+                    log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
+                                quote_error(exc))
+                    return None
+            except OSError as exc:
+                if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
+                    log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
+                                quote_error(exc))
+                    return None
+                return self._discard(p, exc)
+            except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
+                return self._discard(p, exc)
+        return None  # pragma: no cover - the loop returns
+
+    @staticmethod
+    def _read(p: Path) -> dict[str, np.ndarray]:
+        """The arrays of entry ``p``, checked against its stored key name and digest."""
+        with np.load(p, allow_pickle=False) as z:
+            if _KEY_FIELD not in z.files or _stored_key_digest(z[_KEY_FIELD]) != p.stem:
+                raise CacheCorruptError("its stored key is not the key asked for: another entry's data")
+            arrays = {k: z[k] for k in z.files if k not in (_DIGEST_FIELD, _KEY_FIELD)}
+            stored = str(z[_DIGEST_FIELD]) if _DIGEST_FIELD in z.files else None
+        if stored is None or stored != _digest(arrays):
+            raise CacheCorruptError("digest mismatch")
         return arrays
 
     @staticmethod
