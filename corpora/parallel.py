@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
 from corpora.cache import NO_CACHE, DiskCache
@@ -95,6 +96,21 @@ def _worker_cache(root: str, enabled: bool) -> DiskCache:
     return DiskCache(root, enabled=enabled, retry_writes_after=WORKER_WRITE_RETRY_S) if enabled else NO_CACHE
 
 
+#: This process's threadpoolctl controller and ``len(sys.modules)`` when it was made (:func:`_one_thread`).
+_CONTROLLER: list = [None, -1]
+
+
+def _one_thread():
+    """BLAS / OpenMP held to one thread for a block (``threadpool_limits(limits=1)``), through a controller
+    made once per process: finding the loaded libraries costs about 2 ms, as much as a small block's work
+    (a pivot column's row block).  It is made again when modules were imported since (an extension module
+    may have loaded another BLAS or OpenMP)."""
+    n = len(sys.modules)
+    if _CONTROLLER[1] != n:
+        _CONTROLLER[:] = [ThreadpoolController(), n]
+    return _CONTROLLER[0].limit(limits=1)
+
+
 #: The thread count of the cluster task running on this thread (:func:`task_threads`).
 _TASK = threading.local()
 
@@ -116,7 +132,7 @@ def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namesp
     before = getattr(_TASK, "threads", None)
     _TASK.threads = threads
     try:
-        with threadpool_limits(limits=1):
+        with _one_thread():
             if namespace is None or key is None:
                 return {k: np.asarray(v) for k, v in fn(context, block, cache).items()}
             return cache.get_or_compute(namespace, key, lambda: fn(context, block, cache))

@@ -131,6 +131,28 @@ def test_cluster_blocks_use_one_thread_each(monkeypatch):
     assert default_threads() == 3
 
 
+def blas_threads(context, block, cache):
+    from threadpoolctl import threadpool_info
+
+    return {"n": np.array([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])}
+
+
+def test_blocks_hold_blas_to_one_thread_with_one_controller_per_process():
+    """Each block runs with BLAS on one thread (then restored), through a threadpoolctl controller made
+    once per process, not once per block (about 2 ms each)."""
+    from threadpoolctl import threadpool_info
+
+    from corpora import parallel
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    got = BlockExecutor().map_blocks(blas_threads, [(0,), (1,), (2,)], show_progress=False)
+    assert all(len(g["n"]) == len(before) and set(g["n"].tolist()) <= {1} for g in got)
+    controller = parallel._CONTROLLER[0]
+    BlockExecutor().map_blocks(blas_threads, [(0,)], show_progress=False)
+    assert parallel._CONTROLLER[0] is controller
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
 def test_blocks_of_is_fixed_by_size_only():
     assert blocks_of(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocks_of(0, 4) == []
