@@ -212,19 +212,22 @@ class TextKernelEntry:
         columns (:meth:`~kernels.text.TextKernel.gram_columns`, never the ``N × N`` Gram), computed on
         ``executor``'s Dask workers when given; ``None`` for a kernel without column access
         (:meth:`~kernels.text.TextKernel.columns_supported`).  The kernel goes to the cluster once for all
-        the columns and is dropped there once the factor is built
+        the columns, without its captions (:meth:`~kernels.text.TextKernel.column_context`), and is dropped
+        there once the factor is built
         (:meth:`~kcca.lowrank.KernelSource.release`)."""
         if not self.kernel.columns_supported():
             return None
         kernel, n = self.kernel, len(self.train_ids)
-        context = Shared(kernel)   # sent to a cluster once for all the columns
+        context: list[Shared] = []   # sent to a cluster once for all the columns, without the captions
 
         def columns(rows, cols) -> np.ndarray:
             if len(rows) != n:
                 raise ValueError("the training text kernel's column source gives whole columns only")
             with self.lock:
                 kernel.diag = float(diag)
-                return kernel.gram_columns([int(j) for j in cols], executor, context)
+                if executor is not None and not context:
+                    context.append(Shared(kernel.column_context()))
+                return kernel.gram_columns([int(j) for j in cols], executor, context[0] if context else None)
 
         def diagonal(_data) -> np.ndarray:
             with self.lock:
@@ -232,8 +235,8 @@ class TextKernelEntry:
                 return kernel.gram_diagonal()
 
         def release() -> None:   # the cluster may drop the kernel once every column is read
-            if executor is not None:
-                executor.forget(context)
+            if executor is not None and context:
+                executor.forget(context.pop())
             with self.lock:
                 kernel.release_columns()
 

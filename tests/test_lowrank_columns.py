@@ -208,22 +208,53 @@ def test_main_job_lowrank_scores_equal_the_materialised_gram_path(corpus, monkey
         np.testing.assert_allclose(a.search, b.search, rtol=1e-4, atol=1e-5)
 
 
-def test_text_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", ["TRI5", "TagRank"])
+def test_text_lowrank_columns_on_dask_identical(corpus, tmp_path, monkeypatch, name):
     import kernels.text.blocks as tblocks
 
     monkeypatch.setattr(tblocks, "COLUMN_BLOCK_ITEMS", 7)       # five blocks per column
     train = corpus.split("train")
     ref_store = KernelStore()
-    ref_store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "in-process"))
-    ref = ref_store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    ref_store.text(name, corpus, train, cache=DiskCache(tmp_path / "in-process"))
+    ref = ref_store.text_view(name, 1.0, solver="lowrank", max_rank=MAX_RANK)
     with BlockExecutor(workers=2, processes=False) as ex:
         store = KernelStore(ex)
-        store.text("TRI5", corpus, train, cache=DiskCache(tmp_path / "dask"))
-        view = store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+        store.text(name, corpus, train, cache=DiskCache(tmp_path / "dask"))
+        view = store.text_view(name, 1.0, solver="lowrank", max_rank=MAX_RANK)
+        assert not ex._shared                        # the kernel's copy left the cluster with the factor
     np.testing.assert_array_equal(view.pivots, ref.pivots)
     np.testing.assert_array_equal(view.U, ref.U)
     np.testing.assert_array_equal(view.lam, ref.lam)
     assert len(list((tmp_path / "dask" / "text_gram_column").glob("*.npz"))) == 5 * view.pivots.size
+
+
+@pytest.mark.parametrize("kw", [{"kind": "TRI"}, {"kind": "TagRank"}, {"kind": "TRI", "similarity": "A"}],
+                         ids=["TRI", "TagRank", "soft-TRI"])
+def test_column_context_leaves_the_captions_and_gives_the_same_blocks(corpus, kw):
+    """The copy of a text kernel sent to the workers for its columns has no captions (at COCO size 0.65 GB
+    of Python objects on every worker), everything the blocks read computed before it leaves, and its
+    blocks are the kernel's bit for bit."""
+    import pickle
+
+    from kernels.text.kernel import TextKernel
+
+    tk = TextKernel(show_progress=False, **kw).fit(corpus, corpus.split("train"))
+    slim = tk.column_context()
+    assert all(getattr(slim, n) is None for n in TextKernel.NOT_FOR_COLUMNS) and tk.train_captions is not None
+    assert slim._item_self is not None
+    tk.column_block(0, 0, 7)                 # the sender's TagRank postings do not travel
+    sent = pickle.loads(pickle.dumps(slim))
+    assert len(pickle.dumps(slim)) < len(pickle.dumps(tk))
+    assert "_spans" not in getattr(sent, "_tagrank", None).__dict__ if kw["kind"] == "TagRank" else True
+    for item, lo, hi in [(0, 0, 7), (9, 7, tk.n_items), (4, 0, tk.n_items)]:
+        np.testing.assert_array_equal(sent.column_block(item, lo, hi), tk.column_block(item, lo, hi))
+    # the per-caption arrays travel packed and come back as views of one array, values and dtypes kept
+    assert len(sent.docs) == len(tk.docs) and all(
+        a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(sent.docs, tk.docs))
+    assert len({id(d.base) for d in sent.docs}) == 1
+    if kw["kind"] == "TagRank":
+        for got, want in zip(sent._tagrank.train_vecs, tk._tagrank.train_vecs):
+            assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want))
 
 
 def test_soft_tri_columns_equal_the_gram(corpus):
@@ -278,3 +309,14 @@ def test_pivot_column_entries_name_the_rows_by_one_digest(corpus, tmp_path):
         key = json.loads(str(np.load(p)["__key__"]))   # the entry's stored key (corpora.cache)
         assert key["stage"] == "gram-columns" and len(key["rows_digest"]) >= 16
         assert not any(i in json.dumps(key) for i in others[:20])
+
+
+def test_packed_arrays_round_trip():
+    import pickle
+
+    from kernels.text.packing import PackedArrays
+
+    arrays = [np.array([3, 1], np.int64), np.zeros(0, np.int64), np.array([7], np.int64)]
+    back = pickle.loads(pickle.dumps(PackedArrays(arrays, np.int64))).unpack()
+    assert [a.tolist() for a in back] == [[3, 1], [], [7]] and all(a.dtype == np.int64 for a in back)
+    assert PackedArrays([], np.float64).unpack() == [] and len(PackedArrays([np.ones(2)], np.float64)) == 1

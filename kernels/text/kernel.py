@@ -34,6 +34,7 @@ from corpora.cache import NO_CACHE, DiskCache
 from corpora.protocol import select_caption_index
 from kernels.text.blocks import text_columns
 from kernels.text.items import apply_diag, clip_psd, normalise_items, symmetrise_inplace
+from kernels.text.packing import PackedArrays
 from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
 from kernels.text.similarity import build_word_kernel, external_corpus_identity
 from kernels.text.tagrank import TagRank
@@ -418,6 +419,41 @@ class TextKernel:
         tr = getattr(self, "_tagrank", None)
         if tr is not None:
             tr.forget_spans()
+
+    #: What :meth:`column_block` never reads: the training captions and their preprocessing (at COCO size
+    #: 0.65 GB of Python objects), left out of :meth:`column_context`.
+    NOT_FOR_COLUMNS = ("train_captions", "processed", "_tagged")
+
+    def column_context(self) -> "TextKernel":
+        """What a Dask worker needs to compute :meth:`column_block`: a shallow copy of this fitted kernel
+        without :attr:`NOT_FOR_COLUMNS`, with everything the blocks read computed here, once (the item
+        self-kernels; TagRank's statistics, Eqs. 9-10; soft TRI's caption scales and weighted word
+        kernel), instead of on every worker.  Its blocks are this kernel's, bit for bit."""
+        self._check()
+        self._ensure_item_self()
+        if self.kind == "TagRank":
+            self._fitted_tagrank()
+        if self.sim_parts:
+            self._train_scale()
+            self.weighted_word_kernel()
+        slim = object.__new__(type(self))   # a shallow copy that shares the arrays (no pickling round)
+        slim.__dict__.update(self.__dict__)
+        for name in self.NOT_FOR_COLUMNS:
+            slim.__dict__[name] = None
+        return slim
+
+    def __getstate__(self) -> dict:
+        """Pickled (e.g. sent to Dask workers) with the per-caption word ids packed into one array
+        (:class:`~kernels.text.packing.PackedArrays`: a third of the Python objects once unpickled)."""
+        state = dict(self.__dict__)
+        if isinstance(state.get("docs"), list):
+            state["docs"] = PackedArrays(state["docs"], np.int64)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state.get("docs"), PackedArrays):
+            state = {**state, "docs": state["docs"].unpack()}
+        self.__dict__.update(state)
 
     def column_cache_key(self) -> dict:
         """What the training Gram, and so each of its columns, depends on (corpus, training ids, every

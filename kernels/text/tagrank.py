@@ -28,6 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from kernels.text.items import symmetrise_inplace
+from kernels.text.packing import PackedArrays
 
 
 def _f(x, y):
@@ -52,6 +53,22 @@ class TagRank:
         self.train_vecs = vecs
         self.omega_r, self.omega_a = self._mean_chi2(vecs, len(docs))
         return self
+
+    def __getstate__(self) -> dict:
+        """Pickled with the training captions' vectors packed (:class:`~kernels.text.packing.PackedArrays`)
+        and without the per-span postings (:meth:`_captions_of`, rebuilt where they are used)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "_spans"}
+        vecs = state.get("train_vecs")
+        if isinstance(vecs, list):
+            state["train_vecs"] = tuple(PackedArrays([v[i] for v in vecs], dt)
+                                        for i, dt in enumerate((np.int64, np.float64, np.float64)))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        vecs = state.get("train_vecs")
+        if isinstance(vecs, tuple):
+            state = {**state, "train_vecs": list(zip(*(p.unpack() for p in vecs)))}
+        self.__dict__.update(state)
 
     def vectors(self, docs):
         """Per caption: (word ids, r values, a values) over its distinct words."""
