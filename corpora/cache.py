@@ -392,18 +392,14 @@ class DiskCache:
                 # numpy parsing two .npy headers at once (ast.literal_eval) on two threads can raise
                 # "AST constructor recursion depth mismatch" (python/cpython#106905).  Not damage: read again.
                 if attempt == _INTERPRETER_RETRIES:
-                    log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
-                                quote_error(exc))
-                    return None
+                    return self._keep(p, exc)
             except OSError as exc:
-                if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage, keep it
-                    log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p,
-                                quote_error(exc))
-                    return None
+                if exc.errno in _TRANSIENT_ERRNOS:   # the system could not read it now: not damage
+                    return self._keep(p, exc)
                 return self._discard(p, exc)
             except Exception as exc:   # any damage (a flipped bit can raise NotImplementedError, RuntimeError …)
                 return self._discard(p, exc)
-        return None  # pragma: no cover - the loop returns
+        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
     @staticmethod
     def _read(p: Path) -> dict[str, np.ndarray]:
@@ -416,6 +412,12 @@ class DiskCache:
         if stored is None or stored != _digest(arrays):
             raise CacheCorruptError("digest mismatch")
         return arrays
+
+    @staticmethod
+    def _keep(p: Path, exc: BaseException) -> None:
+        """A sound entry that cannot be read now: treated as absent for this call, left in place."""
+        log.warning("cache entry %s cannot be read now (%s); recomputing, the entry is kept", p, quote_error(exc))
+        return None
 
     @staticmethod
     def _discard(p: Path, exc: BaseException) -> None:

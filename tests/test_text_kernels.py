@@ -484,3 +484,41 @@ def test_queries_against_some_items_equal_the_full_rows(kind):
     np.testing.assert_array_equal(part, full[:, items])
     with pytest.raises(ValueError, match="item positions"):
         tk.gram_queries(qs, items=[9])
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 1000])
+def test_blocked_features_equal_one_pass(block):
+    rng = np.random.default_rng(7)
+    docs = [list(rng.integers(0, 40, size=rng.integers(0, 9))) for _ in range(23)]
+    omega = lambda ids: 1.0 + 0.1 * (np.asarray(ids) % 7)   # noqa: E731 -- per-word weight
+
+    def feat(chunk):
+        return T.subsequence_features(chunk, 3, 0.5, omega)
+
+    r, c, v = feat(docs)
+    X1, cols1, n1 = T.features_to_csr(r, c, v, len(docs))
+    Xb, colsb, nb = T.blocked_features_csr(docs, feat, block=block)
+    np.testing.assert_array_equal(colsb, cols1)
+    np.testing.assert_array_equal(nb, n1)                  # bit for bit, not allclose
+    assert (Xb != X1).nnz == 0 and Xb.shape == X1.shape
+    # queries against a fixed column space: unknown codes dropped, norms over all codes
+    queries = [list(rng.integers(0, 60, size=rng.integers(1, 8))) for _ in range(11)]
+    r, c, v = feat(queries)
+    Q1, _, qn1 = T.features_to_csr(r, c, v, len(queries), cols1)
+    Qb, _, qnb = T.blocked_features_csr(queries, feat, cols1, block=block)
+    np.testing.assert_array_equal(qnb, qn1)
+    assert (Qb != Q1).nnz == 0 and Qb.shape == (len(queries), len(cols1))
+
+
+def test_text_kernel_features_do_not_depend_on_block(monkeypatch):
+    corpus = _corpus(seed=5)
+    train = corpus.split("train")
+    grams = {}
+    for block in (TextKernel.feature_block, 3):
+        monkeypatch.setattr(TextKernel, "feature_block", block)
+        for name, kw in (("TRI", dict(kind="TRI")), ("BoW5", dict(kind="BoW", merge=True))):
+            k = TextKernel(captions_per_item=5, show_progress=False, **kw).fit(corpus, train)
+            grams[name, block] = (k.gram_train(), k.F_items)
+    for name in ("TRI", "BoW5"):
+        np.testing.assert_array_equal(grams[name, 3][0], grams[name, TextKernel.feature_block][0])
+        assert (grams[name, 3][1] != grams[name, TextKernel.feature_block][1]).nnz == 0

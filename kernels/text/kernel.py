@@ -151,7 +151,15 @@ class TextKernel:
     backend : {"auto", "native", "torch"}
         Soft-TRI DP implementation: the compiled C kernel (:mod:`kernels.text.native`, built on first
         use), the torch one, or native-if-available (both exact, same result up to float rounding).
+
+    Attributes
+    ----------
+    feature_block : int
+        Documents per block when the explicit BoW / TRI features are built (bounds their memory; the
+        features do not depend on it).
     """
+
+    feature_block: int = 20_000
 
     def __init__(self, kind: str = "TRI", captions_per_item: int = 5, merge: bool = False, idf: str = "none",
                  similarity: str | None = None, diag: float = 1.0, lambda_m: float = 0.5, max_len: int = 3,
@@ -317,14 +325,19 @@ class TextKernel:
 
     # ------------------------------------------------------------------ explicit-feature kernels
     def _features(self, docs, columns=None):
+        """Explicit feature matrix of ``docs`` (BoW, Eq. 12; subsequences, Eq. 16), built a block of
+        documents at a time (:func:`kernels.text.tri.blocked_features_csr`)."""
+        return _tri.blocked_features_csr(docs, self._occurrences, columns, block=self.feature_block)
+
+    def _occurrences(self, docs):
+        """``(rows, codes, values)``: one entry per feature occurrence in ``docs`` (not yet summed)."""
         if self.kind == "BoW":
-            rows = np.concatenate([np.full(len(d), i) for i, d in enumerate(docs)]) if docs else np.zeros(0, int)
-            codes = np.concatenate(docs) if docs else np.zeros(0, int)
-            codes = codes.astype(np.int64)
-            vals = self.omega_of(codes)
-        else:
-            rows, codes, vals = _tri.subsequence_features(docs, self.max_len, self.lambda_m, self.omega_of)
-        return _tri.features_to_csr(rows.astype(np.int64), codes.astype(np.int64), vals, len(docs), columns)
+            if not docs:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+            rows = np.concatenate([np.full(len(d), i) for i, d in enumerate(docs)])
+            codes = np.concatenate(docs).astype(np.int64)
+            return rows, codes, self.omega_of(codes)
+        return _tri.subsequence_features(docs, self.max_len, self.lambda_m, self.omega_of)
 
     def _fit_features(self):
         if self.merge:

@@ -132,6 +132,47 @@ def features_to_csr(rows, codes, values, n_rows: int, columns: np.ndarray | None
     return X, columns, norms
 
 
+def blocked_features_csr(docs: Sequence, featurise, columns: np.ndarray | None = None,
+                         block: int = 20_000) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """:func:`features_to_csr` of ``featurise(docs)``, built ``block`` documents at a time.
+
+    ``featurise(chunk) -> (rows, codes, values)`` enumerates the feature occurrences of a list of
+    documents (rows local to the chunk), e.g. :func:`subsequence_features`.  Each block is summed on
+    its own: all occurrences of a row lie in that row's block, in the same order as in one pass over
+    all documents, so every summed entry and row norm is bit for bit the one-pass value.  With
+    ``columns=None`` the column space is the sorted union of the blocks' codes, and each block's
+    columns are remapped into it (a monotone map, so rows stay sorted).  Peak memory is one block's
+    occurrence arrays (a few hundred MB at 20,000 captions of subsequences up to length 3) instead of
+    all of them (over 8 GB for COCO's 566k training captions).
+
+    Returns
+    -------
+    X : csr_matrix ``(len(docs), len(columns))``
+    columns : sorted int64 codes
+    norms : exact per-row norms before unknown codes are dropped (see :func:`features_to_csr`)
+    """
+    if block < 1:
+        raise ValueError(f"block={block}: must be >= 1")
+    parts = []
+    for s in range(0, max(len(docs), 1), block):
+        chunk = list(docs[s:s + block])
+        rows, codes, vals = featurise(chunk)
+        parts.append(features_to_csr(np.asarray(rows, np.int64), np.asarray(codes, np.int64),
+                                     np.asarray(vals, np.float64), len(chunk), columns))
+    if columns is None:
+        columns = np.unique(np.concatenate([c for _, c, _ in parts]))
+        mats = []
+        for X, cols, _ in parts:
+            X = X.tocsr()
+            mats.append(sp.csr_matrix((X.data, np.searchsorted(columns, cols)[X.indices], X.indptr),
+                                      shape=(X.shape[0], len(columns))))
+    else:
+        mats = [X for X, _, _ in parts]
+    X = sp.vstack(mats, format="csr") if len(mats) > 1 else mats[0].tocsr()
+    norms = np.concatenate([n for _, _, n in parts])
+    return X, columns, norms
+
+
 def dense_features(X: sp.spmatrix, Y: sp.spmatrix | None = None, dense_cols: int = 1024) -> np.ndarray:
     """The ``dense_cols`` feature columns with the largest document frequency in ``X`` and ``Y``
     together (where most of :func:`sparse_gram`'s work lies), which it multiplies as dense blocks."""
