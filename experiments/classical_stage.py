@@ -103,7 +103,7 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
     """:func:`run_classical` with its block executor (``--workers`` / ``--scheduler``: the image kernels'
     features and Gram row blocks run on Dask workers; in-process otherwise)."""
     start_warm_up(corpus, names, options, cache)
-    store = KernelStore(executor)
+    store = KernelStore(executor, park_root=cache.root if cache.enabled else None)
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}
     # Default: image power p = 2 and text diagonal factor d = 1 fixed in advance for every kernel pair
@@ -166,6 +166,10 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
             for t, last in last_use.items():
                 if last <= i and t not in needed:
                     store.drop_text(t)
+        if extra.get("solver") == "lowrank":
+            # the decompositions later systems reuse (1.8 GB each at COCO size) wait on disk, not in
+            # memory, while the next kernel's incomplete Cholesky factor fills (KernelStore.park_views)
+            store.park_views()
     bar.close()
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
     for kind in store.image_kinds():   # the cluster closes with this stage; later words are computed here

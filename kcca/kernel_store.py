@@ -27,9 +27,11 @@ needs a text kernel drops it (:meth:`KernelStore.drop_text`) to free its Grams a
 """
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -271,11 +273,15 @@ class KernelStore:
     Methods that fit take the kernels' settings (seed, cache, progress bars, extra constructor
     arguments); they are used only when the kernel is not in the store yet.  ``executor``: where the
     low-rank solver's text-kernel columns run (:class:`~corpora.parallel.BlockExecutor`; the image
-    kernels take theirs from ``image_kwargs``); default in this process.
+    kernels take theirs from ``image_kwargs``); default in this process.  ``park_root``: the folder
+    under which :meth:`park_views` makes its scratch folder (default: the system's temporary folder).
     """
 
-    def __init__(self, executor: BlockExecutor | None = None) -> None:
+    def __init__(self, executor: BlockExecutor | None = None, park_root: str | Path | None = None) -> None:
         self.executor = executor if executor is not None and executor.distributed else None
+        self.park_root = park_root
+        self._park_dir: tempfile.TemporaryDirectory | None = None
+        self._parked = 0
         self._images: dict[str, ImageKernelEntry] = {}
         self._texts: dict[str, TextKernelEntry] = {}
         self._fit_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -372,7 +378,7 @@ class KernelStore:
 
     def image_view(self, kind: str, power: int, *, solver: str, **decompose_kwargs):
         """The KCCA decomposition (:func:`kcca.solver.decompose`) of the combined training Gram at
-        power ``p``, computed once per ``(p, solver settings)``."""
+        power ``p``, computed once per ``(p, solver settings)`` (read back if parked)."""
         entry = self.image_entry(kind)
         key = (power, view_key(solver, decompose_kwargs))
         with entry.lock:
@@ -380,7 +386,7 @@ class KernelStore:
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, label=f"{kind} image kernel (p = {power})",
                                              **decompose_kwargs)
-            return entry.views[key]
+            return _in_memory(entry.views[key])
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
         """The KCCA decomposition of the training text Gram with diagonal factor ``d``, computed once per
@@ -392,7 +398,40 @@ class KernelStore:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
                                              label=f"{name} text kernel (d = {diag:g})", **decompose_kwargs)
-            return entry.views[key]
+            return _in_memory(entry.views[key])
+
+    def park_views(self) -> int:
+        """Move the ``N × r`` factor ``U`` of every low-rank decomposition in the store to disk until a
+        system asks for that view again (:meth:`image_view` / :meth:`text_view` read it back, bit for
+        bit); returns how many were parked.
+
+        At COCO size each view's ``U`` is 1.8 GB (float32, rank 4,000).  Between two systems none is in
+        use, and a decomposition that a later system reuses would otherwise sit in memory while the next
+        kernel's incomplete Cholesky factor fills (3.6 GB): the main job parks them after every system
+        on the low-rank solver.  The files live in one scratch folder (``itr-views-*`` under
+        :attr:`park_root`), written once per view and removed when the store is garbage-collected or the
+        process exits; a killed run leaves it behind, safe to delete.  Exact views (small ``N``) stay.
+        """
+        parked = 0
+        for what, entries in (("image", self._images), ("text", self._texts)):
+            for entry in list(entries.values()):
+                with entry.lock:
+                    for view in entry.views.values():
+                        if getattr(view, "kind", None) != "lowrank" or view.U is None:
+                            continue
+                        if view.parked is None:
+                            self._parked += 1
+                            view.park(self._scratch() / f"{what}-view-{self._parked}.npy")
+                        else:
+                            view.park(view.parked)
+                        parked += 1
+        return parked
+
+    def _scratch(self) -> Path:
+        """The scratch folder of :meth:`park_views` (made on first use)."""
+        if self._park_dir is None:
+            self._park_dir = tempfile.TemporaryDirectory(prefix="itr-views-", dir=self.park_root)
+        return Path(self._park_dir.name)
 
     def codebook_digests(self, kind: str) -> dict | None:
         """The visual-word codebook digests of the ``kind`` image kernel (``None`` if the store has no such
@@ -401,3 +440,11 @@ class KernelStore:
 
     def __repr__(self) -> str:
         return f"KernelStore(images={sorted(self._images)}, texts={sorted(self._texts)})"
+
+
+def _in_memory(view):
+    """``view`` with its factor in memory (read back from disk if :meth:`KernelStore.park_views` parked
+    it)."""
+    if getattr(view, "parked", None) is not None and view.U is None:
+        view.unpark()
+    return view

@@ -84,9 +84,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import scipy.linalg as sla
@@ -215,7 +217,7 @@ class _View:
     """One side (X or Y) in spectral form: centred kernel ≈ U diag(lam) U^T, plus the map from new
     items to the feature coordinates ``φ`` with ``K ≈ Φ Φ^T``, ``Φ = U diag(√lam)``."""
 
-    U: np.ndarray            # (N, r) orthonormal
+    U: np.ndarray | None     # (N, r) orthonormal; None while parked on disk
     lam: np.ndarray          # (r,) positive, descending
     kind: str                # "exact" | "lowrank"
     n_train: int
@@ -228,6 +230,29 @@ class _View:
     g_mean: np.ndarray | None = None       # (r0,) training mean of G
     W: np.ndarray | None = None            # (r0, r) right singular vectors of centred G
     source: KernelSource | None = None
+    parked: Path | None = None             # U's file while it waits on disk (park / unpark)
+
+    def park(self, path: str | Path) -> None:
+        """Keep ``U``, the view's one ``N × r`` array (1.8 GB at COCO size), on disk at ``path`` and drop
+        it from memory until :meth:`unpark` reads it back, bit for bit.  ``U`` never changes, so it is
+        written once (atomically: a ``.part`` file renamed into place); a later park only drops it."""
+        if self.U is None:
+            return
+        if self.parked is None:
+            path = Path(path)
+            part = path.with_name(path.name + ".part")
+            with open(part, "wb") as f:
+                np.save(f, self.U, allow_pickle=False)
+            os.replace(part, path)
+            self.parked = path
+        self.U = None
+
+    def unpark(self) -> None:
+        """Read a parked ``U`` back into memory (nothing to do when it is there)."""
+        if self.U is None:
+            if self.parked is None:
+                raise RuntimeError("this view's U was dropped without being parked")
+            self.U = np.load(self.parked, allow_pickle=False)
 
     @property
     def rank(self) -> int:

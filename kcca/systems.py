@@ -335,8 +335,10 @@ class SystemViews:
                            "no longer in the kernel store; its KCCA models cannot be refitted")
         t = time.perf_counter()
         kw = self.grid.decompose_kwargs
-        vx = self.store.image_view(cfg.image_kind, p, solver=self.grid.solver, **kw)
+        # the text view first: a decomposition it computes then fills its factor before the image view
+        # (possibly parked on disk, KernelStore.park_views) is read back into memory
         vy = self.store.text_view(cfg.text, d, solver=self.grid.solver, **kw)
+        vx = self.store.image_view(cfg.image_kind, p, solver=self.grid.solver, **kw)
         self.timings["decompose"] += time.perf_counter() - t
         return vx, vy
 

@@ -320,3 +320,64 @@ def test_packed_arrays_round_trip():
     back = pickle.loads(pickle.dumps(PackedArrays(arrays, np.int64))).unpack()
     assert [a.tolist() for a in back] == [[3, 1], [], [7]] and all(a.dtype == np.int64 for a in back)
     assert PackedArrays([], np.float64).unpack() == [] and len(PackedArrays([np.ones(2)], np.float64)) == 1
+
+
+def test_parked_views_come_back_bit_for_bit(corpus, tmp_path):
+    """KernelStore.park_views: every low-rank factor goes to disk (once) and comes back unchanged when a
+    system asks for the view; exact views stay in memory."""
+    store = _image_store(corpus, DiskCache(tmp_path / "c"))
+    store.park_root = tmp_path / "scratch"
+    store.park_root.mkdir()
+    store.text("BoW5", corpus, corpus.split("train"), cache=DiskCache(tmp_path / "c"))
+    vx = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK)
+    vy = store.text_view("BoW5", 1.0, solver="lowrank", max_rank=MAX_RANK)
+    exact = store.image_view("pyramid", 2, solver="exact")
+    Ux, Uy = vx.U.copy(), vy.U.copy()
+    assert store.park_views() == 2
+    assert vx.U is None and vy.U is None and exact.U is not None
+    files = sorted(p.name for p in store.park_root.rglob("*.npy"))
+    assert len(files) == 2 and not list(store.park_root.rglob("*.part"))
+    assert store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK) is vx
+    np.testing.assert_array_equal(vx.U, Ux)
+    assert vx.U.dtype == Ux.dtype and vy.U is None            # only the view asked for is read back
+    stamp = vx.parked.stat().st_mtime_ns
+    assert store.park_views() == 1                            # vy is parked already
+    assert vx.parked.stat().st_mtime_ns == stamp              # U never changes: not written again
+    np.testing.assert_array_equal(store.text_view("BoW5", 1.0, solver="lowrank", max_rank=MAX_RANK).U, Uy)
+    scratch = vx.parked.parent
+    del store, vx, vy
+    import gc
+
+    gc.collect()
+    assert not scratch.exists()                               # the scratch folder goes with the store
+
+
+def test_main_job_parks_views_between_systems_with_the_same_numbers(corpus, tmp_path, monkeypatch):
+    """On the low-rank solver the classical stage parks the decompositions after each system; the
+    systems that reuse a parked view score exactly as with every view kept in memory."""
+    from types import SimpleNamespace
+
+    import experiments.classical_stage as stage
+    from corpora.protocol import hodosh_pool
+    from kcca.runner import run_systems
+
+    monkeypatch.setattr(stage, "LOWRANK_ABOVE", 10)
+    monkeypatch.setattr(stage, "LOWRANK_MAX_RANK", MAX_RANK)
+    extra = {"powers": (2,), "diag_factors": (1.0,), "kappas": (1.0,), "ns": (5, 10), "image_kwargs": IMAGE_KW}
+    stage.solver_choice(corpus, SimpleNamespace(skip_missing_images=False), extra)
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    names = ("BoW5", "TRI5", "BoW5")     # the second BoW5 reuses both (parked) views
+    runs = {}
+    for park in (False, True):
+        store = KernelStore(park_root=tmp_path)
+        out = []
+        for run in run_systems(names, corpus, store=store, pools=pools, cache=None, show_progress=False,
+                               **extra):
+            out.append(run.test_matrices)
+            if park:
+                assert store.park_views() == 2    # the two views the system just used (the others wait)
+        runs[park] = out
+    for a, b in zip(runs[False], runs[True], strict=True):
+        np.testing.assert_array_equal(a.annotation, b.annotation)
+        np.testing.assert_array_equal(a.search, b.search)
+    np.testing.assert_array_equal(runs[True][0].annotation, runs[True][2].annotation)
