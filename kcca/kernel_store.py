@@ -275,11 +275,14 @@ class KernelStore:
     low-rank solver's text-kernel columns run (:class:`~corpora.parallel.BlockExecutor`; the image
     kernels take theirs from ``image_kwargs``); default in this process.  ``park_root``: the folder
     under which :meth:`park_views` makes its scratch folder (default: the system's temporary folder).
+    ``show_progress``: progress bars over the low-rank decompositions' pivots.
     """
 
-    def __init__(self, executor: BlockExecutor | None = None, park_root: str | Path | None = None) -> None:
+    def __init__(self, executor: BlockExecutor | None = None, park_root: str | Path | None = None,
+                 show_progress: bool = False) -> None:
         self.executor = executor if executor is not None and executor.distributed else None
         self.park_root = park_root
+        self.show_progress = show_progress
         self._park_dir: tempfile.TemporaryDirectory | None = None
         self._parked = 0
         self._images: dict[str, ImageKernelEntry] = {}
@@ -385,7 +388,7 @@ class KernelStore:
             if key not in entry.views:
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, label=f"{kind} image kernel (p = {power})",
-                                             **decompose_kwargs)
+                                             show_progress=self.show_progress, **decompose_kwargs)
             return _in_memory(entry.views[key])
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
@@ -397,7 +400,8 @@ class KernelStore:
             if key not in entry.views:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
-                                             label=f"{name} text kernel (d = {diag:g})", **decompose_kwargs)
+                                             label=f"{name} text kernel (d = {diag:g})",
+                                             show_progress=self.show_progress, **decompose_kwargs)
             return _in_memory(entry.views[key])
 
     def park_views(self) -> int:

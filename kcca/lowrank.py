@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from kernels.threads import one_blas_thread
 
@@ -96,6 +97,7 @@ def incomplete_cholesky(
     max_rank: int | None = None,
     dtype=np.float64,
     label: str | None = None,
+    show_progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pivoted incomplete Cholesky decomposition ``K ≈ G G^T`` (Hardoon et al. 2004, "partial
     Gram–Schmidt orthogonalisation"; Bach & Jordan 2002).
@@ -107,7 +109,9 @@ def incomplete_cholesky(
     memory and ``r`` kernel columns.  A residual that goes negative (the kernel is not PSD) is set to zero,
     with a ``RuntimeWarning`` when it is below ``−1e-6 · trace(K)`` (well above float32 rounding).
 
-    ``label`` names the kernel in front of the warning (see :func:`kcca.solver.decompose`).
+    ``label`` names the kernel in front of the warning (see :func:`kcca.solver.decompose`) and on the
+    progress bar (``show_progress``: pivots so far out of ``max_rank``, and the residual trace against
+    the stopping point ``eta · trace(K)``).
 
     Returns
     -------
@@ -129,8 +133,10 @@ def incomplete_cholesky(
     tiny = 1e-12 * max(total / max(n, 1), 1e-300)
     # The loop is BLAS-2 (one GEMV per pivot): extra BLAS threads only add wake-up overhead, which is
     # catastrophic on a loaded machine, so it runs single-threaded.
-    with one_blas_thread():
-        most_negative = _icd_loop(source, G, d, pivots, r_max, eta, total, tiny)
+    bar = tqdm(total=r_max, desc=f"incomplete Cholesky: {label}" if label else "incomplete Cholesky",
+               unit="pivot", leave=False, disable=not show_progress)
+    with one_blas_thread(), bar:
+        most_negative = _icd_loop(source, G, d, pivots, r_max, eta, total, tiny, bar)
     if most_negative < -1e-6 * total:
         # an indefinite kernel (e.g. Hodosh Eq. 27's max of two similarities): the exact solver drops its
         # negative eigenvalues; here the negative residuals are set to zero, so G G^T stays PSD
@@ -142,7 +148,7 @@ def incomplete_cholesky(
 
 
 
-def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:
+def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny, bar=None) -> float:
     """The pivot loop of :func:`incomplete_cholesky`; returns the most negative residual diagonal met
     (0 for a PSD kernel up to rounding), before it is set to zero.
 
@@ -163,6 +169,10 @@ def _icd_loop(source, G, d, pivots, r_max, eta, total, tiny) -> float:
             col = source.column(i)
             proj = pending.result() if pending is not None else None
             most_negative = _icd_step(G, d, pivots, j, i, col, proj, most_negative)
+            if bar is not None and not bar.disable:
+                bar.update(1)
+                if j % 16 == 0:
+                    bar.set_postfix_str(f"residual trace {d.sum() / total:.2e} (stop at {eta:.0e})", refresh=False)
     return most_negative
 
 

@@ -363,7 +363,8 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64, label: st
 
 
 def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
-                  max_rank: int | None, label: str | None = None, dtype=np.float64) -> _View:
+                  max_rank: int | None, label: str | None = None, dtype=np.float64,
+                  show_progress: bool = False) -> _View:
     """The spectral view of ``K ≈ G G^T`` (incomplete Cholesky): the centred factor ``G_c = G − 1 ḡ^T``
     has the thin QR ``G_c = Q R`` and ``R = U_r diag(s) W^T``, so ``K_c ≈ (Q U_r) diag(s²) (Q U_r)^T``:
     ``U = Q U_r``, ``λ = s²``.  Every ``N × r`` step runs in ``G``'s own memory (centring in place,
@@ -373,7 +374,7 @@ def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
     the view holds: 1.8 GB instead of 3.6 GB at COCO size and rank 4,000), as the exact solver's float32
     eigendecomposition gives it."""
     jitter = _relative_floor(jitter, source.n, np.float64)
-    G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank, label=label)
+    G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank, label=label, show_progress=show_progress)
     source.release()   # every column is read: what the kernel kept for them goes before the QR
     if G.shape[1] == 0:
         raise ValueError("incomplete Cholesky found no pivot: the kernel is zero")
@@ -449,19 +450,21 @@ KernelView = _View
 
 
 def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float | str = 1e-10, eta: float = 1e-6,
-              max_rank: int | None = None, dtype="float64", label: str | None = None) -> _View:
+              max_rank: int | None = None, dtype="float64", label: str | None = None,
+              show_progress: bool = False) -> _View:
     """The κ-independent decomposition of one training kernel (a Gram matrix or a
     :class:`KernelSource`), reusable across fits with :meth:`KCCA.fit_decomposed`: e.g. one image-kernel
     decomposition serves every text kernel and every text diagonal factor in a model-selection grid.
     ``label`` names the kernel in front of its warnings (e.g. ``"TRI5SEM text kernel (d = 1)"``; safe
-    when several threads decompose at once, unlike re-issuing caught warnings)."""
+    when several threads decompose at once, unlike re-issuing caught warnings); ``show_progress``: a
+    progress bar over the low-rank solver's pivots (:func:`kcca.lowrank.incomplete_cholesky`)."""
     if solver == "exact":
         if isinstance(K, KernelSource):
             K = K._gram if K._gram is not None else K.kernel(K.data, K.data)
         return _exact_view(_as_gram(K, "K"), center, jitter, _check_dtype(dtype), label)
     if solver == "lowrank":
         src = K if isinstance(K, KernelSource) else KernelSource.from_gram(_as_gram(K, "K"))
-        return _lowrank_view(src, center, jitter, eta, max_rank, label, _check_dtype(dtype))
+        return _lowrank_view(src, center, jitter, eta, max_rank, label, _check_dtype(dtype), show_progress)
     raise ValueError(f"solver must be 'exact' or 'lowrank', got {solver!r}")
 
 

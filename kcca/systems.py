@@ -503,7 +503,8 @@ def run_system(
     """
     t_start = time.perf_counter()
     cfg = get_system(name)
-    store = KernelStore() if store is None else store
+    own_store = store is None   # nothing after this call can reuse what the store keeps
+    store = KernelStore() if own_store else store
     pools = dict(pools) if pools is not None else _default_pools(corpus, seed, skip_missing_images)
     for s in ("dev", "test"):
         if s not in pools:
@@ -515,8 +516,11 @@ def run_system(
     ie = store.image(cfg.image_kind, corpus, train_ids, image_kwargs=image_kwargs, **fit_kw)
     timings["image_kernel_fit"] = time.perf_counter() - t
     if cfg.model == "nn":
-        return _run_nn(cfg, corpus, store, train_ids, pools, fixed_power=fixed_power, powers=powers, cache=cache,
-                       show_progress=show_progress, text_kwargs=text_kwargs, timings=timings, t_start=t_start)
+        run = _run_nn(cfg, corpus, store, train_ids, pools, fixed_power=fixed_power, powers=powers, cache=cache,
+                      show_progress=show_progress, text_kwargs=text_kwargs, timings=timings, t_start=t_start)
+        if own_store:   # the training histograms kept for later systems' columns: there are none
+            ie.release_rows()
+        return run
 
     t = time.perf_counter()
     store.text(cfg.text, corpus, train_ids, text_kwargs=text_kwargs, **fit_kw)

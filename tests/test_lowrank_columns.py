@@ -381,3 +381,41 @@ def test_main_job_parks_views_between_systems_with_the_same_numbers(corpus, tmp_
         np.testing.assert_array_equal(a.annotation, b.annotation)
         np.testing.assert_array_equal(a.search, b.search)
     np.testing.assert_array_equal(runs[True][0].annotation, runs[True][2].annotation)
+
+
+@pytest.mark.parametrize("name", ["BoW1", "BoW5", "TRI5"])
+def test_explicit_feature_columns_are_the_sparse_product_bit_for_bit(corpus, name):
+    """An explicit-feature column block comes from the inverted index of the item features; each entry is
+    the one the sparse product of the block's rows with the item's row gives, bit for bit (TRI5's item
+    rows, sums of caption rows, are not stored sorted: the terms follow the stored order), before and
+    after the kernel travels as a column context."""
+    import pickle
+
+    from kernels.text import TextKernel
+    from kernels.text.items import normalise_items
+
+    tk = TextKernel.from_name(name, show_progress=False).fit(corpus, corpus.split("train"))
+    F = tk.F_items
+    s = np.asarray(F.multiply(F).sum(axis=1), dtype=np.float64).ravel()
+    ctx = pickle.loads(pickle.dumps(tk.column_context()))
+    n = F.shape[0]
+    for item in (0, 7, n - 1):
+        for lo, hi in ((0, n), (0, 11), (11, n), (5, 6)):
+            raw = np.asarray((F[lo:hi] @ F[[item]].T).toarray(), dtype=np.float64)
+            want = normalise_items(raw, s[lo:hi], s[[item]])[:, 0].astype(np.float32)
+            np.testing.assert_array_equal(tk.column_block(item, lo, hi), want)
+            np.testing.assert_array_equal(ctx.column_block(item, lo, hi), want)
+    tk.release_columns()                                      # the index goes, and is made again on demand
+    np.testing.assert_array_equal(tk.column_block(3, 0, n), ctx.column_block(3, 0, n))
+
+
+def test_decomposition_progress_bar(capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 8))
+    K = X @ X.T
+    quiet = decompose(K, solver="lowrank", max_rank=20, label="toy kernel")
+    shown = decompose(K, solver="lowrank", max_rank=20, label="toy kernel", show_progress=True)
+    err = capsys.readouterr().err
+    assert "incomplete Cholesky: toy kernel" in err and "pivot" in err
+    np.testing.assert_array_equal(quiet.U, shown.U)
+    np.testing.assert_array_equal(quiet.pivots, shown.pivots)

@@ -148,3 +148,28 @@ def test_one_opencv_thread_nests_across_threads_and_restores():
         t.join()
         assert cv2.getNumThreads() == 1   # the worker left, this caller is still inside
     assert inside == [1, 1] and cv2.getNumThreads() == before
+
+
+def test_a_lone_nn_run_lets_its_training_histograms_go(small_teaching_set, tmp_path):
+    """run_system on its own store: nothing later reads the training histograms the NN baseline's pool rows
+    kept, so they are released; on a caller's store they stay for that store's later systems."""
+    from corpora.cache import DiskCache
+    from kcca.systems import run_system
+
+    cache = DiskCache(tmp_path / "c")   # the second run reads the first one's visual words
+    store = KernelStore()
+    shared = run_system("NN5_F1^idf", small_teaching_set, store=store, fixed_power=2, cache=cache)
+    assert store.image_entry(shared.config["image_kind"]).kernel.holds_rows
+    fresh: list = []
+    real = KernelStore.__init__
+
+    def record(self, *a, **k):
+        real(self, *a, **k)
+        fresh.append(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(KernelStore, "__init__", record)
+        lone = run_system("NN5_F1^idf", small_teaching_set, fixed_power=2, cache=cache)
+    (own,) = fresh
+    assert not own.image_entry(shared.config["image_kind"]).kernel.holds_rows
+    np.testing.assert_array_equal(lone.test_matrices.annotation, shared.test_matrices.annotation)

@@ -272,6 +272,7 @@ class TextKernel:
         self.word_kernel = None
         self._W = self._scale = self._train_self = None
         self.__dict__.pop("_tagrank", None)
+        self.__dict__.pop("_postings", None)
         if self.sim_parts:
             self.word_kernel = build_word_kernel(self)
         if self.kind in ("BoW", "TRI") and not self.sim_parts:
@@ -420,6 +421,8 @@ class TextKernel:
         if self.sim_parts:
             self._train_scale()
             self.weighted_word_kernel()
+        elif self.kind in ("BoW", "TRI") and context is None:
+            self._feature_postings()    # made once here, not by the first blocks on several threads
         K = text_columns(self, [int(i) for i in items], executor, self.cache, context)
         diag = self.gram_diagonal()
         for k, i in enumerate(items):
@@ -432,6 +435,7 @@ class TextKernel:
         tr = getattr(self, "_tagrank", None)
         if tr is not None:
             tr.forget_spans()
+        self.__dict__.pop("_postings", None)
 
     #: What :meth:`column_block` never reads: the training captions and their preprocessing (at COCO size
     #: 0.65 GB of Python objects), left out of :meth:`column_context`.
@@ -449,6 +453,8 @@ class TextKernel:
         if self.sim_parts:
             self._train_scale()
             self.weighted_word_kernel()
+        elif self.kind in ("BoW", "TRI"):
+            self._feature_postings()
         slim = object.__new__(type(self))   # a shallow copy that shares the arrays (no pickling round)
         slim.__dict__.update(self.__dict__)
         for name in self.NOT_FOR_COLUMNS:
@@ -491,11 +497,50 @@ class TextKernel:
                     self.last_backend = "torch"
                     Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
             raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
-        else:   # one sparse product of the block's rows with the item's row (sparse_gram, made for whole
-            # Grams, would set up its dense / sparse column split over the whole feature space per column)
-            raw = np.asarray((self.F_items[lo:hi] @ self.F_items[[item]].T).toarray(), dtype=np.float64)[:, 0]
+        else:
+            raw = self._feature_column_block(item, lo, hi)
         s = self._item_self.astype(np.float64)
         return normalise_items(raw[:, None], s[lo:hi], s[[item]])[:, 0].astype(np.float32)
+
+    def _feature_postings(self) -> np.ndarray:
+        """The inverted index of the explicit item features that :meth:`_feature_column_block` reads: one
+        sorted int64 key ``f · nnz + k`` per stored entry ``k`` of :attr:`F_items` (``f`` its feature), so
+        each feature's occurrences are one ascending run, in item order.  Kept until
+        :meth:`release_columns` (8 bytes per stored entry)."""
+        keys = self.__dict__.get("_postings")
+        if keys is None:
+            F = self.F_items
+            m = max(F.nnz, 1)
+            if F.shape[1] >= np.iinfo(np.int64).max // m:
+                raise OverflowError(f"{F.shape[1]} features x {F.nnz} entries do not fit int64 keys")
+            keys = F.indices.astype(np.int64) * m + np.arange(F.nnz, dtype=np.int64)
+            keys.sort()
+            self._postings = keys
+        return keys
+
+    def _feature_column_block(self, item: int, lo: int, hi: int) -> np.ndarray:
+        """``F[lo:hi] · F[item]^T`` (float64, unnormalised) through the inverted index: only the
+        occurrences of the item's own features in the block are read, where a product with the block's
+        rows reads every feature of every row (at COCO size tens of millions of entries a column for
+        TRI).  The terms are added in the order of ``F``'s stored entries, starting from zero, as
+        scipy's sparse product adds them, so each entry is that product's bit for bit (tested; ``F``'s
+        rows need not be sorted)."""
+        F, keys = self.F_items, self._feature_postings()
+        m = max(F.nnz, 1)
+        s, e = F.indptr[item], F.indptr[item + 1]
+        base = F.indices[s:e].astype(np.int64) * m
+        i0 = np.searchsorted(keys, base + F.indptr[lo])     # each feature's occurrences in rows lo:hi
+        n = np.searchsorted(keys, base + F.indptr[hi]) - i0
+        total = int(n.sum())
+        if total == 0:
+            return np.zeros(hi - lo)
+        at = np.arange(total) + np.repeat(i0 - (np.cumsum(n) - n), n)
+        k = keys[at] - np.repeat(base, n)                    # stored-entry positions
+        v = np.repeat(F.data[s:e], n)
+        order = np.argsort(k, kind="stable")                 # F's stored order: row by row, as stored
+        k, v = k[order], v[order]
+        rows = np.searchsorted(F.indptr, k, side="right") - 1 - lo
+        return np.bincount(rows, weights=F.data[k] * v, minlength=hi - lo)
 
     def gram_queries(self, captions: Sequence[Caption], items: Sequence[int] | None = None) -> np.ndarray:
         """Kernel between each query caption and every training item: ``(n_q, n_train)`` float32; with
