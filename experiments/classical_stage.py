@@ -103,7 +103,7 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
     """:func:`run_classical` with its block executor (``--workers`` / ``--scheduler``: the image kernels'
     features and Gram row blocks run on Dask workers; in-process otherwise)."""
     start_warm_up(corpus, names, options, cache)
-    store = KernelStore(executor, park_root=cache.root if cache.enabled else None,
+    store = KernelStore(executor, park_root=cache.root if cache.enabled else None, park=True,
                         show_progress=not options.no_progress)
     outputs: dict[str, SystemOutput] = {}
     runs: dict = {}

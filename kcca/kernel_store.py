@@ -275,13 +275,17 @@ class KernelStore:
     low-rank solver's text-kernel columns run (:class:`~corpora.parallel.BlockExecutor`; the image
     kernels take theirs from ``image_kwargs``); default in this process.  ``park_root``: the folder
     under which :meth:`park_views` makes its scratch folder (default: the system's temporary folder).
-    ``show_progress``: progress bars over the low-rank decompositions' pivots.
+    ``park``: each low-rank decomposition writes its factor ``U`` there as it is made and comes back
+    parked (read back when a system asks for the view), so that ``U`` is never converted to float32 in
+    memory beside the float64 factor it comes from (1.8 GB at COCO size).  ``show_progress``: progress
+    bars over the low-rank decompositions' pivots.
     """
 
     def __init__(self, executor: BlockExecutor | None = None, park_root: str | Path | None = None,
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = False, park: bool = False) -> None:
         self.executor = executor if executor is not None and executor.distributed else None
         self.park_root = park_root
+        self.park = park
         self.show_progress = show_progress
         self._park_dir: tempfile.TemporaryDirectory | None = None
         self._parked = 0
@@ -388,7 +392,8 @@ class KernelStore:
             if key not in entry.views:
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, label=f"{kind} image kernel (p = {power})",
-                                             show_progress=self.show_progress, **decompose_kwargs)
+                                             show_progress=self.show_progress, spill=self._spill(solver, "image"),
+                                             **decompose_kwargs)
             return _in_memory(entry.views[key])
 
     def text_view(self, name: str, diag: float, *, solver: str, **decompose_kwargs):
@@ -401,7 +406,8 @@ class KernelStore:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
                                              label=f"{name} text kernel (d = {diag:g})",
-                                             show_progress=self.show_progress, **decompose_kwargs)
+                                             show_progress=self.show_progress, spill=self._spill(solver, "text"),
+                                             **decompose_kwargs)
             return _in_memory(entry.views[key])
 
     def park_views(self) -> int:
@@ -423,19 +429,21 @@ class KernelStore:
                     for view in entry.views.values():
                         if getattr(view, "kind", None) != "lowrank" or view.U is None:
                             continue
-                        if view.parked is None:
-                            self._parked += 1
-                            view.park(self._scratch() / f"{what}-view-{self._parked}.npy")
-                        else:
-                            view.park(view.parked)
+                        view.park(view.parked or self._park_path(what))
                         parked += 1
         return parked
 
-    def _scratch(self) -> Path:
-        """The scratch folder of :meth:`park_views` (made on first use)."""
-        if self._park_dir is None:
-            self._park_dir = tempfile.TemporaryDirectory(prefix="itr-views-", dir=self.park_root)
-        return Path(self._park_dir.name)
+    def _spill(self, solver: str, what: str) -> Path | None:
+        """Where a new low-rank decomposition writes its factor (``park``), else ``None``."""
+        return self._park_path(what) if self.park and solver == "lowrank" else None
+
+    def _park_path(self, what: str) -> Path:
+        """A new file in the scratch folder of :meth:`park_views` (made on first use)."""
+        with self._fit_locks_lock:
+            if self._park_dir is None:
+                self._park_dir = tempfile.TemporaryDirectory(prefix="itr-views-", dir=self.park_root)
+            self._parked += 1
+            return Path(self._park_dir.name) / f"{what}-view-{self._parked}.npy"
 
     def codebook_digests(self, kind: str) -> dict | None:
         """The visual-word codebook digests of the ``kind`` image kernel (``None`` if the store has no such

@@ -239,12 +239,7 @@ class _View:
         if self.U is None:
             return
         if self.parked is None:
-            path = Path(path)
-            part = path.with_name(path.name + ".part")
-            with open(part, "wb") as f:
-                np.save(f, self.U, allow_pickle=False)
-            os.replace(part, path)
-            self.parked = path
+            self.parked = write_factor(path, self.U, self.U.dtype)
         self.U = None
 
     def unpark(self) -> None:
@@ -303,6 +298,28 @@ class _View:
 
     def train_features(self) -> np.ndarray:
         return self.U * np.sqrt(self.lam)
+
+
+def write_factor(path: str | Path, U: np.ndarray, dtype, block: int = 256) -> Path:
+    """Write ``U`` as ``dtype`` to the ``.npy`` file ``path``, ``block`` columns at a time, atomically (a
+    ``.part`` file renamed into place), in ``U``'s memory order; returns the path.  ``np.load`` gives back
+    ``U.astype(dtype)`` bit for bit, without that converted copy ever sitting beside ``U`` in memory."""
+    path = Path(path)
+    part = path.with_name(path.name + ".part")
+    fortran = bool(U.flags.f_contiguous and not U.flags.c_contiguous)
+    out = np.lib.format.open_memmap(part, mode="w+", dtype=np.dtype(dtype), shape=U.shape, fortran_order=fortran)
+    try:
+        if fortran:
+            for lo in range(0, U.shape[1], block):
+                out[:, lo:lo + block] = U[:, lo:lo + block]
+        else:
+            for lo in range(0, U.shape[0], block * 64):
+                out[lo:lo + block * 64] = U[lo:lo + block * 64]
+        out.flush()
+    finally:
+        del out
+    os.replace(part, path)
+    return path
 
 
 def _check_finite_rows(K_new: np.ndarray) -> None:
@@ -364,7 +381,7 @@ def _exact_view(K: np.ndarray, center: bool, jitter, dtype=np.float64, label: st
 
 def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
                   max_rank: int | None, label: str | None = None, dtype=np.float64,
-                  show_progress: bool = False) -> _View:
+                  show_progress: bool = False, spill: str | Path | None = None) -> _View:
     """The spectral view of ``K ≈ G G^T`` (incomplete Cholesky): the centred factor ``G_c = G − 1 ḡ^T``
     has the thin QR ``G_c = Q R`` and ``R = U_r diag(s) W^T``, so ``K_c ≈ (Q U_r) diag(s²) (Q U_r)^T``:
     ``U = Q U_r``, ``λ = s²``.  Every ``N × r`` step runs in ``G``'s own memory (centring in place,
@@ -372,7 +389,9 @@ def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
     one ``N × r`` float64 array at its peak, not the four of a copying QR (docs/scaling.md).  The factor
     and its QR are float64 whatever ``dtype``; ``dtype=float32`` keeps ``U`` in float32 (half the memory
     the view holds: 1.8 GB instead of 3.6 GB at COCO size and rank 4,000), as the exact solver's float32
-    eigendecomposition gives it."""
+    eigendecomposition gives it.  ``spill``: a ``.npy`` path to write ``U`` to, converted a block at a
+    time (:func:`write_factor`), instead of converting it in memory beside ``G``; the view then comes
+    back parked (:meth:`_View.unpark` reads ``U``), and the peak is one ``N × r`` float64 array."""
     jitter = _relative_floor(jitter, source.n, np.float64)
     G, piv = incomplete_cholesky(source, eta=eta, max_rank=max_rank, label=label, show_progress=show_progress)
     source.release()   # every column is read: what the kernel kept for them goes before the QR
@@ -383,10 +402,13 @@ def _lowrank_view(source: KernelSource, center: bool, jitter, eta: float,
     if center:
         G -= g_mean          # G is this function's own array (Fortran order, as LAPACK wants it)
     U, lam, Wt = _thin_spectrum_in_place(G, jitter)
-    if dtype != np.float64:
+    parked = None
+    if spill is not None:
+        parked, U = write_factor(spill, U, dtype), None
+    elif dtype != np.float64:
         U = U.astype(dtype)   # G's memory (U was a view of it) goes when this function returns
     return _View(U=U, lam=lam, kind="lowrank", n_train=source.n, center=center, pivots=piv,
-                 L=L, g_mean=g_mean, W=np.ascontiguousarray(Wt.T), source=source)
+                 L=L, g_mean=g_mean, W=np.ascontiguousarray(Wt.T), source=source, parked=parked)
 
 
 def _thin_spectrum_in_place(G: np.ndarray, jitter: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -451,20 +473,23 @@ KernelView = _View
 
 def decompose(K, *, center: bool = True, solver: str = "exact", jitter: float | str = 1e-10, eta: float = 1e-6,
               max_rank: int | None = None, dtype="float64", label: str | None = None,
-              show_progress: bool = False) -> _View:
+              show_progress: bool = False, spill: str | Path | None = None) -> _View:
     """The κ-independent decomposition of one training kernel (a Gram matrix or a
     :class:`KernelSource`), reusable across fits with :meth:`KCCA.fit_decomposed`: e.g. one image-kernel
     decomposition serves every text kernel and every text diagonal factor in a model-selection grid.
     ``label`` names the kernel in front of its warnings (e.g. ``"TRI5SEM text kernel (d = 1)"``; safe
     when several threads decompose at once, unlike re-issuing caught warnings); ``show_progress``: a
-    progress bar over the low-rank solver's pivots (:func:`kcca.lowrank.incomplete_cholesky`)."""
+    progress bar over the low-rank solver's pivots (:func:`kcca.lowrank.incomplete_cholesky`); ``spill``
+    (low-rank only): write the factor ``U`` to this ``.npy`` file and return the view parked
+    (:meth:`KernelView.unpark` reads it back), so that ``U`` is never converted beside the factor."""
     if solver == "exact":
         if isinstance(K, KernelSource):
             K = K._gram if K._gram is not None else K.kernel(K.data, K.data)
         return _exact_view(_as_gram(K, "K"), center, jitter, _check_dtype(dtype), label)
     if solver == "lowrank":
         src = K if isinstance(K, KernelSource) else KernelSource.from_gram(_as_gram(K, "K"))
-        return _lowrank_view(src, center, jitter, eta, max_rank, label, _check_dtype(dtype), show_progress)
+        return _lowrank_view(src, center, jitter, eta, max_rank, label, _check_dtype(dtype), show_progress,
+                             spill)
     raise ValueError(f"solver must be 'exact' or 'lowrank', got {solver!r}")
 
 

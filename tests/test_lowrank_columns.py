@@ -369,7 +369,7 @@ def test_main_job_parks_views_between_systems_with_the_same_numbers(corpus, tmp_
     names = ("BoW5", "TRI5", "BoW5")     # the second BoW5 reuses both (parked) views
     runs = {}
     for park in (False, True):
-        store = KernelStore(park_root=tmp_path)
+        store = KernelStore(park_root=tmp_path, park=park)   # park: factors written as they are made
         out = []
         for run in run_systems(names, corpus, store=store, pools=pools, cache=None, show_progress=False,
                                **extra):
@@ -419,3 +419,24 @@ def test_decomposition_progress_bar(capsys):
     assert "incomplete Cholesky: toy kernel" in err and "pivot" in err
     np.testing.assert_array_equal(quiet.U, shown.U)
     np.testing.assert_array_equal(quiet.pivots, shown.pivots)
+
+
+def test_a_parking_store_writes_each_factor_as_it_is_made(corpus, tmp_path):
+    """KernelStore(park=True): a low-rank decomposition writes U to disk instead of converting it beside
+    its float64 factor; read back, it is the in-memory conversion's bit for bit, in the same memory
+    order, and the view can be parked and read again."""
+    cache = DiskCache(tmp_path / "c")
+    views = {}
+    for park in (False, True):
+        store = _image_store(corpus, cache)
+        store.park, store.park_root = park, tmp_path
+        store.text("TRI5", corpus, corpus.split("train"), cache=cache)
+        vy = store.text_view("TRI5", 1.0, solver="lowrank", max_rank=MAX_RANK, dtype="float32")
+        vx = store.image_view("pyramid", 2, solver="lowrank", max_rank=MAX_RANK, dtype="float32")
+        views[park] = (vx, vy, store)
+    for a, b in zip(views[False][:2], views[True][:2]):
+        assert a.parked is None and b.parked is not None and b.parked.is_file()
+        assert b.U.dtype == a.U.dtype == np.float32 and b.U.flags.f_contiguous == a.U.flags.f_contiguous
+        np.testing.assert_array_equal(b.U, a.U)
+        np.testing.assert_array_equal(b.lam, a.lam)
+    assert views[True][2].park_views() == 2 and views[True][0].U is None
