@@ -410,6 +410,13 @@ class KernelStore:
                                              **decompose_kwargs)
             return _in_memory(entry.views[key])
 
+    def has_view(self, what: str, name: str, param: float, *, solver: str, **decompose_kwargs) -> bool:
+        """Whether the ``what`` (``"image"`` / ``"text"``) kernel ``name`` has its decomposition at power /
+        diagonal factor ``param`` with these solver settings already (made, possibly parked)."""
+        entries = self._images if what == "image" else self._texts
+        entry = entries.get(name)
+        return entry is not None and (param, view_key(solver, decompose_kwargs)) in entry.views
+
     def park_views(self) -> int:
         """Move the ``N × r`` factor ``U`` of every low-rank decomposition in the store to disk until a
         system asks for that view again (:meth:`image_view` / :meth:`text_view` read it back, bit for

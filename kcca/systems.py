@@ -335,10 +335,16 @@ class SystemViews:
                            "no longer in the kernel store; its KCCA models cannot be refitted")
         t = time.perf_counter()
         kw = self.grid.decompose_kwargs
-        # the text view first: a decomposition it computes then fills its factor before the image view
-        # (possibly parked on disk, KernelStore.park_views) is read back into memory
-        vy = self.store.text_view(cfg.text, d, solver=self.grid.solver, **kw)
-        vx = self.store.image_view(cfg.image_kind, p, solver=self.grid.solver, **kw)
+        # A view still to be made is asked for first: its factor fills while the one already made waits
+        # on disk (parked between systems, KernelStore.park_views) instead of in memory.
+        solver = self.grid.solver
+        if self.store.has_view("text", cfg.text, d, solver=solver, **kw) and \
+                not self.store.has_view("image", cfg.image_kind, p, solver=solver, **kw):
+            vx = self.store.image_view(cfg.image_kind, p, solver=solver, **kw)
+            vy = self.store.text_view(cfg.text, d, solver=solver, **kw)
+        else:
+            vy = self.store.text_view(cfg.text, d, solver=solver, **kw)
+            vx = self.store.image_view(cfg.image_kind, p, solver=solver, **kw)
         self.timings["decompose"] += time.perf_counter() - t
         return vx, vy
 

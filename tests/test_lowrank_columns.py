@@ -440,3 +440,35 @@ def test_a_parking_store_writes_each_factor_as_it_is_made(corpus, tmp_path):
         np.testing.assert_array_equal(b.U, a.U)
         np.testing.assert_array_equal(b.lam, a.lam)
     assert views[True][2].park_views() == 2 and views[True][0].U is None
+
+
+def test_a_view_still_to_be_made_fills_while_the_made_one_waits_on_disk(corpus, tmp_path, monkeypatch):
+    """BoW5^Histo after BoW5 on a parking store: the histogram decomposition is made while BoW5's text
+    view (made by BoW5, parked after it) is on disk, not in memory."""
+    from types import SimpleNamespace
+
+    import experiments.classical_stage as stage
+    import kcca.kernel_store as ks
+    from corpora.protocol import hodosh_pool
+    from kcca.systems import run_system
+
+    monkeypatch.setattr(stage, "LOWRANK_ABOVE", 10)
+    monkeypatch.setattr(stage, "LOWRANK_MAX_RANK", MAX_RANK)
+    extra = {"powers": (2,), "diag_factors": (1.0,), "kappas": (1.0,), "ns": (5, 10),
+             "image_kwargs": IMAGE_KW}
+    stage.solver_choice(corpus, SimpleNamespace(skip_missing_images=False), extra)
+    pools = {s: hodosh_pool(corpus, s, seed=0) for s in ("dev", "test")}
+    store = KernelStore(park_root=tmp_path, park=True)
+    text_in_memory: list = []
+    real = ks.decompose
+
+    def recording(K, **kw):
+        if "histogram" in (kw.get("label") or ""):
+            text_in_memory.append([v.U is not None for v in store.text_entry("BoW5").views.values()])
+        return real(K, **kw)
+
+    monkeypatch.setattr(ks, "decompose", recording)
+    run_system("BoW5", corpus, store=store, pools=pools, **extra)
+    store.park_views()
+    run_system("BoW5^Histo", corpus, store=store, pools=pools, **extra)
+    assert text_in_memory == [[False]]
