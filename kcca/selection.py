@@ -17,7 +17,9 @@ The paper's procedure, per kernel pair:
    on the criterion are broken by the lower mean rank of the gold item, then the smaller ``n``, then the
    smaller κ (documented and deterministic).
 4. Combine the 15 models' test rankings with the Borda count
-   (:func:`corpora.scoring.borda`, ties by median rank).
+   (:func:`corpora.scoring.borda`, ties by median rank), one tile row of queries at a time
+   (:func:`~kcca.solver.cosine_affinity`: the blocks hold the whole matrices' entries bit for bit, and
+   Borda fuses each query's row on its own), so no chosen model's whole affinity matrix is held.
 
 Ranks follow the evaluator's pessimistic tie policy: ``rank = 1 + #{j ≠ gold : s_j ≥ s_gold}``,
 computed on the same float32 matrices the ensembles use.
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from corpora.scoring import ScoreMatrices, affinity_gold_ranks, borda, rank_metrics
-from kcca.solver import KCCA, KernelView, cosine_affinity, cosine_sweep, log_spaced_ns
+from kcca.solver import KCCA, KernelView, affinity_slices, cosine_affinity, cosine_sweep, log_spaced_ns
 
 __all__ = [
     "PAPER_KAPPAS", "PAPER_POWERS", "DEFAULT_DIAG_FACTORS", "CRITERIA", "ChosenModel", "SweepTable",
@@ -191,23 +193,41 @@ def select_top(table: SweepTable, task: str, criterion: str, top: int = 5) -> li
     return [ChosenModel(task, criterion, float(k), int(n), float(v)) for _, _, n, k, v in cand[:top]]
 
 
-def _ensemble(models: Mapping[float, KCCA], chosen: Mapping[str, list[ChosenModel]], Fx, Fy):
-    cache: dict[tuple[float, int], np.ndarray] = {}
+def _ensemble(models: Mapping[float, KCCA], chosen: Mapping[str, list[ChosenModel]], Fx, Fy) -> ScoreMatrices:
+    """Borda fusion of each task's chosen models over one pool, a block of query rows at a time.
+
+    A block is one tile row of :func:`~kcca.solver.cosine_affinity` (images for annotation, captions
+    for search): its entries are the whole matrix's bit for bit, and Borda fuses each query's row on its
+    own, so the result is :func:`~corpora.scoring.borda` of the whole matrices while only one block per
+    chosen model is held (at COCO size a 5,000 × 5,000 matrix is 100 MB, and up to 15 are chosen per task).
+    """
     proj: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-
-    def aff(kappa: float, n: int) -> np.ndarray:
-        if (kappa, n) not in cache:
-            if kappa not in proj:
-                m = models[kappa]
-                proj[kappa] = (m.project_features_x(Fx, m.n_components_),
-                               m.project_features_y(Fy, m.n_components_))
-            P, Q = proj[kappa]
-            cache[(kappa, n)] = cosine_affinity(P[:, :n], Q[:, :n])
-        return cache[(kappa, n)]
-
-    ann = borda([aff(c.kappa, c.n) for c in chosen["annotation"]])
-    sea = borda([aff(c.kappa, c.n).T for c in chosen["search"]])
+    for c in (*chosen["annotation"], *chosen["search"]):
+        if c.kappa not in proj:
+            m = models[c.kappa]
+            proj[c.kappa] = (m.project_features_x(Fx, m.n_components_), m.project_features_y(Fy, m.n_components_))
+    P0, Q0 = next(iter(proj.values()))
+    ann = _fuse_blocks(proj, chosen["annotation"], (len(P0), len(Q0)),
+                       lambda P, Q, part: cosine_affinity(P, Q, rows=part))
+    sea = _fuse_blocks(proj, chosen["search"], (len(Q0), len(P0)),
+                       lambda P, Q, part: cosine_affinity(P, Q, cols=part).T)
     return ScoreMatrices(annotation=ann, search=sea)
+
+
+def _fuse_blocks(proj: Mapping[float, tuple[np.ndarray, np.ndarray]], picked: Sequence[ChosenModel],
+                 shape: tuple[int, int], block_of) -> np.ndarray:
+    """Borda of ``picked`` models' (queries, candidates) affinities of the given ``shape``, one block of
+    queries (:func:`~kcca.solver.affinity_slices`) at a time; ``block_of(P, Q, part)`` gives a model's
+    block for the queries in ``part``."""
+    out = np.empty(shape, dtype=np.float32)
+    for part in affinity_slices(shape[0]):
+        blocks: dict[tuple[float, int], np.ndarray] = {}
+        for c in picked:
+            if (c.kappa, c.n) not in blocks:
+                P, Q = proj[c.kappa]
+                blocks[(c.kappa, c.n)] = block_of(P[:, :c.n], Q[:, :c.n], part)
+        out[part] = borda([blocks[(c.kappa, c.n)] for c in picked])
+    return out
 
 
 def fit_models(Kx_train, Ky_train, kappas: Sequence[float] = PAPER_KAPPAS, **kcca_kwargs) -> dict[float, KCCA]:

@@ -99,11 +99,14 @@ from kcca.lowrank import KernelSource, incomplete_cholesky
 
 __all__ = [
     "KCCA", "KernelSource", "KernelView", "decompose", "incomplete_cholesky", "center_gram", "center_rows", "cosine_sweep",
-    "cosine_affinity", "log_spaced_ns", "paired_correlations",
+    "cosine_affinity", "affinity_slices", "AFFINITY_TILE", "log_spaced_ns", "paired_correlations",
 ]
 
 #: Columns of a dense Gram matrix processed per block when centring/projecting large row sets.
 _ROW_CHUNK = 4096
+#: Side of the square tiles of :func:`cosine_affinity`'s product (a pool of up to this many images
+#: and captions is one GEMM).
+AFFINITY_TILE = 1024
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -168,10 +171,55 @@ def _normalise_rows(Z: np.ndarray, floor: float = 1e-30) -> np.ndarray:
     return Z / np.maximum(nrm, floor)[:, None]
 
 
-def cosine_affinity(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """``cos(p_i, q_j)`` for all rows (Hodosh Eq. 4), float32.  Zero vectors get affinity 0."""
-    return (_normalise_rows(np.asarray(P, np.float64)) @ _normalise_rows(np.asarray(Q, np.float64)).T
-            ).astype(np.float32)
+def affinity_slices(n: int) -> list[slice]:
+    """The blocks of :data:`AFFINITY_TILE` consecutive indices (the last one shorter) that cover
+    ``range(n)``: the grid of :func:`cosine_affinity`'s tiles along its rows or its columns."""
+    t = int(AFFINITY_TILE)
+    return [slice(lo, min(n, lo + t)) for lo in range(0, int(n), t)]
+
+
+def _grid_bounds(part: slice | None, n: int, name: str) -> tuple[int, int]:
+    lo, hi, step = (slice(None) if part is None else part).indices(n)
+    if step != 1 or lo % AFFINITY_TILE or (hi % AFFINITY_TILE and hi != n) or hi < lo:
+        raise ValueError(f"cosine_affinity: {name}={part} is not a block of the {AFFINITY_TILE}-index tile "
+                         f"grid of {n} (see affinity_slices)")
+    return lo, hi
+
+
+def cosine_affinity(P: np.ndarray, Q: np.ndarray, rows: slice | None = None,
+                    cols: slice | None = None) -> np.ndarray:
+    r"""Cosine affinities :math:`\cos(p_i, q_j) = p_i^\top q_j / (\lVert p_i\rVert \lVert q_j\rVert)`
+    (Hodosh et al. 2013, Eq. 4), float32.  Zero vectors get affinity 0.
+
+    Parameters
+    ----------
+    P : ndarray (n_p, d)
+        Projections of the images (rows ``i``).
+    Q : ndarray (n_q, d)
+        Projections of the captions (columns ``j``).
+    rows, cols : slice, optional
+        Return only this block of the matrix.  Each must be a union of consecutive tiles of
+        :func:`affinity_slices` (start on the grid, stop on it or at the end); otherwise ``ValueError``.
+
+    Notes
+    -----
+    Both sides are normalised in float64 and the product :math:`\hat P \hat Q^\top` is formed tile by
+    tile on a fixed grid of :data:`AFFINITY_TILE` × :data:`AFFINITY_TILE` entries from the origin, each
+    tile one GEMM.  A tile's entries therefore do not depend on which block was asked for: a block holds
+    the whole matrix's entries bit for bit, so a Borda fusion can run over blocks of query rows without
+    the whole matrix (:func:`kcca.selection.select_and_ensemble`).  One GEMM over more rows can differ in
+    the last bits (the BLAS blocks the product by the operands' shapes), and rankings' ties depend on them.
+    """
+    Pn = _normalise_rows(np.asarray(P, np.float64))
+    Qn = _normalise_rows(np.asarray(Q, np.float64))
+    r0, r1 = _grid_bounds(rows, Pn.shape[0], "rows")
+    c0, c1 = _grid_bounds(cols, Qn.shape[0], "cols")
+    out = np.empty((r1 - r0, c1 - c0), dtype=np.float32)
+    t = AFFINITY_TILE
+    for i in range(r0, r1, t):
+        for j in range(c0, c1, t):
+            out[i - r0:i - r0 + t, j - c0:j - c0 + t] = Pn[i:i + t] @ Qn[j:j + t].T
+    return out
 
 
 def cosine_sweep(P: np.ndarray, Q: np.ndarray, ns: Sequence[int]) -> Iterator[tuple[int, np.ndarray]]:

@@ -336,6 +336,27 @@ def test_cosine_sweep_matches_direct_cosine():
         assert np.all(S[3] == 0)
 
 
+def test_cosine_affinity_blocks_on_the_tile_grid_hold_the_whole_matrix_bit_for_bit(monkeypatch):
+    import kcca.solver as solver
+
+    rng = np.random.default_rng(3)
+    P, Q = rng.standard_normal((50, 30)), rng.standard_normal((37, 30))
+    one_gemm = (P / np.linalg.norm(P, axis=1, keepdims=True)) @ (Q / np.linalg.norm(Q, axis=1, keepdims=True)).T
+    np.testing.assert_allclose(cosine_affinity(P, Q), one_gemm, atol=1e-6)   # default tile: one GEMM here
+    monkeypatch.setattr(solver, "AFFINITY_TILE", 16)
+    full = cosine_affinity(P, Q)
+    assert [(s.start, s.stop) for s in solver.affinity_slices(50)] == [(0, 16), (16, 32), (32, 48), (48, 50)]
+    for part in solver.affinity_slices(50):
+        np.testing.assert_array_equal(cosine_affinity(P, Q, rows=part), full[part])
+    for part in solver.affinity_slices(37):
+        np.testing.assert_array_equal(cosine_affinity(P, Q, cols=part), full[:, part])
+    np.testing.assert_array_equal(cosine_affinity(P, Q, rows=slice(16, 50), cols=slice(32, 37)),
+                                  full[16:, 32:])
+    for bad in (slice(8, 24), slice(0, 20), slice(0, 48, 2)):
+        with pytest.raises(ValueError, match="tile grid"):
+            cosine_affinity(P, Q, rows=bad)
+
+
 def test_log_spaced_ns():
     ns = log_spaced_ns(6000, 46, 10)
     assert len(ns) == 46 and ns[0] == 10 and ns[-1] == 6000 and ns == sorted(ns)

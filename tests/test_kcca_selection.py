@@ -96,6 +96,30 @@ def test_select_and_ensemble_picks_15_models_and_borda_fuses_them(split_data):
     assert set(summary["best_dev"]) == {"annotation", "search"} and summary["timings"]["total"] > 0
 
 
+def test_ensembles_fuse_one_tile_row_of_queries_at_a_time(split_data, monkeypatch):
+    import kcca.selection as selection
+    import kcca.solver as solver
+
+    monkeypatch.setattr(solver, "AFFINITY_TILE", 16)         # the 60-item test pool: 4 blocks (16+16+16+12)
+    models = fit_models(split_data["Kx"], split_data["Ky"], PAPER_KAPPAS)
+    blocks = []
+
+    def recording(P, Q, rows=None, cols=None):
+        out = solver.cosine_affinity(P, Q, rows=rows, cols=cols)
+        blocks.append(out.shape)
+        return out
+
+    monkeypatch.setattr(selection, "cosine_affinity", recording)
+    res = select_and_ensemble(None, None, dev=split_data["dev"], test=split_data["test"], models=models,
+                              ns=[2, 4, 8, 16, 32, 64, 128])
+    assert blocks and all(min(shape) <= 16 for shape in blocks)   # never a whole 60 × 60 matrix
+    Kx_te, Ky_te = split_data["test"]
+    ann = borda([models[c.kappa].affinity(Kx_te, Ky_te, c.n) for c in res.chosen["annotation"]])
+    sea = borda([models[c.kappa].affinity(Kx_te, Ky_te, c.n).T for c in res.chosen["search"]])
+    np.testing.assert_array_equal(res.test_matrices.annotation, ann)
+    np.testing.assert_array_equal(res.test_matrices.search, sea)
+
+
 def test_selection_ties_are_broken_deterministically():
     from kcca.selection import SweepTable
 
