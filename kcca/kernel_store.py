@@ -325,7 +325,7 @@ class KernelStore:
             if name not in self._texts:
                 tk = TextKernel.from_name(name, seed=seed, cache=cache, show_progress=show_progress,
                                           **(text_kwargs or {}))
-                tk.fit(corpus, list(train_ids))
+                tk.fit(corpus, list(train_ids), executor=self.executor)
                 self._texts[name] = TextKernelEntry(kernel=tk, train_ids=train_ids)
         return _checked_training_set(self._texts[name], train_ids)
 

@@ -436,7 +436,7 @@ def _run_nn(cfg: SystemConfig, corpus, store: KernelStore, train_ids, pools, *, 
     (:meth:`~kcca.kernel_store.ImageKernelEntry.release_rows`)."""
     t = time.perf_counter()
     nn = NearestNeighbour(cfg.nn_variant, cache=cache, show_progress=show_progress, text=cfg.text or "TRI5",
-                          text_kwargs=text_kwargs).fit(corpus, list(train_ids))
+                          text_kwargs=text_kwargs).fit(corpus, list(train_ids), executor=store.executor)
     p = int(fixed_power or powers[0])   # NN uses argmax over the image kernel: p is irrelevant
     mats = {}
     for s in ("dev", "test"):   # the pool's image rows a block at a time, never the pool x training matrix

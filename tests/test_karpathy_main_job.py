@@ -77,6 +77,7 @@ def test_karpathy_file_runs_end_to_end(dataset, tmp_path, nltk_data_dir):
         assert dask["provenance"]["parallelism"]["mode"] == "local cluster"
         assert dask["provenance"]["parallelism"]["workers"] == 2
         assert list((tmp_path / "cache-workers" / "image_gram_rows").glob("*.npz"))   # Gram row blocks ran there
+        assert list((tmp_path / "cache-workers" / "pos_tags").glob("*.npz"))   # so did the tagger (no corpus POS)
 
 
 def test_karpathy_file_ranks_the_clip_family_with_every_test_caption(tmp_path, nltk_data_dir):

@@ -110,10 +110,10 @@ def test_kernel_store_fits_a_shared_text_kernel_once_under_threads(small_teachin
     fits = []
     real_fit = TextKernel.fit
 
-    def slow_fit(self, corpus, ids):
+    def slow_fit(self, corpus, ids, **kwargs):
         fits.append(self.name)
         threading.Event().wait(0.2)   # keep the first fit running while the others ask
-        return real_fit(self, corpus, ids)
+        return real_fit(self, corpus, ids, **kwargs)
 
     monkeypatch.setattr(TextKernel, "fit", slow_fit)
     store = KernelStore()

@@ -91,6 +91,44 @@ def test_pos_tags_are_computed_once_per_sentence(nltk_data_dir, monkeypatch):
     preprocess.clear_preprocess_memo()
 
 
+def test_pos_tags_in_blocks_on_a_cluster_and_from_the_cache(nltk_data_dir, monkeypatch, tmp_path):
+    """With a cluster the tagger runs on its workers a block at a time and with a cache each block is
+    written once: the tags are the one-call tagger's either way, and a second run reads them back."""
+    from corpora.cache import DiskCache
+    from corpora.parallel import BlockExecutor
+    from kernels.text import preprocess
+
+    sents = [preprocess.TOKEN_RE.findall(t) for t in (
+        "Two dogs are running on the beach .", "A man rides a bike .", "Children playing in snow",
+        "A girl in a red coat climbs a rock .", "Two dogs are running on the beach .", "")]
+    preprocess.clear_preprocess_memo()
+    one_call = preprocess.pos_tags(sents)
+    assert one_call[-1] == () and one_call[0] == one_call[4] and len(set(one_call)) == 5
+    real = preprocess._tagger()
+    calls: list[int] = []
+
+    def counting(batch):
+        calls.append(len(batch))
+        return real(batch)
+
+    monkeypatch.setattr(preprocess, "_tagger", lambda: counting)
+    monkeypatch.setattr(preprocess, "TAG_BLOCK", 2)
+    cache = DiskCache(tmp_path / "cache")
+    preprocess.clear_preprocess_memo()
+    with BlockExecutor(workers=2, processes=False) as ex:
+        assert preprocess.pos_tags(sents, ex, cache) == one_call
+    assert sorted(calls) == [1, 2, 2]                      # 5 distinct sentences in blocks of 2
+    assert len(list((tmp_path / "cache" / preprocess.TAG_NAMESPACE).rglob("*.npz"))) == 3
+    preprocess.clear_preprocess_memo()
+    assert preprocess.pos_tags(sents, cache=cache) == one_call
+    assert sorted(calls) == [1, 2, 2]                      # read back: not tagged again
+    preprocess.clear_preprocess_memo()
+    buf = preprocess.encode_tags([("DT", "NN"), (), ("``", "-LRB-", ".")])
+    assert preprocess.decode_tags(buf, 3) == [("DT", "NN"), (), ("``", "-LRB-", ".")]
+    with pytest.raises(ValueError, match="expected 2"):
+        preprocess.decode_tags(buf, 2)
+
+
 def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
     """The WordNet reader without NLTK's OMW sense map gives NLTK's answers: the lemmatiser's lemmas,
     synsets, hypernym paths and Lin similarities (with Brown IC)."""

@@ -230,8 +230,11 @@ class TextKernel:
         return external_corpus_identity(self.external_corpus)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "TextKernel":
+    def fit(self, corpus: Corpus, train_ids: Sequence[str], executor=None) -> "TextKernel":
         """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions.
+
+        ``executor`` (:class:`~corpora.parallel.BlockExecutor`, optional): captions without corpus POS
+        tags are tagged on its cluster's workers (:func:`~kernels.text.preprocess.pos_tags`).
 
         The IDF ``lambda_w = log(|D| / (|D(w)| + 1))`` of Hodosh et al. (2013), Sec. 3.4.1 and Eq. 16
         (and the word weights of the lexical-similarity kernels, Eqs. 17-21) counts documents over the
@@ -254,7 +257,8 @@ class TextKernel:
         self.item_of = np.repeat(np.arange(len(n_per)), n_per)
         self.n_items = len(n_per)
         self.pre = Preprocessor().fit(caps)
-        self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=False)
+        self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=False, executor=executor,
+                                                                    cache=self.cache)
         self._tagged = None
         self.vocab = Vocabulary(p.tokens for p in self.processed)
         self.V = len(self.vocab)
@@ -291,7 +295,7 @@ class TextKernel:
         """The training captions preprocessed *with* POS tags (computed on first use; the alignment and
         Lin similarities need them, and are cached, so a cache hit never tags)."""
         if self._tagged is None:
-            self._tagged = self.pre.transform(self.train_captions, tags=True)
+            self._tagged = self.pre.transform(self.train_captions, tags=True, cache=self.cache)
             if [p.tokens for p in self._tagged] != [p.tokens for p in self.processed]:
                 raise AssertionError("tagging changed the token sequence")
         return self._tagged

@@ -78,7 +78,9 @@ class NearestNeighbour:
         self.variant, self.cache, self.show_progress = variant, cache, show_progress
         self.text, self.text_kwargs = text, dict(text_kwargs or {})
 
-    def fit(self, corpus: Corpus, train_ids: Sequence[str]) -> "NearestNeighbour":
+    def fit(self, corpus: Corpus, train_ids: Sequence[str], executor=None) -> "NearestNeighbour":
+        """The text kernel of the variant on the training captions (``executor``: see
+        :meth:`~kernels.text.TextKernel.fit`) and, for the F1 variants, the training items' word levels."""
         self.train_ids = tuple(train_ids)
         if self.variant == "NN5_TRI":
             self.tk = TextKernel.from_name(self.text, cache=self.cache, show_progress=self.show_progress,
@@ -86,7 +88,7 @@ class NearestNeighbour:
         else:
             self.tk = TextKernel("BoW", 5, merge=True, idf="idf" if self.variant == "NN5_F1_idf" else "none",
                                  cache=self.cache, show_progress=self.show_progress)
-        self.tk.fit(corpus, self.train_ids)
+        self.tk.fit(corpus, self.train_ids, executor=executor)
         if self.variant.startswith("NN5_F1"):
             tk = self.tk
             docs = tk.item_documents()
