@@ -63,12 +63,10 @@ def test_shared_memo_follows_the_preprocessor_state(nltk_data_dir):
     assert not preprocess._FINISH_MEMO and again.transform(q)[0] == fitted.transform(q)[0]
 
 
-def test_pos_tags_are_computed_once_per_sentence(nltk_data_dir, monkeypatch):
-    """Without corpus lemmas every caption is tagged; a second preprocessor (the next text kernel of the
-    main job) and a ``tags=True`` pass reuse the memo, and the tags are the tagger's whatever the batch."""
+def count_tagger_calls(monkeypatch) -> list[int]:
+    """Wrap the NLTK tagger so that each call records its number of sentences (in the returned list)."""
     from kernels.text import preprocess
 
-    preprocess.clear_preprocess_memo()
     real = preprocess._tagger()
     calls: list[int] = []
 
@@ -77,6 +75,17 @@ def test_pos_tags_are_computed_once_per_sentence(nltk_data_dir, monkeypatch):
         return real(sents)
 
     monkeypatch.setattr(preprocess, "_tagger", lambda: counting)
+    return calls
+
+
+def test_pos_tags_are_computed_once_per_sentence(nltk_data_dir, monkeypatch):
+    """Without corpus lemmas every caption is tagged; a second preprocessor (the next text kernel of the
+    main job) and a ``tags=True`` pass reuse the memo, and the tags are the tagger's whatever the batch."""
+    from kernels.text import preprocess
+
+    preprocess.clear_preprocess_memo()
+    real = preprocess._tagger()
+    calls = count_tagger_calls(monkeypatch)
     caps = [cap("Two dogs are running on the beach .", k=0), cap("A man rides a bike .", k=1),
             cap("Two dogs are running on the beach .", k=2, im="b.jpg"), cap("Children playing in snow", k=3)]
     first = Preprocessor().fit(caps).transform(caps)
@@ -104,14 +113,7 @@ def test_pos_tags_in_blocks_on_a_cluster_and_from_the_cache(nltk_data_dir, monke
     preprocess.clear_preprocess_memo()
     one_call = preprocess.pos_tags(sents)
     assert one_call[-1] == () and one_call[0] == one_call[4] and len(set(one_call)) == 5
-    real = preprocess._tagger()
-    calls: list[int] = []
-
-    def counting(batch):
-        calls.append(len(batch))
-        return real(batch)
-
-    monkeypatch.setattr(preprocess, "_tagger", lambda: counting)
+    calls = count_tagger_calls(monkeypatch)
     monkeypatch.setattr(preprocess, "TAG_BLOCK", 2)
     cache = DiskCache(tmp_path / "cache")
     preprocess.clear_preprocess_memo()
