@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      C kernels are built there too
               ITR_NUM_THREADS        threads of the image features and Grams and of the compiled soft-TRI
                                      kernel (default: every usable core; results do not depend on it)
+              ITR_DEVICE             the device --device auto picks (cpu, cuda, cuda:1 …; default: CUDA
+                                     when torch sees it, else the CPU)
               ITR_SHARED             folder holding data/flickr8k and nltk_data (default ../shared)
               NLTK_DATA              NLTK resources (stop words, WordNet, Brown, tagger); else
                                      $ITR_SHARED/nltk_data
@@ -187,7 +189,8 @@ def add_run_options(g) -> None:
     g.add_argument("--out", default=None, metavar="DIR", help=OUT_HELP)
     g.add_argument("--seed", type=int, default=0, help="seed for every random choice, 0 ≤ SEED < 2^31 (default 0; the seeds from 2^31 up are the teaching CLIP's pretraining data)")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                   help="device for the neural scorers (default auto: CUDA when available)")
+                   help="device for the neural scorers (default auto: $ITR_DEVICE when set, else CUDA "
+                        "when available, else the CPU)")
     g.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="cache folder (default $ITR_CACHE_DIR or ~/.cache/image-text-ranking)")
     g.add_argument("--no-cache", action="store_true",

@@ -49,6 +49,7 @@ from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
 from neural.family import TrainSettings
+from neural.names import auto_device_setting
 from neural.registry import family_for
 
 log = logging.getLogger(JOB_LOGGER)
@@ -459,7 +460,7 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
     scorers asked for, the options that reach them (``--seed``, ``--quick``, ``--clip-model``,
     ``--clip-pretrained`` — a weights file by path, size and modification time; the teaching CLIP's by its
     recorded SHA-256 —, ``--clip-steps``,
-    ``--device``, with ``auto`` the NVIDIA driver's presence and ``CUDA_VISIBLE_DEVICES``,
+    ``--device``, with ``auto`` the NVIDIA driver's presence, ``CUDA_VISIBLE_DEVICES`` and ``$ITR_DEVICE``,
     ``--skip-missing-images``' training images, every ``--backbone`` a scorer uses: name, architecture,
     weights — a file as ``--clip-pretrained``'s), ``--train-scorers`` and the shipped scorers' manifest
     SHA-256 (:mod:`neural.shipped_scorers`), the versions of the libraries that compute them, and a
@@ -495,10 +496,10 @@ def neural_stage_key(corpus: Corpus, pools: Mapping[str, RankingPool], names: Se
         "recipe": options.recipe, "train_scorers": bool(options.train_scorers),
         # the shipped scorers' manifest lists every file's SHA-256: rebuilt scorers are a new key
         "shipped_scorers": shipped_manifest_sha256() if not options.train_scorers else None,
-        # "auto" means CUDA where torch sees it; without importing torch, the NVIDIA driver and the
-        # visible-devices setting stand in (the provenance then names the device actually used)
-        "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES")]
-        if options.device == "auto" else None,
+        # "auto" means $ITR_DEVICE, else CUDA where torch sees it; without importing torch, the NVIDIA
+        # driver and the visible-devices setting stand in (the provenance then names the device used)
+        "cuda_hint": [Path("/proc/driver/nvidia/version").exists(), os.environ.get("CUDA_VISIBLE_DEVICES"),
+                      auto_device_setting()] if options.device == "auto" else None,
     }
 
 

@@ -14,6 +14,7 @@ from experiments.option_lists import OptionError, problem_lines
 from experiments.output_folder import prepare_out_folder, run_inputs
 from kernels.image.codebook import codebook_folder_images
 from neural.families.pacs import MIN_PACS_TUPLES
+from neural.names import auto_device_setting
 
 
 # ``RunOptions`` in the annotations below is :class:`experiments.options.RunOptions`, not imported:
@@ -140,8 +141,9 @@ def check_neural_options(options: RunOptions) -> None:
     OptionError
         The first value that cannot work.
     """
-    if options.device not in (None, "auto", "cpu"):  # "auto" and "cpu" always resolve: no torch import needed
-        from neural.backbone import resolve_device  # imports torch: only for --device cuda
+    # "cpu", and "auto" without $ITR_DEVICE (or set to cpu), always resolve: no torch import needed
+    if (auto_device_setting() if options.device in (None, "auto") else options.device) not in (None, "cpu"):
+        from neural.backbone import resolve_device  # imports torch: only for a CUDA device or $ITR_DEVICE
 
         try:
             resolve_device(options.device)

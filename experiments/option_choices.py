@@ -79,11 +79,11 @@ def trained_scorers(options: RunOptions) -> list[str]:
 
 
 def trains_on_cpu(options: RunOptions) -> bool:
-    """Whether the neural scorers run on the CPU (``--device cpu``, or ``auto`` without CUDA)."""
-    if options.device == "cpu":
-        return True
-    if options.device == "cuda":
-        return False
-    import torch  # lazy: only asked for a backbone that will train with a paper recipe
+    """Whether the neural scorers run on the CPU (``--device cpu``, or ``auto`` resolving to it:
+    :func:`neural.backbone.resolve_device`; whether a CUDA device is there is checked with the options)."""
+    if options.device in ("cpu", "cuda"):
+        return options.device == "cpu"
+    # lazy: imports torch, and is only asked for a backbone that will train with a paper recipe
+    from neural.backbone import resolve_device
 
-    return not torch.cuda.is_available()
+    return resolve_device(options.device).type == "cpu"

@@ -394,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--clip-model", default="ViT-B-32", metavar="ARCH",
                    help="open_clip architecture of both models (default ViT-B-32, the papers'); another one, e.g. "
                         "the small itr-tiny-clip, only for testing the command on stand-in weights")
-    m.add_argument("--device", default="auto", help="auto (CUDA when available), cpu or cuda (default auto)")
+    m.add_argument("--device", default="auto", help="auto ($ITR_DEVICE when set, else CUDA when available), cpu or cuda "
+                        "(default auto)")
     m.add_argument("--clip-precision", choices=("fp32", "fp16"), default="fp32",
                    help="precision of the CLIP-S / RefCLIP-S model (default fp32); fp16 is the CLIPScore reference "
                         "code's setting on a GPU and is used on CUDA only (on CPU: fp32). PAC-S always runs fp32, "

@@ -54,6 +54,7 @@ from neural.checkpoints import (  # noqa: F401  (the error types are re-exported
     state_dict_sha256,
     torchscript_trusted,
 )
+from neural.names import DEVICE_ENV, auto_device_setting
 from neural.names import TINY_MODEL_NAMES, is_teaching_model, is_tiny_model  # noqa: F401  (re-exported)
 from neural.prefetch import loader_threads_for, prefetched
 from neural.pretrained import (  # noqa: F401  (PACS_CHECKPOINTS … re-exported: the backbone API)
@@ -79,16 +80,33 @@ _FEATURE_KEY_VERSION = 2
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` -> CUDA when available else CPU; anything else is passed to :class:`torch.device`.
+    """The torch device a ``device`` option names.
 
-    Raises ``RuntimeError`` saying what to do when a CUDA device is asked for and torch sees none
-    (instead of torch's driver message at the first tensor moved there)."""
+    ``"auto"`` (or ``None``) is ``$ITR_DEVICE`` when that is set (``cpu``, ``cuda``, ``cuda:1`` …: one
+    setting for every ``--device auto`` and ``device="auto"`` default, as ``ITR_NUM_THREADS`` is for
+    threads; the test suite sets ``cpu``), else CUDA when torch sees it, else the CPU.  Anything else is
+    passed to :class:`torch.device`.
+
+    Raises
+    ------
+    RuntimeError
+        A CUDA device is asked for (directly or through ``$ITR_DEVICE``) and torch sees none; the message
+        says what to do, instead of torch's driver message at the first tensor moved there.
+    """
     if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = device if isinstance(device, torch.device) else torch.device(device)
+        chosen = auto_device_setting()
+        if chosen is None:
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device, named, fix = chosen, f"${DEVICE_ENV}={chosen!r}", f"set {DEVICE_ENV}=cpu, or unset it"
+    else:
+        named, fix = f"device {str(device)!r}", "use --device cpu, or auto"
+    try:
+        dev = device if isinstance(device, torch.device) else torch.device(device)
+    except RuntimeError:
+        raise RuntimeError(f"{named} is not a torch device name; {fix} (or name cuda, cuda:N)") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {str(dev)!r} was requested but torch finds no CUDA device on this "
-                           "machine (torch.cuda.is_available() is False); use --device cpu, or auto")
+        raise RuntimeError(f"{named} was requested but torch finds no CUDA device on this "
+                           f"machine (torch.cuda.is_available() is False); {fix}")
     return dev
 
 

@@ -1,10 +1,21 @@
-"""Backbone names the command lines accept, importable without torch (the main job checks its options and
-keys its neural-stage cache before deciding whether torch is needed at all)."""
+"""Backbone names and the device setting the command lines accept, importable without torch (the main job
+checks its options and keys its neural-stage cache before deciding whether torch is needed at all)."""
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
+
+#: Environment variable naming the device that ``--device auto`` (every ``device="auto"`` default) picks
+#: (:func:`neural.backbone.resolve_device`); unset or empty: CUDA when torch sees it, else the CPU.
+DEVICE_ENV = "ITR_DEVICE"
+
+
+def auto_device_setting() -> str | None:
+    """``$ITR_DEVICE`` (stripped), or ``None`` when it is unset or empty."""
+    return os.environ.get(DEVICE_ENV, "").strip() or None
+
 
 #: The names of the small CLIP trained here, inside the run (:mod:`neural.tiny_clip`), for
 #: ``--clip-model`` / ``clip_model`` ("train your own CLIP").

@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "loaded only with ITR_TRUST_TORCHSCRIPT=1 (it can run code; or convert it to "
                          ".safetensors, see docs/neural.md). Default: openai. Not with --clip-model tiny")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                    help="auto: CUDA when available, else CPU")
+                    help="auto: $ITR_DEVICE when set, else CUDA when available, else CPU")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16"),
                     help="fp16 only on CUDA, not with --clip-model tiny")
     ap.add_argument("--prompt", default=None,

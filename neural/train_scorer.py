@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "small CLIP trained here on the teaching set) or an open_clip architecture")
     ap.add_argument("--clip-pretrained", default=None,
                     help="pretrained tag or weights file of an open_clip --clip-model (default: openai)")
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="auto: $ITR_DEVICE when set, else CUDA when available, else CPU (default auto)")
     ap.add_argument("--seed", type=seed_value, default=0,
                     help="seed of the teaching set, the tiny CLIP and the recipe, 0 ≤ SEED < 2^31")
     ap.add_argument("--cache-dir", default=None, help="disk cache (default $ITR_CACHE_DIR or ~/.cache/…)")

@@ -17,6 +17,12 @@ from corpora.paths import shared_dir, shared_flickr8k_dir, shared_nltk_dir
 if shared_nltk_dir().is_dir():
     os.environ.setdefault("NLTK_DATA", str(shared_nltk_dir()))
 
+# The suite's expectations are CPU-exact (bit-identical resumes, cached numbers, seeded training), so
+# every ``--device auto`` / ``device="auto"`` in it, this process's and its subprocesses' and Dask
+# workers', resolves to the CPU even where torch sees a GPU (neural.backbone.resolve_device).  What
+# depends on the device is asked for by name, with its tolerance, in tests/test_cuda.py.
+os.environ["ITR_DEVICE"] = "cpu"
+
 
 @pytest.fixture(scope="session")
 def shared_path() -> Path:

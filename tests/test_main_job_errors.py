@@ -74,11 +74,13 @@ def test_options_are_checked_before_any_work(tmp_path):
     proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--clip-model", "ViT-B-32",
                            "--clip-pretrained", "no-such-tag"], tmp_path, out=out)
     assert_clean_error(proc, "pretrained='no-such-tag' is neither a file nor a known tag")
-    import torch
-
-    if not torch.cuda.is_available():
-        proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--device", "cuda"], tmp_path, out=out)
-        assert_clean_error(proc, "--device", "no CUDA device", "--device cpu")
+    # no CUDA device visible to the job on any machine: the refusal is checked with or without a GPU
+    proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S", "--device", "cuda"], tmp_path, out=out,
+                   CUDA_VISIBLE_DEVICES="")
+    assert_clean_error(proc, "--device", "no CUDA device", "--device cpu")
+    proc = run_job(TINY + ["--systems", "none", "--metrics", "CLIP-S"], tmp_path, out=out,
+                   CUDA_VISIBLE_DEVICES="", ITR_DEVICE="cuda")
+    assert_clean_error(proc, "--device", "$ITR_DEVICE='cuda'", "set ITR_DEVICE=cpu, or unset it")
     assert not out.exists()  # nothing was loaded, trained or written
     assert "corpus …" not in proc.stderr
 

@@ -112,11 +112,12 @@ def test_cli_damaged_image_unknown_model_and_bad_device_fail_cleanly(setup, tmp_
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(SystemExit, match=r"^error: .*bad.pt"):
         main(base + ["--clip-model", "ViT-B-32", "--clip-pretrained", str(bad)])
-    if not torch.cuda.is_available():   # refused before the tiny CLIP is trained or loaded
-        monkeypatch.setattr("neural.tiny_clip.train_tiny_clip", lambda *a, **k: pytest.fail("trained first"))
-        with pytest.raises(SystemExit, match=r"^error: --device: .*no CUDA device"):
-            main(base + ["--clip-model", "tiny", "--device", "cuda"])
-        monkeypatch.undo()
+    # refused before the tiny CLIP is trained or loaded (torch made to see no CUDA, as on a CPU machine)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("neural.tiny_clip.train_tiny_clip", lambda *a, **k: pytest.fail("trained first"))
+    with pytest.raises(SystemExit, match=r"^error: --device: .*no CUDA device"):
+        main(base + ["--clip-model", "tiny", "--device", "cuda"])
+    monkeypatch.undo()
     with pytest.raises(SystemExit) as e:
         main(base + ["--device", "foo"])
     assert e.value.code == 2 and "invalid choice: 'foo'" in capsys.readouterr().err

@@ -267,6 +267,10 @@ def test_neural_stage_key_covers_images_options_and_code(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert key(device="auto") == auto
     variants["auto"] = auto
+    monkeypatch.setenv("ITR_DEVICE", "cuda")                                  # the device "auto" names
+    assert key(device="auto") != auto
+    monkeypatch.setenv("ITR_DEVICE", "cpu")
+    assert key(device="auto") == auto
     for what, k in variants.items():
         assert k != base, what
     weights = tmp_path / "w.safetensors"
