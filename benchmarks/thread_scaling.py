@@ -14,6 +14,11 @@ provenance, which records the thread count).
     python benchmarks/thread_scaling.py --threads 2,16 --json
     python benchmarks/thread_scaling.py --quick          # the --quick default (600 images)
     python benchmarks/thread_scaling.py --threads 1,2 --repeat 3   # median of 3 interleaved trials
+    python benchmarks/thread_scaling.py --workers 1,4,16 --json    # a local Dask cluster of N workers
+
+With ``--workers LIST`` each run is the main job with ``--workers N`` (a ``LocalCluster`` of N worker
+processes, each on its share of the usable cores: ``corpora.parallel.task_threads``) instead of
+``ITR_NUM_THREADS``; the same numbers are expected at every N.
 
 Run it on a quiet machine: another busy process makes every figure meaningless.
 """
@@ -54,17 +59,23 @@ def build_native(env: dict) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
-def run_cold(threads: int, tmp: Path, env: dict, extra: list[str]) -> dict:
-    """One cold main job at ``threads`` threads: wall time, the stage timing and the numbers."""
-    out = tmp / f"run-{threads}"
+def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "threads") -> dict:
+    """One cold main job at ``count`` threads (``unit="threads"``: ``ITR_NUM_THREADS``) or on a local
+    cluster of ``count`` workers (``unit="workers"``: ``--workers``): wall time, the stage timing and the
+    numbers."""
+    out = tmp / f"run-{count}"
     cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", "--metrics", "none", "--no-progress",
-           "--cache-dir", str(tmp / f"cache-{threads}"), "--out", str(out), *extra]
+           "--cache-dir", str(tmp / f"cache-{count}"), "--out", str(out), *extra]
+    if unit == "workers":
+        cmd += ["--workers", str(count)]
+    else:
+        env = dict(env, **{ENV: str(count)})
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=dict(env, **{ENV: str(threads)}), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(f"main job at {threads} threads failed with exit code {proc.returncode}")
+        raise SystemExit(f"main job at {count} {unit} failed with exit code {proc.returncode}")
     results = json.loads((out / "results.json").read_text())
     return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]), "numbers": comparable_numbers(results, drop=("command", "provenance"))}
 
@@ -78,20 +89,27 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", default=None, metavar="LIST",
                     help="comma-separated thread counts (default: 1, 2, 4, … and the usable cores)")
+    ap.add_argument("--workers", default=None, metavar="LIST",
+                    help="comma-separated worker counts: run the main job with --workers N (a local Dask "
+                         "cluster) for each, instead of thread counts")
     ap.add_argument("--quick", action="store_true", help="measure the --quick default (600 images)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
-                    help="measure every thread count N times, interleaved (1, 2, 1, 2, …), and report the "
+                    help="measure every count N times, interleaved (1, 2, 1, 2, …), and report the "
                          "median (default 1; a shared or virtual machine's timings vary by 10 %% between runs)")
     ap.add_argument("--keep", metavar="DIR", default=None,
-                    help="keep each run's output folder (results.json, report, run.log) as DIR/run-<threads>")
+                    help="keep each run's output folder (results.json, report, run.log) as DIR/run-<count>")
     args = ap.parse_args(argv)
+    if args.threads and args.workers:
+        ap.error("--threads and --workers: give one of them")
+    unit = "workers" if args.workers else "threads"
+    given = args.workers or args.threads
     try:
-        counts = [int(t) for t in args.threads.split(",")] if args.threads else default_counts()
+        counts = [int(t) for t in given.split(",")] if given else default_counts()
     except ValueError:
-        ap.error(f"--threads {args.threads}: expected whole numbers separated by commas, e.g. 1,2")
+        ap.error(f"--{unit} {given}: expected whole numbers separated by commas, e.g. 1,2")
     if not counts or min(counts) < 1:
-        ap.error("--threads: every count must be at least 1")
+        ap.error(f"--{unit}: every count must be at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ITR_CACHE_DIR=str(tmp / "native"))
@@ -99,7 +117,7 @@ def main(argv=None) -> None:
         trials: dict[int, list[dict]] = {t: [] for t in counts}
         for _ in range(max(1, args.repeat)):
             for t in counts:
-                trials[t].append(run_cold(t, tmp, env, ["--quick"] if args.quick else []))
+                trials[t].append(run_cold(t, tmp, env, ["--quick"] if args.quick else [], unit))
                 shutil.rmtree(tmp / f"cache-{t}")   # the next trial is cold again
                 if args.keep:
                     shutil.copytree(tmp / f"run-{t}", Path(args.keep) / f"run-{t}", dirs_exist_ok=True)
@@ -108,19 +126,19 @@ def main(argv=None) -> None:
     reference = trials[min(counts)][0]["numbers"]
     base_t = min(counts)
     base = runs[base_t]
-    curve = [{"threads": t, "classical_stage_s": round(r["stage_s"], 1), "job_wall_s": round(r["wall_s"], 1),
+    curve = [{unit: t, "classical_stage_s": round(r["stage_s"], 1), "job_wall_s": round(r["wall_s"], 1),
               "trials_s": [round(x["stage_s"], 1) for x in trials[t]],
               f"speedup_vs_{base_t}": round(base["stage_s"] / r["stage_s"], 2),
               "efficiency": round(base["stage_s"] / r["stage_s"] * base_t / t, 2),
               "numbers_identical": all(x["numbers"] == reference for x in trials[t])}
              for t, r in runs.items()]
-    out = {"cores": len(os.sched_getaffinity(0)), "quick": args.quick, "curve": curve,
+    out = {"cores": len(os.sched_getaffinity(0)), "unit": unit, "quick": args.quick, "curve": curve,
            "peak_rss_mb": round(peak_rss_mb(children=True)),   # the largest of the runs
            "identical_numbers": all(c["numbers_identical"] for c in curve)}
-    if 1 in runs and 2 in runs:
+    if unit == "threads" and 1 in runs and 2 in runs:
         out["speedup_2_vs_1"] = round(runs[1]["stage_s"] / runs[2]["stage_s"], 2)
         out["target_2_vs_1"] = 1.7
-    if 2 in runs and 16 in runs:
+    if unit == "threads" and 2 in runs and 16 in runs:
         out["speedup_16_vs_2"] = round(runs[2]["stage_s"] / runs[16]["stage_s"], 2)
         out["target_16_vs_2"] = 5.0
     if args.json:

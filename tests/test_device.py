@@ -3,7 +3,9 @@
 same rule.  These run on any machine: torch's view of CUDA is patched where a test needs one."""
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import pytest
 import torch
@@ -65,3 +67,24 @@ def test_a_setting_that_cannot_work_is_one_message_naming_it(monkeypatch):
         resolve_device("cuda")
     check_neural_options(options(device="auto"))          # cpu: accepted
 
+
+def test_device_checks_script_reports_each_step_and_keeps_its_output(benchmark_module, tmp_path):
+    """benchmarks/device_checks.py: a step's figures from its JSON or pytest's last line, and a failed or
+    timed-out step reported as such with its output kept (the next step still runs)."""
+    dc = benchmark_module("device_checks")
+    py = sys.executable
+    curve = {"cores": 16, "speedup_16_vs_2": 6.1, "identical_numbers": True,
+             "curve": [{"threads": 2, "classical_stage_s": 61.0}, {"threads": 16, "classical_stage_s": 10.0}]}
+    ok = dc.run_step("threads", [py, "-c", f"print({json.dumps(json.dumps(curve))})"], 60, True, tmp_path)
+    assert ok == {"step": "threads", "status": "ok", "seconds": ok["seconds"], "cores": 16,
+                  "speedup_16_vs_2": 6.1, "identical_numbers": True, "curve_s": {"2": 61.0, "16": 10.0}}
+    tests = dc.run_step("cuda_tests", [py, "-c", "print('5 passed in 3.0s')"], 60, False, tmp_path)
+    assert tests["status"] == "ok" and tests["pytest"] == "5 passed in 3.0s"
+    failed = dc.run_step("suite", [py, "-c", "import sys; print('boom'); sys.exit(3)"], 60, False, tmp_path)
+    assert failed["status"] == "exit 3" and "boom" in (tmp_path / "suite.log").read_text()
+    slow = dc.run_step("workers", [py, "-c", "import time; time.sleep(30)"], 1, True, tmp_path)
+    assert slow["status"] == "timed out" and (tmp_path / "workers.log").is_file()
+    garbled = dc.run_step("neural_overhead", [py, "-c", "print('not json')"], 60, True, tmp_path)
+    assert garbled["status"].startswith("unreadable output")
+    assert set(dc.step_commands(16)) == {"cuda_tests", "neural_overhead", "threads", "workers", "suite"}
+    assert dc.step_commands(16)["threads"][0][-3:] == ["--threads", "2,16", "--json"]
