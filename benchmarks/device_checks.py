@@ -12,8 +12,8 @@ the next one runs):
   with ``--device cuda`` against the CPU run);
 * ``neural_overhead`` — ``benchmarks/neural_overhead.py --device cuda --clip-model ViT-B-32`` (random
   weights: speed does not depend on the values): ``throughput_ratio_corpus``, goal ≥ 0.9;
-* ``threads`` — ``benchmarks/thread_scaling.py --threads 2,<cores>``: the classical stage cold, goal
-  ≥ 5× from 2 to 16 threads, identical numbers;
+* ``threads`` — ``benchmarks/thread_scaling.py --threads 2,<cores>`` (``1,2`` on two cores): the
+  classical stage cold, goal ≥ 5× from 2 to 16 threads, identical numbers;
 * ``workers`` — ``benchmarks/thread_scaling.py --workers 1,4,<cores>``: the same job on a local Dask
   cluster of N workers, identical numbers;
 * ``suite`` — the README's test command's ``python -m pytest`` (``--device auto`` runs on the CPU there,
@@ -44,12 +44,14 @@ DEFAULT_STEPS = ("cuda_tests", "neural_overhead", "threads")
 def step_commands(cores: int) -> dict[str, tuple[list[str], int, bool]]:
     """``{step: (command, time limit in s, whether its stdout is one JSON object)}``."""
     py, bench = sys.executable, ROOT / "benchmarks"
+    threads = ",".join(map(str, sorted({1 if cores <= 2 else 2, cores})))
+    workers = ",".join(map(str, sorted({1, min(4, cores), cores})))
     return {
         "cuda_tests": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/test_cuda.py"], 600, False),
         "neural_overhead": ([py, str(bench / "neural_overhead.py"), "--device", "cuda", "--clip-model", "ViT-B-32",
                              "--threads", str(cores), "--json"], 300, True),
-        "threads": ([py, str(bench / "thread_scaling.py"), "--threads", f"2,{cores}", "--json"], 600, True),
-        "workers": ([py, str(bench / "thread_scaling.py"), "--workers", f"1,4,{cores}", "--json"], 900, True),
+        "threads": ([py, str(bench / "thread_scaling.py"), "--threads", threads, "--json"], 600, True),
+        "workers": ([py, str(bench / "thread_scaling.py"), "--workers", workers, "--json"], 900, True),
         "suite": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], 1800, False),
     }
 
@@ -62,7 +64,7 @@ def figures(name: str, stdout: str, as_json: bool) -> dict:
     data = json.loads(stdout)
     keep = {"neural_overhead": ("throughput_ratio_corpus", "loader_threads", "overhead_ratio_image",
                                 "overhead_ratio_text"),
-            "threads": ("cores", "speedup_16_vs_2", "identical_numbers"),
+            "threads": ("cores", "speedup_2_vs_1", "speedup_16_vs_2", "identical_numbers"),
             "workers": ("cores", "identical_numbers")}[name]
     out = {k: data[k] for k in keep if k in data}
     if "provenance" in data:

@@ -88,3 +88,6 @@ def test_device_checks_script_reports_each_step_and_keeps_its_output(benchmark_m
     assert garbled["status"].startswith("unreadable output")
     assert set(dc.step_commands(16)) == {"cuda_tests", "neural_overhead", "threads", "workers", "suite"}
     assert dc.step_commands(16)["threads"][0][-3:] == ["--threads", "2,16", "--json"]
+    assert dc.step_commands(16)["workers"][0][-3:] == ["--workers", "1,4,16", "--json"]
+    assert dc.step_commands(2)["threads"][0][-3:] == ["--threads", "1,2", "--json"]
+    assert dc.step_commands(2)["workers"][0][-3:] == ["--workers", "1,2", "--json"]
