@@ -29,6 +29,9 @@ from kernels.threads import default_threads, one_blas_thread
 
 __all__ = ["run_systems", "systems_in_parallel"]
 
+#: Systems submitted per thread of :func:`run_systems` (those running and those queued behind them).
+LOOKAHEAD = 2
+
 
 def systems_in_parallel(n_jobs: int | None, solver: str = "exact") -> int:
     """How many systems :func:`run_systems` runs at a time: ``n_jobs`` (``None``: ``$ITR_NUM_THREADS`` or
@@ -58,9 +61,12 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
     ------
     SystemRun
         In ``names`` order, each as soon as it and every earlier one are done.  At most ``n_jobs``
-        systems are in flight while the caller handles one, so a caller that frees what a finished system
-        no longer needs (e.g. :meth:`KernelStore.drop_text` after the last system that uses a text
-        kernel, in ``names`` order) never frees what a running one uses.
+        systems run at a time, and at most :data:`LOOKAHEAD` ``× n_jobs`` are submitted (running, queued
+        or done and waiting for their turn), so a thread whose system ends early starts the next one
+        instead of waiting for the system at the head of the line.  Every system in flight comes later in
+        ``names`` than the one the caller handles, so a caller that frees what no later system needs
+        (e.g. :meth:`KernelStore.drop_text` after the last system that uses a text kernel, in ``names``
+        order) never frees what a running one uses.
 
     Notes
     -----
@@ -87,12 +93,14 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
         pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="kcca-system")
         try:
             todo = iter(names)
-            running: deque[Future] = deque(pool.submit(one, name) for name in islice(todo, n))
-            while running:
-                run = running.popleft().result()
+            # n running and n queued behind them: a thread whose system ends before the one at the head of
+            # the line takes the next system instead of idling until the head's turn
+            ahead: deque[Future] = deque(pool.submit(one, name) for name in islice(todo, LOOKAHEAD * n))
+            while ahead:
+                run = ahead.popleft().result()
                 nxt = next(todo, None)
                 if nxt is not None:
-                    running.append(pool.submit(one, nxt))
+                    ahead.append(pool.submit(one, nxt))
                 yield run
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -71,6 +71,26 @@ def test_an_error_in_one_system_is_raised_at_its_turn(small_teaching_set, monkey
     assert got == ["a", "b"]
 
 
+def test_a_free_thread_starts_the_next_system_before_the_head_of_the_line_ends(small_teaching_set, monkeypatch):
+    """Two threads, "a" slow and "b" quick: the thread "b" leaves takes "c" while "a" still runs (before,
+    it idled until "a" was done); the runs still come back in names order."""
+    import threading
+
+    import kcca.runner as runner
+
+    c_started = threading.Event()
+
+    def fake_run_system(name, corpus, **kwargs):
+        if name == "a" and not c_started.wait(timeout=20):
+            raise AssertionError("system c waited for system a to end")
+        if name == "c":
+            c_started.set()
+        return name
+
+    monkeypatch.setattr(runner, "run_system", fake_run_system)
+    assert list(run_systems(["a", "b", "c", "d", "e"], small_teaching_set, n_jobs=2)) == ["a", "b", "c", "d", "e"]
+
+
 def test_systems_in_parallel_follows_threads_and_is_one_on_the_lowrank_path(monkeypatch):
     monkeypatch.setenv("ITR_NUM_THREADS", "3")
     assert systems_in_parallel(None) == 3 and systems_in_parallel(2) == 2 and systems_in_parallel(0) == 1
