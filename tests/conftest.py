@@ -132,3 +132,44 @@ def write_score_inputs():
         return imgs, cands
 
     return write
+
+
+@pytest.fixture(scope="session")
+def every_trainer_under_amp():
+    """``train(backbone, corpus)``: SPECS, BRIDGE, L-CLIPScore and PAC-S (on random positive tuples), two
+    steps each with ``precision="amp"``, asserting that every logged loss is finite.  Which autocast runs
+    is the caller's: CUDA's for a backbone there, or a patched ``MixedPrecision`` on the CPU."""
+    import math
+
+    import numpy as np
+
+    from neural.bridge import BRIDGE
+    from neural.lclip import train_lclip_on_corpus
+    from neural.pacs import PositiveTuples, finetune_pacs
+    from neural.recipes import Recipe
+    from neural.specs import train_specs
+
+    def tuples(n: int, seed: int = 0) -> PositiveTuples:
+        rng = np.random.default_rng(seed)
+        imgs = [rng.integers(0, 255, (40, 40, 3), dtype=np.uint8) for _ in range(2 * n)]
+        return PositiveTuples(imgs[:n], [f"caption {k}" for k in range(n)], imgs[n:],
+                              [f"other caption {k}" for k in range(n)])
+
+    def train(backbone, corpus) -> None:
+        amp = dict(lr=1e-4, weight_decay=0.0, precision="amp", schedule="cosine", warmup_steps=1)
+        log = []
+        train_specs(backbone, corpus, show_progress=False, log=log,
+                    config=Recipe("s", "SPECS", batch_size=4, steps=2, max_images=12, **amp))
+        assert len(log) == 2 and all(math.isfinite(e["loss"]) for e in log)
+        br = BRIDGE(backbone, Recipe("b", "BRIDGE", batch_size=4, steps=2, max_images=12, **amp))
+        assert np.isfinite(br.fit(corpus, show_progress=False).log).all()
+        log = []
+        train_lclip_on_corpus(backbone, corpus, show_progress=False, log=log,
+                              config=Recipe("l", "L-CLIPScore", batch_size=4, steps=2, stage2_steps=1,
+                                            max_images=8, max_texts=16, **amp))
+        assert len(log) == 3 and all(math.isfinite(e["loss"]) for e in log)
+        out = finetune_pacs(backbone, tuples(6), tuples(4, 1), show_progress=False,
+                            config=Recipe("p", "PAC-S", batch_size=3, steps=2, eval_every=1, patience=4, **amp))
+        assert all(math.isfinite(h["val_loss"]) for h in out.training["history"])
+
+    return train

@@ -18,7 +18,6 @@ Skipped, with the reason, on a machine where torch sees no CUDA device.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -27,6 +26,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+from neural.architectures import create_architecture
+from neural.backbone import backbone_from_model
+from neural.teaching_clip import load_teaching_clip
+from neural.training import MixedPrecision
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device (torch.cuda.is_available() is False): the device "
@@ -46,8 +50,6 @@ def similarities(backbone, images, texts) -> np.ndarray:
 
 
 def test_teaching_clip_on_cuda_gives_the_cpu_similarities(small_teaching_set):
-    from neural.teaching_clip import load_teaching_clip
-
     images, texts = teaching_pairs(small_teaching_set)
     cpu = similarities(load_teaching_clip(device="cpu", show_progress=False), images, texts)
     gpu_bb = load_teaching_clip(device="cuda", show_progress=False)
@@ -61,8 +63,6 @@ def test_teaching_clip_on_cuda_gives_the_cpu_similarities(small_teaching_set):
 
 def test_cuda_features_do_not_depend_on_the_loader_threads(small_teaching_set):
     """Batches loaded on 0 or 3 threads, pinned for the copy to the GPU: the same features bit for bit."""
-    from neural.teaching_clip import load_teaching_clip
-
     images, _ = teaching_pairs(small_teaching_set, 40)
     bb = load_teaching_clip(device="cuda", show_progress=False)
     feats = []
@@ -73,9 +73,6 @@ def test_cuda_features_do_not_depend_on_the_loader_threads(small_teaching_set):
 
 
 def test_fp16_inference_stays_within_half_precision_error():
-    from neural.architectures import create_architecture
-    from neural.backbone import backbone_from_model
-
     rng = np.random.default_rng(0)
     images = [rng.integers(0, 255, (64, 64, 3), dtype=np.uint8) for _ in range(12)]
     texts = [f"a photo of {k} dogs on the grass" for k in range(12)]
@@ -92,58 +89,25 @@ def test_fp16_inference_stays_within_half_precision_error():
 
 @pytest.fixture()
 def cuda_tiny_backbone():
-    from neural.architectures import create_architecture
-    from neural.backbone import backbone_from_model
-
     torch.manual_seed(0)
     m, p, t = create_architecture("itr-tiny-clip")
     return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cuda",
                                show_progress=False)
 
 
-def random_tuples(n: int, seed: int = 0):
-    from neural.pacs import PositiveTuples
-
-    rng = np.random.default_rng(seed)
-    imgs = [rng.integers(0, 255, (40, 40, 3), dtype=np.uint8) for _ in range(2 * n)]
-    return PositiveTuples(imgs[:n], [f"caption {k}" for k in range(n)], imgs[n:],
-                          [f"other caption {k}" for k in range(n)])
-
-
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
-def test_every_trainer_runs_under_cuda_autocast(half, cuda_tiny_backbone, small_teaching_set, monkeypatch):
+def test_every_trainer_runs_under_cuda_autocast(half, cuda_tiny_backbone, small_teaching_set, monkeypatch,
+                                                every_trainer_under_amp):
     """``precision="amp"`` on CUDA: bfloat16 where the GPU has it, float16 with a gradient scaler where it
     does not (forced here by hiding bfloat16)."""
-    from neural.bridge import BRIDGE
-    from neural.lclip import train_lclip_on_corpus
-    from neural.pacs import finetune_pacs
-    from neural.recipes import Recipe
-    from neural.specs import train_specs
-    from neural.training import MixedPrecision
-
     if half == "float16":
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     elif not torch.cuda.is_bf16_supported():
         pytest.skip("this GPU has no bfloat16")
     mp = MixedPrecision("cuda", "amp")
     assert mp.dtype == getattr(torch, half) and (mp.scaler is not None) == (half == "float16")
-    bb = cuda_tiny_backbone
-    amp = dict(lr=1e-4, weight_decay=0.0, precision="amp", schedule="cosine", warmup_steps=1)
-    log = []
-    train_specs(bb, small_teaching_set, show_progress=False, log=log,
-                config=Recipe("s", "SPECS", batch_size=4, steps=2, max_images=12, **amp))
-    assert len(log) == 2 and all(math.isfinite(e["loss"]) for e in log)
-    br = BRIDGE(bb, Recipe("b", "BRIDGE", batch_size=4, steps=2, max_images=12, **amp))
-    assert np.isfinite(br.fit(small_teaching_set, show_progress=False).log).all()
-    log = []
-    train_lclip_on_corpus(bb, small_teaching_set, show_progress=False, log=log,
-                          config=Recipe("l", "L-CLIPScore", batch_size=4, steps=2, stage2_steps=1, max_images=8,
-                                        max_texts=16, **amp))
-    assert len(log) == 3 and all(math.isfinite(e["loss"]) for e in log)
-    out = finetune_pacs(bb, random_tuples(6), random_tuples(4, 1), show_progress=False,
-                        config=Recipe("p", "PAC-S", batch_size=3, steps=2, eval_every=1, patience=4, **amp))
-    assert all(math.isfinite(h["val_loss"]) for h in out.training["history"])
-    assert all(p.is_cuda and p.dtype == torch.float32 for p in bb.model.parameters())
+    every_trainer_under_amp(cuda_tiny_backbone, small_teaching_set)
+    assert all(p.is_cuda and p.dtype == torch.float32 for p in cuda_tiny_backbone.model.parameters())
 
 
 def run_main_job(device: str, tmp_path: Path) -> dict:

@@ -22,7 +22,6 @@ from neural.bridge import BRIDGE, BridgeConfig
 from neural.lclip import LCLIPConfig, train_lclip_on_corpus
 from neural.pacs import PACSFinetuneConfig, PositiveTuples, finetune_pacs
 from neural.recipes import (
-    RECIPES,
     Recipe,
     cpu_training_message,
     estimate_cpu_seconds,
@@ -293,7 +292,7 @@ def test_specs_trains_with_the_recipe_batch_and_accumulation(random_tiny_backbon
     assert seen == [5] * 6 and len(log) == 3           # 3 optimiser steps of 2 batches of 5
 
 
-def test_mixed_precision_paths_run(random_tiny_backbone, small_teaching_set, monkeypatch):
+def test_mixed_precision_paths_run(random_tiny_backbone, small_teaching_set, monkeypatch, every_trainer_under_amp):
     """The ``precision="amp"`` code paths (autocast on CUDA) exercised with CPU bfloat16 autocast: every
     trainer runs and keeps finite losses (no dtype clash between autocast outputs and fp32 targets)."""
 
@@ -305,18 +304,4 @@ def test_mixed_precision_paths_run(random_tiny_backbone, small_teaching_set, mon
 
     for mod in (pacs_mod, lclip_mod, bridge_mod, specs_mod):
         monkeypatch.setattr(mod, "MixedPrecision", CpuAutocast)
-    amp = dict(lr=1e-4, weight_decay=0.0, precision="amp", schedule="cosine", warmup_steps=1)
-    log = []
-    train_specs(random_tiny_backbone, small_teaching_set, show_progress=False, log=log,
-                config=Recipe("s", "SPECS", batch_size=4, steps=2, max_images=12, **amp))
-    assert all(math.isfinite(e["loss"]) for e in log) and len(log) == 2
-    br = BRIDGE(random_tiny_backbone, Recipe("b", "BRIDGE", batch_size=4, steps=2, max_images=12, **amp))
-    assert np.isfinite(br.fit(small_teaching_set, show_progress=False).log).all()
-    log = []
-    train_lclip_on_corpus(random_tiny_backbone, small_teaching_set, show_progress=False, log=log,
-                          config=Recipe("l", "L-CLIPScore", batch_size=4, steps=2, stage2_steps=1, max_images=8,
-                                        max_texts=16, **amp))
-    assert len(log) == 3
-    out = finetune_pacs(random_tiny_backbone, _random_tuples(6), _random_tuples(4, 1), show_progress=False,
-                        config=Recipe("p", "PAC-S", batch_size=3, steps=2, eval_every=1, patience=4, **amp))
-    assert all(math.isfinite(h["val_loss"]) for h in out.training["history"])
+    every_trainer_under_amp(random_tiny_backbone, small_teaching_set)
