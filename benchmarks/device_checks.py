@@ -111,12 +111,12 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, metavar="DIR", help="keep every step's output here")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
-    machine = device_summary()
-    commands = step_commands(machine["cores"])
+    commands = step_commands(len(os.sched_getaffinity(0)))
     names = list(commands) if args.steps == "all" else [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = [s for s in names if s not in commands]
     if unknown or not names:
         ap.error(f"--steps: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(commands)} or all")
+    machine = device_summary()
     if machine["gpu"] is None:
         print("note: torch sees no CUDA device here; the GPU steps will report that", file=sys.stderr)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="device-checks-"))

@@ -142,7 +142,8 @@ def check_neural_options(options: RunOptions) -> None:
         The first value that cannot work.
     """
     # "cpu", and "auto" without $ITR_DEVICE (or set to cpu), always resolve: no torch import needed
-    if (auto_device_setting() if options.device in (None, "auto") else options.device) not in (None, "cpu"):
+    named = auto_device_setting() if options.device in (None, "auto") else options.device
+    if named not in (None, "cpu"):
         from neural.backbone import resolve_device  # imports torch: only for a CUDA device or $ITR_DEVICE
 
         try:

@@ -93,8 +93,8 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
         pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="kcca-system")
         try:
             todo = iter(names)
-            # n running and n queued behind them: a thread whose system ends before the one at the head of
-            # the line takes the next system instead of idling until the head's turn
+            # n running and the rest queued behind them: a thread whose system ends before the one at the
+            # head of the line takes the next system instead of idling until the head's turn
             ahead: deque[Future] = deque(pool.submit(one, name) for name in islice(todo, LOOKAHEAD * n))
             while ahead:
                 run = ahead.popleft().result()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from corpora.paths import shared_dir, shared_flickr8k_dir, shared_nltk_dir
+from neural.names import DEVICE_ENV
 
 # Never let a test reach the network for NLTK resources: point NLTK at the shared copy.
 if shared_nltk_dir().is_dir():
@@ -21,7 +22,7 @@ if shared_nltk_dir().is_dir():
 # every ``--device auto`` / ``device="auto"`` in it, this process's and its subprocesses' and Dask
 # workers', resolves to the CPU even where torch sees a GPU (neural.backbone.resolve_device).  What
 # depends on the device is asked for by name, with its tolerance, in tests/test_cuda.py.
-os.environ["ITR_DEVICE"] = "cpu"
+os.environ[DEVICE_ENV] = "cpu"
 
 
 @pytest.fixture(scope="session")
