@@ -29,6 +29,7 @@ from kcca.systems import get_system
 from kernels.image.kernel import ImageKernel
 from kernels.text.kernel import TextKernel
 from kernels.text.preprocess import clear_preprocess_memo, lemmatizer
+from kernels.threads import default_threads
 
 log = logging.getLogger(JOB_LOGGER)
 
@@ -195,7 +196,9 @@ def needs_wordnet(names: Sequence[str]) -> bool:
 def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
                   cache: DiskCache) -> threading.Thread | None:
     """On a cold run whose systems need WordNet (:func:`needs_wordnet`), load it on a daemon thread while
-    the image kernel is fitted, instead of on the one core the D_ext word kernel runs on later.
+    the image kernel is fitted, instead of on the one core the D_ext word kernel runs on later.  Not on one
+    thread (``ITR_NUM_THREADS=1``, :func:`kernels.threads.default_threads`): the load would then take a
+    second core that the job was not given.
 
     Only when the visual-word codebooks are not cached: descriptor extraction and k-means then keep the
     cores busy for tens of seconds, mostly outside the GIL, so the load (pure Python) costs little; a warm
@@ -205,7 +208,7 @@ def start_warm_up(corpus: Corpus, names: Sequence[str], options: RunOptions,
     which NLTK's reader imports, is imported here first, so no native OpenMP runtime is loaded while the
     image kernel enters or leaves its threadpoolctl limits.  Returns the thread (``None``: nothing loaded).
     """
-    if not needs_wordnet(names):
+    if not needs_wordnet(names) or default_threads() == 1:   # one thread: no core to spare for it
         return None
     image_kwargs = {} if options.codebook_images is None else {"codebook_dir": str(options.codebook_images)}
     probe = ImageKernel(kind="pyramid", seed=options.seed, cache=cache, show_progress=False, **image_kwargs)

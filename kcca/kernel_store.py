@@ -21,7 +21,9 @@ Everything expensive is also cached on disk by the kernels themselves (their ``D
 is shared by systems that run side by side on threads (:func:`kcca.runner.run_systems`): each kernel is
 fitted once (the second thread waits for the first), and each entry serialises the calls that touch its
 kernel (a re-entrant lock per entry; a text kernel's diagonal factor is state of the kernel object, and an
-image kernel's visual words and histograms are memoised in it).  A store
+image kernel's visual words and histograms are memoised in it).  Decompositions are made under a second
+lock per entry (``views_lock``), not the kernel's: an eigendecomposition of the training Gram (seconds on
+one thread) then runs beside another system's Gram rows of the same kernel instead of holding them up.  A store
 holds one training split; asking it for a kernel of another split is an error.  A caller that no longer
 needs a text kernel drops it (:meth:`KernelStore.drop_text`) to free its Grams and decompositions.
 """
@@ -79,6 +81,8 @@ class ImageKernelEntry:
     views : ``{(p, view key): decomposition}`` of the combined training Gram (:func:`view_key`)
     pair_feature_rows : ``{image id: {feature: row against the training images}}`` (caption metrics)
     lock : re-entrant lock held by every method that calls the kernel or fills a memo
+    views_lock : re-entrant lock held while a decomposition is made or :attr:`views` changes (taken
+        before ``lock``, never while holding it)
     """
 
     kernel: object
@@ -88,6 +92,7 @@ class ImageKernelEntry:
     views: dict = field(default_factory=dict)
     pair_feature_rows: dict = field(default_factory=dict)
     lock: threading.RLock = _entry_lock()
+    views_lock: threading.RLock = _entry_lock()
 
     def rows(self, split: str, ids: Sequence[str] | None, power: int,
              columns: Sequence[int] | None = None) -> np.ndarray:
@@ -194,6 +199,8 @@ class TextKernelEntry:
     pair_rows : ``{text: row against the training items}`` (caption metrics)
     lock : re-entrant lock held by every method that calls the kernel (its diagonal factor is kernel
         state) or fills a memo
+    views_lock : re-entrant lock held while a decomposition is made or :attr:`views` changes (taken
+        before ``lock``, never while holding it)
     """
 
     kernel: TextKernel
@@ -202,6 +209,7 @@ class TextKernelEntry:
     views: dict = field(default_factory=dict)
     pair_rows: dict = field(default_factory=dict)
     lock: threading.RLock = _entry_lock()
+    views_lock: threading.RLock = _entry_lock()
 
     def train_gram(self, diag: float) -> np.ndarray:
         """Training Gram with its diagonal multiplied by ``diag`` (:class:`~kernels.text.TextKernel`)."""
@@ -302,9 +310,12 @@ class KernelStore:
 
     # ------------------------------------------------------------------------------ get or fit
     def image(self, kind: str, corpus, train_ids: Sequence[str], *, seed: int = 0, cache=None,
-              show_progress: bool = False, image_kwargs: Mapping | None = None) -> ImageKernelEntry:
+              show_progress: bool = False, image_kwargs: Mapping | None = None,
+              words_for: Sequence[str] = ()) -> ImageKernelEntry:
         """The ``kind`` image kernel (``"pyramid"`` / ``"histogram"``), fitted on ``train_ids`` if the
-        store has none; another kind fitted on the same images lends it its visual words."""
+        store has none; another kind fitted on the same images lends it its visual words.  A fit also
+        computes the visual words of ``words_for`` (e.g. the dev and test pools' images) in the same
+        parallel pass as the training images' (:meth:`~kernels.image.ImageKernel.fit`)."""
         train_ids = tuple(train_ids)
         with self._fitting("image", kind):
             if kind not in self._images:
@@ -312,7 +323,7 @@ class KernelStore:
                                  **(image_kwargs or {}))
                 # another kind on the same corpus (pyramid vs histogram) has the same visual words: reuse them
                 peers = [e.kernel for e in self._images.values() if e.train_ids == train_ids]
-                ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None)
+                ik.fit(corpus, list(train_ids), share_words_with=peers[0] if peers else None, words_for=words_for)
                 self._images[kind] = ImageKernelEntry(kernel=ik, train_ids=train_ids)
         return _checked_training_set(self._images[kind], train_ids)
 
@@ -388,7 +399,7 @@ class KernelStore:
         power ``p``, computed once per ``(p, solver settings)`` (read back if parked)."""
         entry = self.image_entry(kind)
         key = (power, view_key(solver, decompose_kwargs))
-        with entry.lock:
+        with entry.views_lock:   # the Gram's rows / columns take entry.lock themselves
             if key not in entry.views:
                 K = entry.column_source(power) if solver == "lowrank" else entry.rows("train", None, power)
                 entry.views[key] = decompose(K, solver=solver, label=f"{kind} image kernel (p = {power})",
@@ -401,7 +412,7 @@ class KernelStore:
         ``(d, solver settings)``."""
         entry = self.text_entry(name)
         key = (diag, view_key(solver, decompose_kwargs))
-        with entry.lock:
+        with entry.views_lock:   # the Gram and its columns take entry.lock themselves
             if key not in entry.views:
                 K = entry.column_source(diag, self.executor) if solver == "lowrank" else None
                 entry.views[key] = decompose(entry.train_gram(diag) if K is None else K, solver=solver,
@@ -432,7 +443,7 @@ class KernelStore:
         parked = 0
         for what, entries in (("image", self._images), ("text", self._texts)):
             for entry in list(entries.values()):
-                with entry.lock:
+                with entry.views_lock:
                     for view in entry.views.values():
                         if getattr(view, "kind", None) != "lowrank" or view.U is None:
                             continue

@@ -11,13 +11,16 @@ from kernels.image.gram import (
     intersection_naive,
     pyramid_match_gram,
 )
+import kernels.image.histograms as histograms_module
 from kernels.image.histograms import (
     cell_ids,
     global_histogram,
+    global_histograms,
     level_slices,
     n_cells,
     pyramid_column_weights,
     pyramid_histogram,
+    pyramid_histograms,
     pyramid_level_weights,
 )
 
@@ -201,6 +204,42 @@ def test_combine_eq6():
     assert np.linalg.eigvalsh(K.astype(np.float64)).min() > -1e-5
 
 
+def loop_pyramid_histogram(words, shape, V, levels=3):
+    """One image's cell-normalised pyramid histogram counted cell by cell (reference for the batched
+    counting): cell counts in float64 divided by the cell's n / 4^l points, then float32."""
+    n_y, n_x = shape
+    grid = np.asarray(words).reshape(shape)
+    blocks = []
+    for l in range(levels):
+        k = 2 ** l
+        for cy in range(k):
+            for cx in range(k):
+                cell = grid[cy * n_y // k:(cy + 1) * n_y // k, cx * n_x // k:(cx + 1) * n_x // k]
+                blocks.append(np.bincount(cell.ravel(), minlength=V).astype(np.float64) / (n_y * n_x / 4 ** l))
+    return np.concatenate(blocks).astype(np.float32)
+
+
+def test_batched_histograms_equal_the_per_image_ones_bit_for_bit(monkeypatch):
+    """pyramid_histograms / global_histograms count many images in one bincount, in blocks: every row is
+    the one-image histogram exactly (the Grams built on them then do not change), across block edges."""
+    monkeypatch.setattr(histograms_module, "HISTOGRAM_BLOCK", 4)
+    rng = np.random.default_rng(11)
+    for shape, V in (((8, 12), 7), ((12, 8), 5)):
+        W = rng.integers(0, V, size=(10, shape[0] * shape[1]))
+        W[3] = 0                                       # an image of one word: a count equal to the cell size
+        P = pyramid_histograms(W, shape, V)
+        assert P.dtype == np.float32 and P.shape == (10, 21 * V)
+        ref = np.stack([loop_pyramid_histogram(w, shape, V) for w in W])
+        np.testing.assert_array_equal(P, ref)
+        np.testing.assert_array_equal(P, np.stack([pyramid_histogram(w, shape, V) for w in W]))
+        np.testing.assert_array_equal(global_histograms(W, shape, V), P[:, :V])
+        np.testing.assert_array_equal(global_histograms(W, shape, V), np.stack([global_histogram(w, V) for w in W]))
+    with pytest.raises(ValueError, match="out of range"):
+        pyramid_histograms(np.full((2, 96), 7), (8, 12), 7)
+    with pytest.raises(ValueError, match="for a grid of shape"):
+        global_histograms(np.zeros((2, 95), int), (8, 12), 7)
+
+
 def test_non_finite_histograms_and_an_empty_grid_are_refused():
     from kernels.image.gram import intersection_gram
     from kernels.image.histograms import pyramid_histogram
@@ -261,6 +300,11 @@ def test_intersection_columns_equal_the_gram_bit_for_bit(backend):
                            for a, b in ((0, 101), (101, 102), (102, 300))])
         assert np.array_equal(parts, ref)
         assert np.array_equal(intersection_columns(XT, Y, w, backend=backend, n_threads=3, chunk=64), ref)
+        # fewer row chunks than threads: the pivots are split into groups (also a group of one pivot)
+        for threads in (2, 3, 5):
+            assert np.array_equal(intersection_columns(XT, Y, w, backend=backend, n_threads=threads), ref)
+            assert np.array_equal(intersection_columns(XT, Y, w, start=101, stop=300, backend=backend,
+                                                       n_threads=threads), ref[101:])
         assert np.array_equal(intersection_columns(XT, Y[1], w, backend=backend)[:, 0], ref[:, 1])
         # stored by bin, sparse: about 0.3 x 2 of the dense bytes at 30 % of the bins used
         assert XT.shape == (X.shape[1], X.shape[0]) and XT.nbytes < 0.7 * X.nbytes

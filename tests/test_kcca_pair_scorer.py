@@ -8,6 +8,7 @@ from corpora.scoring import PairScorer
 from kcca.caption_metric import KCCACaptionMetric, pair_scorer
 from kcca.kernel_store import KernelStore
 from kcca.systems import run_system
+from kernels.threads import ENV as THREADS_ENV
 
 GRID = dict(kappas=(1.0,), ns=(5, 10, 20), powers=(2,), diag_factors=(1.0,))
 
@@ -217,9 +218,10 @@ def test_main_job_keeps_only_what_the_pair_scorers_need(small_teaching_set, tmp_
     assert bare.text_names() == set()
 
 
-def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_set, tmp_cache):
+def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_set, tmp_cache, monkeypatch):
     """The classical stage loads WordNet (a D_ext word kernel lemmatises Brown with it) on a daemon thread
-    only while the image codebooks must be fitted: never on a warm run, never without D_ext."""
+    only while the image codebooks must be fitted and the job has more than one thread: never on a warm
+    run, never without D_ext, never with ITR_NUM_THREADS=1."""
     from corpora.protocol import train_items
     from experiments.classical_stage import needs_wordnet, start_warm_up
     from experiments.options import RunOptions
@@ -229,6 +231,9 @@ def test_wordnet_warm_up_only_on_a_cold_run_with_a_d_ext_kernel(small_teaching_s
     assert not needs_wordnet(["BoW1", "NN5_F1", "TagRank", "TRI5_A"])
     assert needs_wordnet(["BoW5", "TRI5SEM"]) and needs_wordnet(["TRI5_D_ext"])
     assert start_warm_up(small_teaching_set, ["BoW1"], opts, tmp_cache) is None      # nothing to load
+    monkeypatch.setenv(THREADS_ENV, "1")
+    assert start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache) is None   # no core to spare
+    monkeypatch.setenv(THREADS_ENV, "2")
     cold = start_warm_up(small_teaching_set, ["TRI5SEM"], opts, tmp_cache)
     assert cold is not None and cold.daemon
     cold.join()

@@ -193,3 +193,56 @@ def test_a_lone_nn_run_lets_its_training_histograms_go(small_teaching_set, tmp_p
     (own,) = fresh
     assert not own.image_entry(shared.config["image_kind"]).kernel.holds_rows
     np.testing.assert_array_equal(lone.test_matrices.annotation, shared.test_matrices.annotation)
+
+
+def test_a_decomposition_does_not_hold_up_rows_of_the_same_kernel(small_teaching_set, monkeypatch):
+    """An image view's eigendecomposition runs under the entry's views lock, not its kernel lock: another
+    system's row block of the same image kernel is computed meanwhile (before, it waited for the solve)."""
+    import kcca.kernel_store as kernel_store
+    from corpora.protocol import train_items
+
+    store = KernelStore()
+    ids = train_items(small_teaching_set).image_ids
+    store.image("pyramid", small_teaching_set, ids, seed=0)
+    solving, release = threading.Event(), threading.Event()
+    real = kernel_store.decompose
+
+    def slow_decompose(K, **kwargs):
+        solving.set()
+        assert release.wait(30), "the row block never came through"
+        return real(K, **kwargs)
+
+    monkeypatch.setattr(kernel_store, "decompose", slow_decompose)
+    view = threading.Thread(target=store.image_view, args=("pyramid", 2), kwargs={"solver": "exact"})
+    view.start()
+    assert solving.wait(30)
+    block = store.image_row_block("pyramid", list(ids[:3]), 2)   # would deadlock under the kernel lock
+    release.set()
+    view.join()
+    assert block.shape == (3, len(ids)) and store.has_view("image", "pyramid", 2, solver="exact")
+
+
+def test_the_fit_computes_the_pools_visual_words_with_the_training_images(small_teaching_set, monkeypatch):
+    """run_system asks the store for its image kernel with the dev and test pools' images: their visual
+    words come from the fit's parallel pass, and the nearest-neighbour baseline's pool row blocks extract
+    nothing more."""
+    from kcca.systems import run_system
+    from kernels.image import ImageKernel
+
+    passes = []
+    real = ImageKernel._ensure_words
+
+    def record(self, ids):
+        before = self.n_extracted_
+        real(self, ids)
+        passes.append(self.n_extracted_ - before)
+
+    monkeypatch.setattr(ImageKernel, "_ensure_words", record)
+    store = KernelStore()
+    run = run_system("NN5_F1^idf", small_teaching_set, store=store, fixed_power=2)
+    kernel = store.image_entry(run.config["image_kind"]).kernel
+    assert passes[0] > 0 and not any(passes[1:]), passes    # one extracting pass: the fit's
+    pool_images = [i for s in ("dev", "test") for i in small_teaching_set.split(s)]
+    extracted = kernel.n_extracted_
+    kernel.histograms(pool_images)
+    assert kernel.n_extracted_ == extracted and not any(passes[1:])

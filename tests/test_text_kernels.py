@@ -284,6 +284,36 @@ def test_tagrank_matches_bruteforce():
     assert abs(tk._tagrank.omega_r - om_r) < 1e-9 and abs(tk._tagrank.omega_a - om_a) < 1e-9
 
 
+def test_tagrank_blocks_run_on_the_kernels_torch_threads(monkeypatch):
+    """TagRank's kernel blocks (torch element-wise maths) run on ``n_threads`` torch threads (one by
+    default) whatever torch's own setting: the systems run side by side on threads, and ITR_NUM_THREADS=1
+    means one core.  The setting is restored afterwards."""
+    import torch
+
+    from kernels.text.tagrank import TagRank
+
+    seen = []
+    real = TagRank.caption_kernel
+
+    def record(self, *a, **k):
+        seen.append(torch.get_num_threads())
+        yield from real(self, *a, **k)
+
+    monkeypatch.setattr(TagRank, "caption_kernel", record)
+    corpus = _corpus(n_items=5, seed=7)
+    ids = corpus.split("train")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        tk = TextKernel("TagRank", 5, show_progress=False).fit(corpus, ids)
+        tk.gram_train()
+        tk.gram_queries(_queries())
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1} and after == 2
+
+
 # ------------------------------------------------------------------------------------------ names, errors
 def test_registry_names():
     from kernels.text import PAPER_NAMES

@@ -28,9 +28,11 @@ from kernels.image.gram import (
 )
 from kernels.image.histograms import (
     global_histogram,
+    global_histograms,
     level_slices,
     pyramid_column_weights,
     pyramid_histogram,
+    pyramid_histograms,
     pyramid_level_weights,
 )
 from kernels.image.kernel import ImageKernel
@@ -40,7 +42,8 @@ __all__ = [
     "working_image", "lab_descriptors", "texture_descriptors", "dense_sift", "extract_descriptors",
     "make_rfs_filters", "mr8_responses", "weber_normalise",
     "fit_codebook", "quantise",
-    "global_histogram", "pyramid_histogram", "pyramid_level_weights", "pyramid_column_weights", "level_slices",
+    "global_histogram", "global_histograms", "pyramid_histogram", "pyramid_histograms",
+    "pyramid_level_weights", "pyramid_column_weights", "level_slices",
     "intersection_gram", "intersection_naive", "histogram_intersection_gram", "pyramid_match_gram",
     "combine_kernels",
 ]

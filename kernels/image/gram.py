@@ -306,7 +306,8 @@ def intersection_columns(XT: BinRows, Y, weights=None, *, start: int = 0, stop: 
     bin gets ``min(x_iv, y_v)`` added: an entry adds the same non-zero terms in the same order as the
     Gram's entry (whose zero terms add exactly nothing), so it **equals it bit for bit**, whichever rows
     are asked together.  The cost is ``Σ_{v ∈ y} nnz(X[:, v])`` per pivot, a fraction of the dense
-    ``nnz(y) · n``.  ``n_threads`` split the rows in chunks of ``chunk``."""
+    ``nnz(y) · n``.  ``n_threads`` split the rows in chunks of ``chunk``, and the pivots into groups when
+    there are fewer chunks than threads."""
     D, n = XT.shape
     stop = n if stop is None else stop
     Y = _as_hist(np.atleast_2d(Y), "Y")
@@ -317,25 +318,30 @@ def intersection_columns(XT: BinRows, Y, weights=None, *, start: int = 0, stop: 
     if not 0 <= start <= stop <= n:
         raise ValueError(f"rows {start}:{stop} are not within the {n} rows")
     fn = _inner_loop(backend, native.load_bin_rows)
-    colptr, rows, data = _csc_block(Y)
     m = Y.shape[0]
     out = np.zeros((m, stop - start), dtype=np.float32)
-
-    def run(c0: int, c1: int) -> None:
-        if fn is not None:
-            fn(colptr, rows, data, D, XT.colptr, XT.rows, XT.data, c0, c1, out.ctypes.data + (c0 - start) * 4,
-               stop - start)
-        else:
-            _numpy_bin_rows(colptr, rows, data, XT, c0, c1, out[:, c0 - start:c1 - start])
-
     spans = [(a, min(stop, a + chunk)) for a in range(start, stop, chunk)]
-    if n_threads > 1 and len(spans) > 1:
+    # pivots in groups too when the rows are fewer than the threads (a block of pool images against a
+    # few thousand training images): every entry is computed alone, so any split gives the same bits
+    n_groups = max(1, min(m, -(-n_threads // len(spans)))) if n_threads > 1 else 1
+    groups = [(p0, min(m, p0 + -(-m // n_groups))) for p0 in range(0, m, -(-m // n_groups))]
+    pivots = [(p0, p1) + _csc_block(Y[p0:p1]) for p0, p1 in groups]
+
+    def run(c0: int, c1: int, p0: int, p1: int, colptr, rows, data) -> None:
+        if fn is not None:
+            fn(colptr, rows, data, D, XT.colptr, XT.rows, XT.data, c0, c1,
+               out.ctypes.data + (p0 * (stop - start) + c0 - start) * 4, stop - start)
+        else:
+            _numpy_bin_rows(colptr, rows, data, XT, c0, c1, out[p0:p1, c0 - start:c1 - start])
+
+    work = [(a, b, *g) for g in pivots for a, b in spans]
+    if n_threads > 1 and len(work) > 1:
         with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for f in [pool.submit(run, a, b) for a, b in spans]:
+            for f in [pool.submit(run, *w) for w in work]:
                 f.result()
     else:
-        for a, b in spans:
-            run(a, b)
+        for w in work:
+            run(*w)
     return np.ascontiguousarray(out.T)
 
 

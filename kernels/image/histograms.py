@@ -79,26 +79,77 @@ def cell_ids(shape: tuple[int, int], levels: int = N_LEVELS) -> np.ndarray:
     return out
 
 
+#: Images counted by one ``np.bincount`` in :func:`pyramid_histograms`: their bins (32 × 21 cells × 256
+#: words) stay in the core's cache.  Measured on 1,400 images' three features: 82 ms at 32 images per
+#: count, 308 ms at 512, 186 ms one image at a time.
+HISTOGRAM_BLOCK = 32
+
+
+def _checked_words(words: np.ndarray, shape: tuple[int, int], n_words: int, what: str) -> np.ndarray:
+    """``words`` as int64 ``(n_images, n_y·n_x)``, checked against the grid ``shape`` and ``[0, n_words)``."""
+    words = np.asarray(words, dtype=np.int64)
+    n = shape[0] * shape[1]
+    if words.shape[-1] != n:
+        raise ValueError(f"{words.shape[-1]} words for a grid of shape {tuple(shape)}")
+    if n == 0:
+        raise ValueError(f"{what}: empty grid {tuple(shape)} (no points to count)")
+    if words.size and (words.min() < 0 or words.max() >= n_words):
+        raise ValueError(f"word index out of range [0, {n_words})")
+    return words.reshape(-1, n)
+
+
+def _per_cell(n_points: int, n_words: int, levels: int) -> np.ndarray:
+    """Points per cell, repeated over the cell's ``V`` bins: every level-``l`` cell holds exactly
+    ``n_points / 4^l`` points (the module docstring)."""
+    return np.concatenate([np.full(4 ** l * n_words, n_points / 4 ** l) for l in range(levels)])
+
+
 def pyramid_histogram(words: np.ndarray, shape: tuple[int, int], n_words: int,
                       levels: int = N_LEVELS) -> np.ndarray:
     """Cell-normalised pyramid histogram ``(n_cells · V,)`` float32 of the words of one image.
 
     ``words`` are the visual words of the grid points in row-major order over ``shape = (n_y, n_x)``.
     """
-    words = np.asarray(words, dtype=np.int64).ravel()
-    n = shape[0] * shape[1]
-    if words.shape[0] != n:
-        raise ValueError(f"{words.shape[0]} words for a grid of shape {shape}")
-    if n == 0:
-        raise ValueError(f"pyramid_histogram: empty grid {tuple(shape)} (no points to count)")
-    if words.min() < 0 or words.max() >= n_words:
-        raise ValueError(f"word index out of range [0, {n_words})")
-    cells = cell_ids(tuple(shape), levels)
-    idx = (cells * n_words + words[None, :]).ravel()
-    counts = np.bincount(idx, minlength=n_cells(levels) * n_words).astype(np.float64)
-    # every level-l cell holds exactly n / 4^l points
-    per_cell = np.concatenate([np.full(4 ** l * n_words, n / 4 ** l) for l in range(levels)])
-    return (counts / per_cell).astype(np.float32)
+    words = np.asarray(words).ravel()
+    return pyramid_histograms(words[None, :], shape, n_words, levels, what="pyramid_histogram")[0]
+
+
+def pyramid_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int, levels: int = N_LEVELS,
+                       *, what: str = "pyramid_histograms") -> np.ndarray:
+    """Cell-normalised pyramid histograms ``(n_images, n_cells · V)`` float32 of several images on the
+    same grid: row ``i`` is :func:`pyramid_histogram` of ``words[i]``, bit for bit.
+
+    ``words``: ``(n_images, n_y·n_x)`` visual words, each row in row-major order over ``shape``.  The
+    bins of :data:`HISTOGRAM_BLOCK` images at a time are counted by one ``np.bincount`` over
+    ``image · n_cells·V + cell · V + word`` (no Python loop over the images, which would hold the GIL
+    that the other threads' work needs), then divided by the points per cell in float64 as for one image.
+    """
+    words = _checked_words(words, shape, n_words, what)
+    cells = cell_ids(tuple(shape), levels)                     # (levels, N)
+    bins = n_cells(levels) * n_words
+    per_cell = _per_cell(words.shape[1], n_words, levels)
+    out = np.empty((len(words), bins), dtype=np.float32)
+    for lo in range(0, len(words), HISTOGRAM_BLOCK):
+        W = words[lo:lo + HISTOGRAM_BLOCK]
+        offset = (np.arange(len(W), dtype=np.int64) * bins)[:, None, None]
+        idx = offset + cells[None] * n_words + W[:, None, :]    # (b, levels, N)
+        counts = np.bincount(idx.ravel(), minlength=len(W) * bins).reshape(len(W), bins)
+        out[lo:lo + len(W)] = counts / per_cell
+    return out
+
+
+def global_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int) -> np.ndarray:
+    """The level-0 blocks of :func:`pyramid_histograms` alone, ``(n_images, V)`` float32 (``H_i`` of Eq. 5
+    for each image, bit for bit the first ``V`` columns of its pyramid histogram), without counting
+    the finer levels."""
+    words = _checked_words(words, shape, n_words, "global_histograms")
+    per_cell = _per_cell(words.shape[1], n_words, 1)
+    out = np.empty((len(words), n_words), dtype=np.float32)
+    for lo in range(0, len(words), HISTOGRAM_BLOCK):
+        W = words[lo:lo + HISTOGRAM_BLOCK]
+        idx = (np.arange(len(W), dtype=np.int64) * n_words)[:, None] + W
+        out[lo:lo + len(W)] = np.bincount(idx.ravel(), minlength=len(W) * n_words).reshape(len(W), n_words) / per_cell
+    return out
 
 
 def global_histogram(words: np.ndarray, n_words: int) -> np.ndarray:

@@ -136,8 +136,10 @@ class TextKernel:
     psd : {"none", "clip"}
         What to do with possibly indefinite Grams (Eq. 27's max): nothing, or clip negative eigenvalues.
     n_threads : int or None
-        torch threads for the torch soft-matching DP (``None`` = leave torch's setting).  Its float sums
-        may depend on the number of threads, hence one by default.
+        torch threads for the torch soft-matching DP and TagRank's kernel blocks (``None`` = leave torch's
+        setting).  The DP's float sums may depend on the number of threads, hence one by default; one
+        also keeps TagRank on the thread that asks for it (the systems run side by side on threads,
+        :func:`kcca.runner.run_systems`, and ``ITR_NUM_THREADS=1`` means one).
     native_threads : int or None
         OpenMP threads of the compiled soft-TRI kernel (``None`` = ``$ITR_NUM_THREADS`` or every usable
         core, as the image kernels).  Its result does not depend on them: each Gram entry is summed by one
@@ -377,7 +379,9 @@ class TextKernel:
     def _compute_gram(self) -> dict:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
-            Kraw = self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items, show_progress=self.show_progress)
+            with _torch_threads(self.n_threads):
+                Kraw = self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
+                                                   show_progress=self.show_progress)
         elif self.sim_parts:
             Kraw = self._soft_gram()
         else:
@@ -489,7 +493,8 @@ class TextKernel:
         caps = np.flatnonzero(self.item_of == item)
         c0, c1 = np.searchsorted(self.item_of, [lo, hi])     # item_of is sorted: items' captions in a row
         if self.kind == "TagRank":
-            raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
+            with _torch_threads(self.n_threads):
+                raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
         elif self.sim_parts:
             scale = self._train_scale()
             qdocs = [self.docs[c] for c in caps]
@@ -604,7 +609,8 @@ class TextKernel:
         if self._item_self is not None:
             return
         if self.kind == "TagRank":
-            self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
+            with _torch_threads(self.n_threads):
+                self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
         elif self.sim_parts:
             self._item_self = self._soft_item_self()
 
@@ -627,8 +633,9 @@ class TextKernel:
         caps, item_of = (None, self.item_of) if items is None else self._item_captions(items)
         n_items = self.n_items if items is None else len(items)
         if self.kind == "TagRank":
-            Q = self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
-                                             captions=caps)
+            with _torch_threads(self.n_threads):
+                Q = self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
+                                                 captions=caps)
         elif self.sim_parts:
             Q = self._soft_queries(qdocs, captions=caps, col_item=item_of, n_cols=n_items)
         else:
