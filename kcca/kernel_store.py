@@ -20,8 +20,9 @@ spatial pyramid, or the global histograms of the ``^Histo`` systems) and many a 
 Everything expensive is also cached on disk by the kernels themselves (their ``DiskCache``).  A store
 is shared by systems that run side by side on threads (:func:`kcca.runner.run_systems`): each kernel is
 fitted once (the second thread waits for the first), and each entry serialises the calls that touch its
-kernel (a re-entrant lock per entry; a text kernel's diagonal factor is state of the kernel object, and an
-image kernel's visual words and histograms are memoised in it).  Decompositions are made under a second
+kernel (a re-entrant lock per entry; a text kernel's diagonal factor is state of the kernel object); an
+image kernel guards its own visual words and kept histograms, so two systems' Gram rows of one image
+kernel are computed side by side.  Decompositions are made under a second
 lock per entry (``views_lock``), not the kernel's: an eigendecomposition of the training Gram (seconds on
 one thread) then runs beside another system's Gram rows of the same kernel instead of holding them up.  A store
 holds one training split; asking it for a kernel of another split is an error.  A caller that no longer
@@ -80,7 +81,10 @@ class ImageKernelEntry:
     combined : ``{(rows key, p): combined kernel}`` (Eq. 6)
     views : ``{(p, view key): decomposition}`` of the combined training Gram (:func:`view_key`)
     pair_feature_rows : ``{image id: {feature: row against the training images}}`` (caption metrics)
-    lock : re-entrant lock held by every method that calls the kernel or fills a memo
+    pending : ``{rows key: threading.Event}`` of the feature Grams being computed (:meth:`rows`)
+    lock : re-entrant lock held while a memo is read or filled, and around the kernel calls of the
+        caption metric and the low-rank columns; Gram rows (:meth:`rows`, :meth:`row_block`) are computed
+        outside it (the kernel guards its own visual words and kept rows)
     views_lock : re-entrant lock held while a decomposition is made or :attr:`views` changes (taken
         before ``lock``, never while holding it)
     """
@@ -93,6 +97,7 @@ class ImageKernelEntry:
     pair_feature_rows: dict = field(default_factory=dict)
     lock: threading.RLock = _entry_lock()
     views_lock: threading.RLock = _entry_lock()
+    pending: dict = field(default_factory=dict, repr=False, compare=False)
 
     def rows(self, split: str, ids: Sequence[str] | None, power: int,
              columns: Sequence[int] | None = None) -> np.ndarray:
@@ -105,24 +110,47 @@ class ImageKernelEntry:
         rows_key = "train" if split == "train" else RowsKey(split, tuple(ids), at)
         ck = (rows_key, int(power))
         with self.lock:
+            if ck in self.combined:
+                return self.combined[ck]
+        if split == "train":
+            rows, cols = list(self.train_ids), None
+        else:
+            rows = list(ids)
+            cols = list(self.train_ids) if at is None else [self.train_ids[j] for j in at]
+        grams = self._grams_once(rows_key, rows, cols)
+        with self.lock:
             if ck not in self.combined:
-                if rows_key not in self.feature_grams:
-                    if split == "train":
-                        rows, cols = list(self.train_ids), None
-                    else:
-                        rows = list(ids)
-                        cols = list(self.train_ids) if at is None else [self.train_ids[j] for j in at]
-                    self.feature_grams[rows_key] = self.kernel.feature_grams(rows, cols)
-                self.combined[ck] = combine_kernels(self.feature_grams[rows_key], int(power))
+                self.combined[ck] = combine_kernels(grams, int(power))
             return self.combined[ck]
+
+    def _grams_once(self, rows_key, rows: list, cols: list | None) -> dict:
+        """The feature Grams of ``rows_key`` (memoised in :attr:`feature_grams`), computed outside the entry
+        lock (the kernel guards its own state), so that another system's rows of this kernel are computed
+        meanwhile; a second thread asking for the same rows waits for the first one's."""
+        while True:
+            with self.lock:
+                if rows_key in self.feature_grams:
+                    return self.feature_grams[rows_key]
+                running = self.pending.get(rows_key)
+                if running is None:
+                    running = self.pending[rows_key] = threading.Event()
+                    break
+            running.wait()   # then read its result (or compute it, if that thread failed)
+        try:
+            grams = self.kernel.feature_grams(rows, cols)
+            with self.lock:
+                self.feature_grams[rows_key] = grams
+            return grams
+        finally:
+            with self.lock:
+                self.pending.pop(rows_key).set()
 
     def row_block(self, ids: Sequence[str], power: int) -> np.ndarray:
         """Combined image kernel (Eq. 6, power ``p``) of a few images ``ids`` against every training image,
         not memoised (the nearest-neighbour baseline reads a pool this way, a block at a time): computed
         as columns of the training images' kept histograms, stored by bin
         (:meth:`~kernels.image.ImageKernel.feature_grams` with ``by_columns``), the entries of :meth:`rows`."""
-        with self.lock:
-            grams = self.kernel.feature_grams(list(ids), list(self.train_ids), by_columns=True)
+        grams = self.kernel.feature_grams(list(ids), list(self.train_ids), by_columns=True)   # see rows()
         return combine_kernels(grams, int(power))
 
     def release_rows(self) -> None:

@@ -246,3 +246,35 @@ def test_the_fit_computes_the_pools_visual_words_with_the_training_images(small_
     extracted = kernel.n_extracted_
     kernel.histograms(pool_images)
     assert kernel.n_extracted_ == extracted and not any(passes[1:])
+
+
+def test_image_rows_of_one_kernel_side_by_side_and_each_computed_once():
+    """ImageKernelEntry.rows computes a pool's feature Grams outside the entry lock: other rows of the same
+    kernel go on meanwhile, and a second thread asking for the same rows waits for the first one's
+    (one computation, the same arrays)."""
+    from kcca.kernel_store import ImageKernelEntry
+
+    calls, gate, started = [], threading.Event(), threading.Event()
+
+    class Double:   # a kernel whose dev rows block until the test lets them go
+        def feature_grams(self, rows, cols=None, **kw):
+            calls.append(tuple(rows))
+            if rows[0] == "d0":
+                started.set()
+                assert gate.wait(30), "the test rows never came through"
+            return {"f": np.ones((len(rows), 2), dtype=np.float32)}
+
+    entry = ImageKernelEntry(kernel=Double(), train_ids=("t0", "t1"))
+    out = {}
+    first = threading.Thread(target=lambda: out.setdefault("a", entry.rows("dev", ["d0", "d1"], 2)))
+    second = threading.Thread(target=lambda: out.setdefault("b", entry.rows("dev", ["d0", "d1"], 3)))
+    first.start()
+    assert started.wait(30)
+    second.start()
+    test_rows = entry.rows("test", ["e0"], 2)    # not held up by the dev rows being computed
+    gate.set()
+    first.join()
+    second.join()
+    assert test_rows.shape == (1, 2) and calls.count(("d0", "d1")) == 1
+    assert entry.feature_grams[next(k for k in entry.feature_grams if k.split == "dev")]["f"].shape == (2, 2)
+    assert out["a"].shape == out["b"].shape == (2, 2) and not entry.pending

@@ -229,6 +229,9 @@ class ImageKernel:
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
         # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
         # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
+        # held while the visual words or the kept rows change: several threads may ask one fitted kernel
+        # for Gram rows at once (kcca.kernel_store computes them outside its entry lock)
+        self._state_lock = threading.RLock()
         self._rows_memo: tuple[tuple[str, ...], dict[str, BinRows], dict, list] | None = None
         self._kept_list: list[str] | None = None   # the list the kept rows came as (_are_kept)
         # what every visual-words block needs (corpus, descriptor parameters, codebooks), sent to the
@@ -519,6 +522,11 @@ class ImageKernel:
         return np.asarray(words).astype(dt)
 
     def _ensure_words(self, ids: Sequence[str]) -> None:
+        """The visual words of ``ids`` in memory (read from the cache, else computed), under the state lock."""
+        with self._state_lock:
+            self._load_or_compute_words(ids)
+
+    def _load_or_compute_words(self, ids: Sequence[str]) -> None:
         todo = []
         unseen = [i for i in dict.fromkeys(ids) if i not in self._words]
         if self.show_progress and self.cache.enabled and len(unseen) > 200:
@@ -699,11 +707,12 @@ class ImageKernel:
         of pool images after another, so the training images' histograms are built once, not once per
         call (until :meth:`release_rows`).  Built :data:`KEPT_ROWS_BLOCK` images at a time: the dense
         ``n × 21·V`` histograms (6.1 GB at COCO size) are never held, only the sparse ones (2.4 GB)."""
-        if not self._are_kept(rows):
-            self.release_rows()   # free the previous rows' histograms before building the new ones
-            self._rows_memo = (tuple(rows), self._bin_rows(rows, self.features), {}, [])
-            self._kept_list = rows
-        return self._rows_memo[1]
+        with self._state_lock:
+            if not self._are_kept(rows):
+                self.release_rows()   # free the previous rows' histograms before building the new ones
+                self._rows_memo = (tuple(rows), self._bin_rows(rows, self.features), {}, [])
+                self._kept_list = rows
+            return self._rows_memo[1]
 
     def _are_kept(self, rows: list[str]) -> bool:
         """Whether ``rows`` are the kept rows: the same list object as last time (the low-rank solver's
@@ -725,10 +734,11 @@ class ImageKernel:
     def _transposed_rows(self, rows: list[str], f: str) -> BinRows:
         """Feature ``f``'s histograms of the kept ``rows``, weighted and stored by bin (:meth:`_kept_rows`;
         in-process: a cluster's columns use :meth:`_shared_rows`)."""
-        kept = self._kept_rows(rows)
-        if f not in kept:   # sent to a cluster earlier (an executor given, then taken away)
-            kept[f] = self._bin_rows(rows, [f])[f]
-        return kept[f]
+        with self._state_lock:
+            kept = self._kept_rows(rows)
+            if f not in kept:   # sent to a cluster earlier (an executor given, then taken away)
+                kept[f] = self._bin_rows(rows, [f])[f]
+            return kept[f]
 
     def _shared_rows(self, rows: list[str], feature: str):
         """The ``feature`` rows stored by bin as a cluster context sent once for all the columns computed
@@ -756,11 +766,12 @@ class ImageKernel:
 
     def release_rows(self) -> None:
         """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
-        if self._rows_memo is not None and self.executor is not None:
-            for shared in self._rows_memo[2].values():
-                self.executor.forget(shared)
-        self._rows_memo = None
-        self._kept_list = None
+        with self._state_lock:
+            if self._rows_memo is not None and self.executor is not None:
+                for shared in self._rows_memo[2].values():
+                    self.executor.forget(shared)
+            self._rows_memo = None
+            self._kept_list = None
 
     def feature_diagonals(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """``{feature: (len(ids),)}`` self-similarities ``K_f(x_i, x_i)`` (the diagonal of
