@@ -85,14 +85,14 @@ def cell_ids(shape: tuple[int, int], levels: int = N_LEVELS) -> np.ndarray:
 HISTOGRAM_BLOCK = 32
 
 
-def _checked_words(words: np.ndarray, shape: tuple[int, int], n_words: int, what: str) -> np.ndarray:
+def _checked_words(words: np.ndarray, shape: tuple[int, int], n_words: int) -> np.ndarray:
     """``words`` as int64 ``(n_images, n_y·n_x)``, checked against the grid ``shape`` and ``[0, n_words)``."""
     words = np.asarray(words, dtype=np.int64)
     n = shape[0] * shape[1]
     if words.shape[-1] != n:
         raise ValueError(f"{words.shape[-1]} words for a grid of shape {tuple(shape)}")
     if n == 0:
-        raise ValueError(f"{what}: empty grid {tuple(shape)} (no points to count)")
+        raise ValueError(f"pyramid histogram: empty grid {tuple(shape)} (no points to count)")
     if words.size and (words.min() < 0 or words.max() >= n_words):
         raise ValueError(f"word index out of range [0, {n_words})")
     return words.reshape(-1, n)
@@ -111,11 +111,11 @@ def pyramid_histogram(words: np.ndarray, shape: tuple[int, int], n_words: int,
     ``words`` are the visual words of the grid points in row-major order over ``shape = (n_y, n_x)``.
     """
     words = np.asarray(words).ravel()
-    return pyramid_histograms(words[None, :], shape, n_words, levels, what="pyramid_histogram")[0]
+    return pyramid_histograms(words[None, :], shape, n_words, levels)[0]
 
 
-def pyramid_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int, levels: int = N_LEVELS,
-                       *, what: str = "pyramid_histograms") -> np.ndarray:
+def pyramid_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int,
+                       levels: int = N_LEVELS) -> np.ndarray:
     """Cell-normalised pyramid histograms ``(n_images, n_cells · V)`` float32 of several images on the
     same grid: row ``i`` is :func:`pyramid_histogram` of ``words[i]``, bit for bit.
 
@@ -124,7 +124,7 @@ def pyramid_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int, 
     ``image · n_cells·V + cell · V + word`` (no Python loop over the images, which would hold the GIL
     that the other threads' work needs), then divided by the points per cell in float64 as for one image.
     """
-    words = _checked_words(words, shape, n_words, what)
+    words = _checked_words(words, shape, n_words)
     cells = cell_ids(tuple(shape), levels)                     # (levels, N)
     bins = n_cells(levels) * n_words
     per_cell = _per_cell(words.shape[1], n_words, levels)
@@ -140,16 +140,9 @@ def pyramid_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int, 
 
 def global_histograms(words: np.ndarray, shape: tuple[int, int], n_words: int) -> np.ndarray:
     """The level-0 blocks of :func:`pyramid_histograms` alone, ``(n_images, V)`` float32 (``H_i`` of Eq. 5
-    for each image, bit for bit the first ``V`` columns of its pyramid histogram), without counting
-    the finer levels."""
-    words = _checked_words(words, shape, n_words, "global_histograms")
-    per_cell = _per_cell(words.shape[1], n_words, 1)
-    out = np.empty((len(words), n_words), dtype=np.float32)
-    for lo in range(0, len(words), HISTOGRAM_BLOCK):
-        W = words[lo:lo + HISTOGRAM_BLOCK]
-        idx = (np.arange(len(W), dtype=np.int64) * n_words)[:, None] + W
-        out[lo:lo + len(W)] = np.bincount(idx.ravel(), minlength=len(W) * n_words).reshape(len(W), n_words) / per_cell
-    return out
+    for each image, bit for bit the first ``V`` columns of its pyramid histogram): a one-level pyramid,
+    without counting the finer levels."""
+    return pyramid_histograms(words, shape, n_words, levels=1)
 
 
 def global_histogram(words: np.ndarray, n_words: int) -> np.ndarray:

@@ -227,11 +227,11 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
-        # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
-        # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
         # held while the visual words or the kept rows change: several threads may ask one fitted kernel
         # for Gram rows at once (kcca.kernel_store computes them outside its entry lock)
         self._state_lock = threading.RLock()
+        # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
+        # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
         self._rows_memo: tuple[tuple[str, ...], dict[str, BinRows], dict, list] | None = None
         self._kept_list: list[str] | None = None   # the list the kept rows came as (_are_kept)
         # what every visual-words block needs (corpus, descriptor parameters, codebooks), sent to the
