@@ -25,7 +25,7 @@ from itertools import islice
 from corpora.protocol import hodosh_pool
 from kcca.kernel_store import KernelStore
 from kcca.systems import SystemRun, run_system
-from kernels.threads import default_threads, one_blas_thread
+from kernels.threads import default_threads, one_blas_thread, short_switch_interval
 
 __all__ = ["run_systems", "systems_in_parallel"]
 
@@ -70,8 +70,9 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
 
     Notes
     -----
-    The whole generator runs with BLAS / LAPACK held to one thread (the module docstring says why), also
-    for ``n_jobs = 1``: a system's numbers here are the same for every ``n_jobs``, and may differ in the
+    The whole generator runs with BLAS / LAPACK held to one thread (the module docstring says why) and with
+    a short thread switch interval (:func:`kernels.threads.short_switch_interval`), also for
+    ``n_jobs = 1``: a system's numbers here are the same for every ``n_jobs``, and may differ in the
     last bits from a lone :func:`~kcca.systems.run_system` call on a multi-threaded BLAS.  An error in one
     system is raised when its turn comes; the systems not started yet are cancelled.
     """
@@ -85,7 +86,7 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
         return run_system(name, corpus, store=store, seed=seed, pools=pools,
                           skip_missing_images=skip_missing_images, **kwargs)
 
-    with one_blas_thread():
+    with one_blas_thread(), short_switch_interval():
         if n == 1:
             for name in names:
                 yield one(name)

@@ -1,7 +1,8 @@
 """Classical systems side by side (kcca/runner.py), the GIL-free LAPACK eigendecomposition (kcca/lapack.py),
-the kernel store under threads and OpenCV's thread count (issue "Scale", item 1)."""
+the kernel store under threads, OpenCV's thread count and the GIL switch interval (issue "Scale", item 1)."""
 from __future__ import annotations
 
+import sys
 import threading
 
 import cv2
@@ -14,6 +15,7 @@ from kcca.kernel_store import KernelStore
 from kcca.lapack import eigh
 from kcca.runner import run_systems, systems_in_parallel
 from kernels.image.descriptors import one_opencv_thread
+from kernels.threads import SWITCH_INTERVAL_S, short_switch_interval
 
 NAMES = ["NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TRI5", "TRI5^Histo"]
 GRID = {"ns": (2, 5, 10, 20), "kappas": (0.1, 1.0, 10.0), "fixed_power": 2, "fixed_diag": 1.0,
@@ -53,6 +55,53 @@ def test_blas_is_held_to_one_thread_while_systems_run(small_teaching_set, monkey
     monkeypatch.setattr(runner, "run_system", fake_run_system)
     assert list(run_systems(["BoW1", "BoW5", "TRI5"], small_teaching_set, n_jobs=2)) == ["BoW1", "BoW5", "TRI5"]
     assert seen and all(counts and set(counts) == {1} for counts in seen)
+
+
+def test_systems_run_with_a_short_switch_interval_and_it_is_restored(small_teaching_set, monkeypatch):
+    import kcca.runner as runner
+
+    before = sys.getswitchinterval()
+    assert before > SWITCH_INTERVAL_S   # CPython's default, 5 ms
+    seen = []
+
+    def fake_run_system(name, corpus, **kwargs):
+        seen.append(sys.getswitchinterval())
+        return name
+
+    monkeypatch.setattr(runner, "run_system", fake_run_system)
+    for n_jobs in (1, 2):
+        assert list(run_systems(["BoW1", "BoW5", "TRI5"], small_teaching_set, n_jobs=n_jobs)) == ["BoW1", "BoW5", "TRI5"]
+        assert sys.getswitchinterval() == before
+    assert seen == [pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)] * 6   # kept in whole microseconds
+
+
+def test_short_switch_interval_nests_across_threads_and_keeps_a_shorter_one():
+    before = sys.getswitchinterval()
+    inside = []
+    gate = threading.Barrier(2)
+
+    def worker():
+        with short_switch_interval():
+            gate.wait()
+            inside.append(sys.getswitchinterval())
+            gate.wait()
+
+    with short_switch_interval():
+        t = threading.Thread(target=worker)
+        t.start()
+        gate.wait()
+        inside.append(sys.getswitchinterval())
+        gate.wait()
+        t.join()
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)   # the worker left
+    assert inside == [pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)] * 2 and sys.getswitchinterval() == before
+    sys.setswitchinterval(SWITCH_INTERVAL_S / 5)
+    shorter = sys.getswitchinterval()
+    try:
+        with short_switch_interval():
+            assert sys.getswitchinterval() == shorter   # never made longer
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_an_error_in_one_system_is_raised_at_its_turn(small_teaching_set, monkeypatch):
