@@ -14,6 +14,10 @@ differs in the last bits from 1), so the whole run holds BLAS to one thread
 (:func:`kernels.threads.one_blas_thread`) for every ``n_jobs``; every other threaded kernel computes each
 output entry on one thread in a fixed order.  The numbers are therefore the same for any ``n_jobs`` and
 any core count (tested: ``tests/test_run_systems.py``; measured by ``benchmarks/thread_scaling.py``).
+
+Once fewer systems are left unfinished than there are threads, the idle threads are lent to the running
+systems (:func:`kernels.threads.lending_threads`), whose κ solves, dev sweeps and ensembles split over them
+(:func:`kernels.threads.spare_map`; each piece is computed as on one thread, so the numbers stay the same).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from itertools import islice
 from corpora.protocol import hodosh_pool
 from kcca.kernel_store import KernelStore
 from kcca.systems import SystemRun, run_system
-from kernels.threads import default_threads, one_blas_thread, short_switch_interval
+from kernels.threads import default_threads, lending_threads, one_blas_thread, short_switch_interval
 
 __all__ = ["run_systems", "systems_in_parallel"]
 
@@ -81,12 +85,16 @@ def run_systems(names: Sequence[str], corpus, *, store: KernelStore | None = Non
         pools = {s: hodosh_pool(corpus, s, seed=seed, skip_missing_images=skip_missing_images)
                  for s in ("dev", "test")}
     n = systems_in_parallel(n_jobs, kwargs.get("solver", "exact"))
+    names = list(names)
 
-    def one(name: str) -> SystemRun:
-        return run_system(name, corpus, store=store, seed=seed, pools=pools,
-                          skip_missing_images=skip_missing_images, **kwargs)
+    with one_blas_thread(), short_switch_interval(), lending_threads(n, len(names)) as lender:
+        def one(name: str) -> SystemRun:
+            try:
+                return run_system(name, corpus, store=store, seed=seed, pools=pools,
+                                  skip_missing_images=skip_missing_images, **kwargs)
+            finally:   # its thread is idle now: once no system waits for it, the running ones may borrow it
+                lender.task_done()
 
-    with one_blas_thread(), short_switch_interval():
         if n == 1:
             for name in names:
                 yield one(name)

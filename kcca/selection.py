@@ -34,6 +34,7 @@ import numpy as np
 
 from corpora.scoring import ScoreMatrices, affinity_gold_ranks, borda, rank_metrics
 from kcca.solver import KCCA, KernelView, affinity_slices, cosine_affinity, cosine_sweep, log_spaced_ns
+from kernels.threads import spare_map
 
 __all__ = [
     "PAPER_KAPPAS", "PAPER_POWERS", "DEFAULT_DIAG_FACTORS", "CRITERIA", "ChosenModel", "SweepTable",
@@ -166,13 +167,23 @@ def sweep_dev(models: Mapping[float, KCCA], Fx_dev: np.ndarray, Fy_dev: np.ndarr
     ns_union = tuple(sorted(set().union(*capped.values())))
     metrics = {t: np.full((len(kappas), len(ns_union), 5), np.nan) for t in TASKS}
     col = {n: j for j, n in enumerate(ns_union)}
-    for a, (kappa, m) in enumerate(models.items()):
+
+    def one_kappa(item) -> list:
+        """``[(n, annotation row, search row)]`` of one κ."""
+        kappa, m = item
         P = m.project_features_x(Fx_dev, m.n_components_)
         Q = m.project_features_y(Fy_dev, m.n_components_)
+        rows = []
         for n, S in cosine_sweep(P, Q, capped[kappa]):
             ra, rs = affinity_gold_ranks(S, gc, gi)
-            metrics["annotation"][a, col[n]] = _metric_row(ra)
-            metrics["search"][a, col[n]] = _metric_row(rs)
+            rows.append((n, _metric_row(ra), _metric_row(rs)))
+        return rows
+
+    # the κ side by side on the threads other systems leave idle (kernels.threads.spare_map)
+    for a, rows in enumerate(spare_map(one_kappa, models.items())):
+        for n, ann, sea in rows:
+            metrics["annotation"][a, col[n]] = ann
+            metrics["search"][a, col[n]] = sea
     return SweepTable(kappas=kappas, ns=ns_union, metrics=metrics,
                       ns_by_kappa={float(k): v for k, v in capped.items()})
 
@@ -243,7 +254,8 @@ def fit_models(Kx_train, Ky_train, kappas: Sequence[float] = PAPER_KAPPAS, **kcc
         first = KCCA(reg=kappas[0], **kcca_kwargs).fit_decomposed(Kx_train, Ky_train)
     else:
         first = KCCA(reg=kappas[0], **kcca_kwargs).fit(Kx_train, Ky_train)
-    return {k: (first if i == 0 else first.with_reg(k)) for i, k in enumerate(kappas)}
+    # the other κ re-solve the r × r core only, side by side on idle threads (kernels.threads.spare_map)
+    return dict(zip(kappas, [first, *spare_map(first.with_reg, kappas[1:])]))
 
 
 def select_and_ensemble(
@@ -298,8 +310,11 @@ def select_and_ensemble(
     timings["sweep"] = time.perf_counter() - t
     chosen = {task: [c for crit in criteria for c in select_top(table, task, crit, top)] for task in TASKS}
     t = time.perf_counter()
-    dev_m = _ensemble(models, chosen, Fx_dev, Fy_dev) if ensembles else None
-    test_m = _ensemble(models, chosen, Fx_test, Fy_test) if (test is not None and ensembles) else None
+    features = [(Fx_dev, Fy_dev)] + ([(Fx_test, Fy_test)] if test is not None else [])
+    # the dev and test pools' ensembles side by side on an idle thread (kernels.threads.spare_map)
+    matrices = spare_map(lambda F: _ensemble(models, chosen, *F), features) if ensembles else []
+    dev_m = matrices[0] if matrices else None
+    test_m = matrices[1] if len(matrices) > 1 else None
     timings["ensemble"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     return SelectionResult(test_matrices=test_m, dev_matrices=dev_m, chosen=chosen, table=table,

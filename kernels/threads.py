@@ -12,12 +12,18 @@ The threads that run side by side alternate between long calls that release the 
 LAPACK, the compiled kernels) and short Python steps between them.  :func:`short_switch_interval` keeps a
 thread that returns from such a call from waiting CPython's default 5 ms for the GIL while another thread
 runs Python.
+
+A team of threads that runs whole tasks side by side (:func:`kcca.runner.run_systems`) idles once fewer
+tasks are left than threads.  :func:`lending_threads` lends those threads to the tasks still running, and
+:func:`spare_map` uses them for work that splits into independent pieces (e.g. one KCCA solve per κ).
 """
 from __future__ import annotations
 
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from threadpoolctl import threadpool_limits
@@ -26,7 +32,8 @@ from corpora.parallel import task_threads
 
 ENV = "ITR_NUM_THREADS"
 
-__all__ = ["ENV", "SWITCH_INTERVAL_S", "default_threads", "one_blas_thread", "short_switch_interval"]
+__all__ = ["ENV", "SWITCH_INTERVAL_S", "ThreadLender", "default_threads", "lending_threads", "one_blas_thread",
+           "short_switch_interval", "spare_map"]
 
 #: The interpreter's thread switch interval (:func:`sys.setswitchinterval`) while threaded kernels run,
 #: in seconds (CPython's default: 5 ms).
@@ -101,3 +108,71 @@ def short_switch_interval(seconds: float = SWITCH_INTERVAL_S):
             _switch_state["depth"] -= 1
             if _switch_state["depth"] == 0:
                 sys.setswitchinterval(_switch_state["saved"])
+
+
+class ThreadLender:
+    """The threads of a team that runs ``tasks`` whole tasks on ``threads`` threads and that no task
+    needs: ``threads − unfinished tasks − threads already lent`` (none while at least as many tasks are
+    unfinished, queued ones included, as there are threads).
+
+    A running task borrows them (:meth:`borrow`, never waiting) for work it can split, and gives them back
+    when that work is done; :meth:`task_done` frees a finished task's thread for lending.
+    """
+
+    def __init__(self, threads: int, tasks: int):
+        self._lock = threading.Lock()
+        self._threads, self._unfinished, self._lent = int(threads), int(tasks), 0
+
+    def task_done(self) -> None:
+        with self._lock:
+            self._unfinished -= 1
+
+    def borrow(self, wanted: int) -> int:
+        """Up to ``wanted`` idle threads, taken now (0 when none is idle)."""
+        with self._lock:
+            got = max(0, min(int(wanted), self._threads - max(self._unfinished, 0) - self._lent))
+            self._lent += got
+            return got
+
+    def give_back(self, n: int) -> None:
+        with self._lock:
+            self._lent -= int(n)
+
+
+_LENDER: dict[str, ThreadLender | None] = {"current": None}
+
+
+@contextmanager
+def lending_threads(threads: int, tasks: int):
+    """A :class:`ThreadLender` for a team of ``threads`` threads and ``tasks`` tasks, the one
+    :func:`spare_map` borrows from while inside (process-wide: one team at a time; an inner team lends
+    nothing, the outer one keeps lending)."""
+    lender = ThreadLender(threads, tasks)
+    if _LENDER["current"] is not None:
+        yield ThreadLender(0, 0)
+        return
+    _LENDER["current"] = lender
+    try:
+        yield lender
+    finally:
+        _LENDER["current"] = None
+
+
+def spare_map(fn: Callable, items: Iterable) -> list:
+    """``[fn(x) for x in items]``, on this thread plus the team's idle threads (:func:`lending_threads`)
+    when there are any, else on this thread alone.
+
+    The results are in ``items`` order and each is computed by one call of ``fn`` whichever thread runs
+    it, so they do not depend on how many threads were lent (``fn`` must not depend on which thread runs
+    it; BLAS stays at the team's limit, which threadpoolctl sets for the whole process).
+    """
+    items = list(items)
+    lender = _LENDER["current"]
+    extra = lender.borrow(len(items) - 1) if lender is not None and len(items) > 1 else 0
+    if extra == 0:
+        return [fn(x) for x in items]
+    try:
+        with ThreadPoolExecutor(max_workers=extra + 1, thread_name_prefix="spare") as pool:
+            return list(pool.map(fn, items))
+    finally:
+        lender.give_back(extra)

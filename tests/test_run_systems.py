@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import cv2
 import numpy as np
@@ -15,7 +16,7 @@ from kcca.kernel_store import KernelStore
 from kcca.lapack import eigh
 from kcca.runner import run_systems, systems_in_parallel
 from kernels.image.descriptors import one_opencv_thread
-from kernels.threads import SWITCH_INTERVAL_S, short_switch_interval
+from kernels.threads import SWITCH_INTERVAL_S, ThreadLender, lending_threads, short_switch_interval, spare_map
 
 NAMES = ["NN5_F1^idf", "BoW1", "BoW5", "BoW5^Histo", "TRI5", "TRI5^Histo"]
 GRID = {"ns": (2, 5, 10, 20), "kappas": (0.1, 1.0, 10.0), "fixed_power": 2, "fixed_diag": 1.0,
@@ -102,6 +103,63 @@ def test_short_switch_interval_nests_across_threads_and_keeps_a_shorter_one():
             assert sys.getswitchinterval() == shorter   # never made longer
     finally:
         sys.setswitchinterval(before)
+
+
+def test_a_thread_lender_lends_only_threads_no_task_needs():
+    lender = ThreadLender(threads=3, tasks=4)
+    assert lender.borrow(2) == 0                  # four tasks unfinished on three threads: none idle
+    lender.task_done()
+    lender.task_done()                            # two left: one thread idle
+    assert lender.borrow(2) == 1 and lender.borrow(1) == 0
+    lender.task_done()
+    assert lender.borrow(5) == 1                  # one task left: two idle, one of them already lent
+    lender.give_back(2)
+    assert lender.borrow(5) == 2
+
+
+def test_spare_map_keeps_the_order_and_uses_lent_threads_only():
+    def who(x):
+        time.sleep(0.05)
+        return x * x, threading.current_thread().name
+
+    alone = spare_map(who, range(4))              # no team: this thread only
+    assert [r for r, _ in alone] == [0, 1, 4, 9] and {t for _, t in alone} == {threading.current_thread().name}
+    with lending_threads(threads=3, tasks=1):     # one task running: two threads idle
+        lent = spare_map(who, range(6))
+        assert [r for r, _ in lent] == [0, 1, 4, 9, 16, 25] and len({t for _, t in lent}) == 3
+    with lending_threads(threads=2, tasks=2):     # every thread busy
+        assert {t for _, t in spare_map(who, range(3))} == {threading.current_thread().name}
+
+
+def test_the_last_system_borrows_the_thread_an_ended_system_left(small_teaching_set, monkeypatch):
+    """With two threads, the second system runs on alone once the first has ended: its splittable work
+    (one KCCA solve per κ, kcca.selection) then also runs on the first system's thread."""
+    import kcca.runner as runner
+
+    threads = {}
+
+    def where(_):
+        time.sleep(0.05)
+        return threading.current_thread().name
+
+    def fake_run_system(name, corpus, **kwargs):
+        if name == "b":
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:    # until "a" has ended and its thread is lent
+                names = set(spare_map(where, range(2)))
+                if len(names) == 2:
+                    break
+                time.sleep(0.02)
+            threads[name] = names
+        else:
+            threads[name] = set(spare_map(where, range(2)))
+        return name
+
+    monkeypatch.setattr(runner, "run_system", fake_run_system)
+    assert list(run_systems(["a", "b"], small_teaching_set, n_jobs=2)) == ["a", "b"]
+    assert len(threads["b"]) == 2
+    assert list(run_systems(["a", "b"], small_teaching_set, n_jobs=1)) == ["a", "b"]
+    assert len(threads["a"]) == len(threads["b"]) == 1   # one thread: nothing to lend
 
 
 def test_an_error_in_one_system_is_raised_at_its_turn(small_teaching_set, monkeypatch):
