@@ -32,15 +32,46 @@ from corpora.parallel import task_threads
 
 ENV = "ITR_NUM_THREADS"
 
-__all__ = ["ENV", "SWITCH_INTERVAL_S", "ThreadLender", "default_threads", "lending_threads", "one_blas_thread",
+__all__ = ["ENV", "SWITCH_INTERVAL_S", "CountedSetting", "ThreadLender", "default_threads", "lending_threads", "one_blas_thread",
            "short_switch_interval", "spare_map"]
 
 #: The interpreter's thread switch interval (:func:`sys.setswitchinterval`) while threaded kernels run,
 #: in seconds (CPython's default: 5 ms).
 SWITCH_INTERVAL_S = 0.0005
 
-_SWITCH_LOCK = threading.Lock()
-_switch_state = {"depth": 0, "saved": None}
+
+
+class CountedSetting:
+    """A process-wide setting (read with ``get``, written with ``put``) held at a value while any caller is
+    inside :meth:`held`.  Nesting and several threads entering at once are counted: the first entry saves
+    the setting and sets it, the last exit restores it (only when it was changed)."""
+
+    def __init__(self, get: Callable[[], object], put: Callable[[object], None]):
+        self._get, self._put = get, put
+        self._lock = threading.Lock()
+        self._depth, self._saved, self._changed = 0, None, False
+
+    @contextmanager
+    def held(self, value, when: Callable[[object], bool] | None = None):
+        """The setting at ``value`` while inside; ``when(saved)`` false leaves it as it was (e.g. a
+        shorter interval already set)."""
+        with self._lock:
+            if self._depth == 0:
+                self._saved = self._get()
+                self._changed = when is None or bool(when(self._saved))
+                if self._changed:
+                    self._put(value)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._changed:
+                    self._put(self._saved)
+
+
+_SWITCH = CountedSetting(sys.getswitchinterval, sys.setswitchinterval)
 
 
 def default_threads() -> int:
@@ -77,7 +108,6 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-@contextmanager
 def short_switch_interval(seconds: float = SWITCH_INTERVAL_S):
     """The interpreter's thread switch interval held at ``seconds`` (at most; process-wide) while any
     caller is inside.
@@ -92,22 +122,11 @@ def short_switch_interval(seconds: float = SWITCH_INTERVAL_S):
     faster, by 1.5–3.0 s), and the CPU from 171 % to 176 % busy; 0.1 ms was no faster than 0.5 ms.  The
     interval changes no number (it only decides when threads take turns).
 
-    Nesting and several threads entering at once are counted: the first entry saves the interval and
-    shortens it to ``seconds`` (a shorter one is kept), the last exit restores it.
+    Nesting and several threads entering at once are counted (:class:`CountedSetting`): the first entry
+    saves the interval and shortens it to ``seconds`` (a shorter one is kept), the last exit restores it.
     """
-    with _SWITCH_LOCK:
-        if _switch_state["depth"] == 0:
-            _switch_state["saved"] = sys.getswitchinterval()
-            if float(seconds) < _switch_state["saved"]:   # a shorter one already set is kept as it is
-                sys.setswitchinterval(float(seconds))
-        _switch_state["depth"] += 1
-    try:
-        yield
-    finally:
-        with _SWITCH_LOCK:
-            _switch_state["depth"] -= 1
-            if _switch_state["depth"] == 0:
-                sys.setswitchinterval(_switch_state["saved"])
+    seconds = float(seconds)
+    return _SWITCH.held(seconds, when=lambda saved: seconds < saved)
 
 
 class ThreadLender:

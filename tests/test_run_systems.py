@@ -76,31 +76,40 @@ def test_systems_run_with_a_short_switch_interval_and_it_is_restored(small_teach
     assert seen == [pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)] * 6   # kept in whole microseconds
 
 
-def test_short_switch_interval_nests_across_threads_and_keeps_a_shorter_one():
-    before = sys.getswitchinterval()
+@pytest.mark.parametrize("held, read, value", [
+    (one_opencv_thread, cv2.getNumThreads, 1),
+    (short_switch_interval, sys.getswitchinterval, pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)),  # whole µs
+], ids=["opencv-threads", "switch-interval"])
+def test_process_settings_nest_across_threads_and_restore(held, read, value):
+    before = read()
     inside = []
     gate = threading.Barrier(2)
 
     def worker():
-        with short_switch_interval():
+        with held():
             gate.wait()
-            inside.append(sys.getswitchinterval())
+            inside.append(read())
             gate.wait()
 
-    with short_switch_interval():
+    with held():
         t = threading.Thread(target=worker)
         t.start()
         gate.wait()
-        inside.append(sys.getswitchinterval())
+        inside.append(read())
         gate.wait()
         t.join()
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)   # the worker left
-    assert inside == [pytest.approx(SWITCH_INTERVAL_S, abs=2e-6)] * 2 and sys.getswitchinterval() == before
+        assert read() == value   # the worker left, this caller is still inside
+    assert inside == [value, value] and read() == before
+
+
+def test_short_switch_interval_keeps_a_shorter_one():
+    before = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S / 5)
     shorter = sys.getswitchinterval()
     try:
         with short_switch_interval():
             assert sys.getswitchinterval() == shorter   # never made longer
+        assert sys.getswitchinterval() == shorter
     finally:
         sys.setswitchinterval(before)
 
@@ -253,28 +262,6 @@ def test_kernel_store_fits_a_shared_text_kernel_once_under_threads(small_teachin
     for t in threads:
         t.join()
     assert fits == ["BoW5"] and len({id(e) for e in entries}) == 1
-
-
-def test_one_opencv_thread_nests_across_threads_and_restores():
-    before = cv2.getNumThreads()
-    inside = []
-    gate = threading.Barrier(2)
-
-    def worker():
-        with one_opencv_thread():
-            gate.wait()
-            inside.append(cv2.getNumThreads())
-            gate.wait()
-
-    with one_opencv_thread():
-        t = threading.Thread(target=worker)
-        t.start()
-        gate.wait()
-        inside.append(cv2.getNumThreads())
-        gate.wait()
-        t.join()
-        assert cv2.getNumThreads() == 1   # the worker left, this caller is still inside
-    assert inside == [1, 1] and cv2.getNumThreads() == before
 
 
 def test_a_lone_nn_run_lets_its_training_histograms_go(small_teaching_set, tmp_path):

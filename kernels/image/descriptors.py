@@ -34,15 +34,15 @@ SIFT (:func:`dense_sift`)
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
 import cv2
 import numpy as np
 import scipy.fft as sfft
+
+from kernels.threads import CountedSetting
 
 FEATURES: tuple[str, ...] = ("color", "texture", "sift")
 #: Descriptor dimensionality per feature.
@@ -305,32 +305,20 @@ def texture_descriptors(rgb: np.ndarray, grid: GridSpec) -> tuple[np.ndarray, tu
 
 
 # ---------------------------------------------------------------------------------------------- threads
-_CV_THREADS_LOCK = threading.Lock()
-_cv_threads_state = {"depth": 0, "saved": None}
+_CV_THREADS = CountedSetting(cv2.getNumThreads, cv2.setNumThreads)
 
 
-@contextlib.contextmanager
 def one_opencv_thread():
     """OpenCV held to one thread (``cv2.setNumThreads(1)``, process-wide) while any caller is inside.
 
     The image kernels parallelise over images (``n_jobs`` threads, or one Dask worker per core); OpenCV's
     own pool (every core by default, used by ``SIFT.compute``) would put ``n_jobs × cores`` threads on
     the cores, and on one thread (``ITR_NUM_THREADS=1``) it would still use them all.  Nesting and
-    several threads entering at once are counted: the first entry saves and sets the count, the last
-    exit restores it.  Descriptors do not depend on OpenCV's thread count.
+    several threads entering at once are counted (:class:`kernels.threads.CountedSetting`): the first
+    entry saves and sets the count, the last exit restores it.  Descriptors do not depend on OpenCV's
+    thread count.
     """
-    with _CV_THREADS_LOCK:
-        if _cv_threads_state["depth"] == 0:
-            _cv_threads_state["saved"] = cv2.getNumThreads()
-            cv2.setNumThreads(1)
-        _cv_threads_state["depth"] += 1
-    try:
-        yield
-    finally:
-        with _CV_THREADS_LOCK:
-            _cv_threads_state["depth"] -= 1
-            if _cv_threads_state["depth"] == 0:
-                cv2.setNumThreads(_cv_threads_state["saved"])
+    return _CV_THREADS.held(1)
 
 
 # ---------------------------------------------------------------------------------------------- SIFT
