@@ -64,7 +64,8 @@ def figures(name: str, stdout: str, as_json: bool) -> dict:
     data = json.loads(stdout)
     keep = {"neural_overhead": ("throughput_ratio_corpus", "loader_threads", "overhead_ratio_image",
                                 "overhead_ratio_text"),
-            "threads": ("cores", "speedup_2_vs_1", "speedup_16_vs_2", "identical_numbers"),
+            "threads": ("cores", "speedup_2_vs_1", "median_pair_speedup_2_vs_1", "speedup_16_vs_2",
+                        "median_pair_speedup_16_vs_2", "identical_numbers"),
             "workers": ("cores", "identical_numbers")}[name]
     out = {k: data[k] for k in keep if k in data}
     if "provenance" in data:

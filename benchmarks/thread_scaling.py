@@ -20,6 +20,10 @@ With ``--workers LIST`` each run is the main job with ``--workers N`` (a ``Local
 processes, each on its share of the usable cores: ``corpora.parallel.task_threads``) instead of
 ``ITR_NUM_THREADS``; the same numbers are expected at every N.
 
+With ``--repeat N`` the trials are interleaved (1, 2, 1, 2, …); besides the speed-up of the median
+times it prints each pair's speed-up (trial k at 1 thread against trial k at 2, which ran one after the
+other on the same machine state) and their median, the steadier figure when the machine's speed drifts.
+
 Run it on a quiet machine: another busy process makes every figure meaningless.
 """
 from __future__ import annotations
@@ -33,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,6 +89,14 @@ def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "th
 def median_run(trials: list[dict]) -> dict:
     """The trial with the median stage time (the lower median for an even count)."""
     return sorted(trials, key=lambda r: r["stage_s"])[(len(trials) - 1) // 2]
+
+
+def pair_speedups(trials: dict[int, list[dict]], slow: int, fast: int) -> dict:
+    """Each interleaved pair's speed-up of ``fast`` threads over ``slow`` (trial k of each ran one after
+    the other, on the same machine state) and their median."""
+    pairs = [a["stage_s"] / b["stage_s"] for a, b in zip(trials[slow], trials[fast])]
+    return {f"pair_speedups_{fast}_vs_{slow}": [round(r, 2) for r in pairs],
+            f"median_pair_speedup_{fast}_vs_{slow}": round(float(np.median(pairs)), 2)}
 
 
 def main(argv=None) -> None:
@@ -137,9 +151,11 @@ def main(argv=None) -> None:
            "identical_numbers": all(c["numbers_identical"] for c in curve)}
     if unit == "threads" and 1 in runs and 2 in runs:
         out["speedup_2_vs_1"] = round(runs[1]["stage_s"] / runs[2]["stage_s"], 2)
+        out.update(pair_speedups(trials, 1, 2))
         out["target_2_vs_1"] = 1.7
     if unit == "threads" and 2 in runs and 16 in runs:
         out["speedup_16_vs_2"] = round(runs[2]["stage_s"] / runs[16]["stage_s"], 2)
+        out.update(pair_speedups(trials, 2, 16))
         out["target_16_vs_2"] = 5.0
     if args.json:
         emit(out, True)
