@@ -32,13 +32,12 @@ from corpora.parallel import task_threads
 
 ENV = "ITR_NUM_THREADS"
 
-__all__ = ["ENV", "SWITCH_INTERVAL_S", "CountedSetting", "ThreadLender", "default_threads", "lending_threads", "one_blas_thread",
-           "short_switch_interval", "spare_map"]
+__all__ = ["ENV", "SWITCH_INTERVAL_S", "CountedSetting", "ThreadLender", "default_threads", "lending_threads",
+           "one_blas_thread", "short_switch_interval", "spare_map"]
 
 #: The interpreter's thread switch interval (:func:`sys.setswitchinterval`) while threaded kernels run,
 #: in seconds (CPython's default: 5 ms).
 SWITCH_INTERVAL_S = 0.0005
-
 
 
 class CountedSetting:
