@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import cv2
 import numpy as np
@@ -109,6 +111,30 @@ def test_sampled_texture_equals_full_mr8_at_grid_points():
         full = mr8_responses(to_gray(rgb))
         assert d.shape == (64 * 48, 8)
         np.testing.assert_allclose(d, full[iy, ix], atol=1e-5)
+
+
+def test_texture_scratch_reuse_is_bit_exact():
+    """The filter bank's product with an image spectrum lives in a scratch buffer reused on each thread:
+    images of other sizes in between, and two threads at once, give the bits of a fresh buffer."""
+    rng = np.random.default_rng(2)
+    images = [cv2.GaussianBlur((rng.random((h, w, 3)) * 255).astype(np.uint8), (0, 0), 1.2)
+              for h, w in ((192, 256), (96, 128), (256, 170), (60, 300), (192, 256))]
+    grid = GridSpec(32, 24)
+
+    def on_new_thread(rgb):   # a thread of its own: no scratch buffer yet
+        out = []
+        t = threading.Thread(target=lambda: out.append(texture_descriptors(rgb, grid)[0]))
+        t.start()
+        t.join()
+        return out[0]
+
+    fresh = [on_new_thread(im) for im in images]
+    one_thread = [texture_descriptors(im, grid)[0] for im in images]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        two_threads = list(pool.map(lambda im: texture_descriptors(im, grid)[0], images * 3))
+    for k, ref in enumerate(fresh * 3 + fresh):
+        got = (two_threads + one_thread)[k]
+        assert got.shape == ref.shape and np.array_equal(got.view(np.uint32), ref.view(np.uint32)), k
 
 
 def test_lab_scaling_and_grid():
