@@ -35,6 +35,7 @@ import os
 import re
 import socket
 import tempfile
+import threading
 import time
 import warnings
 import zipfile
@@ -345,6 +346,9 @@ class DiskCache:
 
     Attributes
     ----------
+    hits, misses : int
+        Entries read back and entries computed by :meth:`get_or_compute` and the kernels' own lookups
+        (:meth:`count`; diagnostics).
     write_error : OSError or None
         The error of the last write that failed (permission, disk full, read-only file system), cleared by
         a write that succeeds.  While it is set, this object only reads, and :meth:`store` skips its writes
@@ -358,9 +362,28 @@ class DiskCache:
         self.retry_writes_after = retry_writes_after
         self.hits = 0
         self.misses = 0
+        self._count_lock = threading.Lock()
         self.write_error: OSError | None = None
         self._write_failed_at = 0.0
         self._swept: set[str] = set()
+
+    def __getstate__(self) -> dict:
+        """Pickled (a fitted text kernel sent to Dask workers holds its cache) without the counters' lock."""
+        state = dict(self.__dict__)
+        del state["_count_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._count_lock = threading.Lock()
+
+    def count(self, hits: int = 0, misses: int = 0) -> None:
+        """Add to :attr:`hits` and :attr:`misses` (entries read back, entries computed), under a lock: the
+        threads of one run share a cache object, and Python does not promise that ``+=`` on an attribute
+        is atomic (CPython 3.11 happens not to switch threads inside one; a free-threaded build can)."""
+        with self._count_lock:
+            self.hits += hits
+            self.misses += misses
 
     def path(self, namespace: str, key: Any) -> Path:
         return self.root / namespace / f"{cache_key(key)}.npz"
@@ -514,9 +537,9 @@ class DiskCache:
         """Return the cached arrays for ``key`` or compute, store and return them."""
         hit = self.load(namespace, key)
         if hit is not None:
-            self.hits += 1
+            self.count(hits=1)
             return hit
-        self.misses += 1
+        self.count(misses=1)
         arrays = {k: np.asarray(v) for k, v in compute().items()}
         self.store(namespace, key, arrays)
         return arrays

@@ -290,7 +290,7 @@ class BlockExecutor:
         for i in range(len(blocks)):
             hit = cache.load(namespace, keys[i]) if keyed else None
             if hit is not None:
-                cache.hits += 1
+                cache.count(hits=1)
                 out[i] = hit
             else:
                 todo.append(i)
@@ -308,7 +308,7 @@ class BlockExecutor:
                     bar.update(1)
         finally:
             bar.close()
-        cache.misses += len(todo) if keyed else 0
+        cache.count(misses=len(todo) if keyed else 0)
         return out  # type: ignore[return-value]
 
     def _run_on_cluster(self, fn, blocks, todo, context, cache, namespace, keys, out, bar) -> None:

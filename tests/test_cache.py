@@ -514,3 +514,33 @@ def test_a_long_lived_cache_writes_again_once_the_retry_interval_has_passed(tmp_
     assert cache.store("ns", {"k": 6}, {"a": np.arange(2)}) is not None
     assert not list((tmp_path / "c").rglob("*.tmp"))
 
+
+
+def test_hit_and_miss_counts_are_exact_across_threads_and_pickling(tmp_path):
+    """The threads of one run share a cache object: no count is lost under a short thread switch
+    interval, and a pickled cache (a text kernel sent to Dask workers holds one) keeps its counts and
+    counts on."""
+    import pickle
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = DiskCache(tmp_path)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        def work(_):
+            for _ in range(20_000):
+                cache.count(hits=1)
+                cache.count(misses=2)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(work, range(4)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert (cache.hits, cache.misses) == (80_000, 160_000)
+    cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+    cache.get_or_compute("ns", {"k": 1}, lambda: {"a": np.arange(3)})
+    again = pickle.loads(pickle.dumps(cache))
+    assert (again.hits, again.misses) == (80_001, 160_001)
+    again.count(hits=1)
+    assert again.hits == 80_002 and cache.hits == 80_001

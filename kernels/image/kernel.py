@@ -418,7 +418,7 @@ class ImageKernel:
         for f in self.features:
             hit = self.cache.load("image_codebook", self._codebook_key(f))
             if hit is not None:
-                self.cache.hits += 1
+                self.cache.count(hits=1)
                 books[f] = hit["centres"]
         return books
 
@@ -439,7 +439,7 @@ class ImageKernel:
         books: dict[str, np.ndarray] = {}
         for f in missing:
             books[f] = fitted[f]
-            self.cache.misses += self.cache.enabled
+            self.cache.count(misses=int(self.cache.enabled))
             self.cache.store("image_codebook", self._codebook_key(f), {"centres": books[f]})
         return books
 
