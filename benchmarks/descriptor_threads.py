@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from benchmarks._common import emit  # noqa: E402
 
 def measure(n_images: int, threads: int) -> dict:
     """The pass over ``n_images`` teaching images on ``threads`` threads, in this process."""
+    # imported here, in the child runs only: the parent process just starts them and reads their figures
     from threadpoolctl import threadpool_limits
 
     from corpora.teaching import make_teaching_set
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     runs = []
     for t in (int(x) for x in args.threads.split(",")):
         child = subprocess.run([sys.executable, __file__, "--one", str(t), "--images", str(args.images)],
-                               check=True, capture_output=True, text=True, env=dict(os.environ))
+                               check=True, capture_output=True, text=True)
         runs.append(json.loads(child.stdout.strip().splitlines()[-1]))
     base = runs[0]
     result = {}

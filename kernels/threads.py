@@ -158,22 +158,27 @@ class ThreadLender:
 
 
 _LENDER: dict[str, ThreadLender | None] = {"current": None}
+_LENDER_LOCK = threading.Lock()
 
 
 @contextmanager
 def lending_threads(threads: int, tasks: int):
     """A :class:`ThreadLender` for a team of ``threads`` threads and ``tasks`` tasks, the one
-    :func:`spare_map` borrows from while inside (process-wide: one team at a time; an inner team lends
-    nothing, the outer one keeps lending)."""
+    :func:`spare_map` borrows from while inside (process-wide: one team at a time; a team entered while
+    another is inside, nested or on another thread, lends nothing, and the first one keeps lending)."""
     lender = ThreadLender(threads, tasks)
-    if _LENDER["current"] is not None:
+    with _LENDER_LOCK:
+        first = _LENDER["current"] is None
+        if first:
+            _LENDER["current"] = lender
+    if not first:
         yield ThreadLender(0, 0)
         return
-    _LENDER["current"] = lender
     try:
         yield lender
     finally:
-        _LENDER["current"] = None
+        with _LENDER_LOCK:
+            _LENDER["current"] = None
 
 
 def spare_map(fn: Callable, items: Iterable) -> list:

@@ -132,8 +132,7 @@ def test_texture_scratch_reuse_is_bit_exact():
     one_thread = [texture_descriptors(im, grid)[0] for im in images]
     with ThreadPoolExecutor(max_workers=2) as pool:
         two_threads = list(pool.map(lambda im: texture_descriptors(im, grid)[0], images * 3))
-    for k, ref in enumerate(fresh * 3 + fresh):
-        got = (two_threads + one_thread)[k]
+    for k, (got, ref) in enumerate(zip(two_threads + one_thread, fresh * 3 + fresh)):
         assert got.shape == ref.shape and np.array_equal(got.view(np.uint32), ref.view(np.uint32)), k
 
 

@@ -140,6 +140,29 @@ def test_spare_map_keeps_the_order_and_uses_lent_threads_only():
         assert {t for _, t in spare_map(who, range(3))} == {threading.current_thread().name}
 
 
+def test_a_second_team_lends_nothing_while_the_first_is_inside():
+    """One team lends at a time, process-wide: a team entered on another thread meanwhile gets a lender
+    with no thread to lend, the first keeps its own, and a team entered afterwards lends again."""
+    inside, done, seen = threading.Event(), threading.Event(), {}
+
+    def second():
+        inside.wait()
+        with lending_threads(threads=4, tasks=1) as other:
+            seen["borrowed"] = other.borrow(3)
+        done.set()
+
+    t = threading.Thread(target=second)
+    t.start()
+    with lending_threads(threads=3, tasks=1) as first:
+        inside.set()
+        done.wait(10)
+        assert first.borrow(2) == 2
+    t.join()
+    assert seen["borrowed"] == 0
+    with lending_threads(threads=3, tasks=1) as later:
+        assert later.borrow(2) == 2
+
+
 def test_the_last_system_borrows_the_thread_an_ended_system_left(small_teaching_set, monkeypatch):
     """With two threads, the second system runs on alone once the first has ended: its splittable work
     (one KCCA solve per κ, kcca.selection) then also runs on the first system's thread."""
