@@ -385,3 +385,38 @@ def test_pool_rows_serve_single_image_rows_unchanged(tmp_cache):
     for k, i in enumerate([te[1], te[2], te[0]]):
         for f in ik.features:
             assert np.array_equal(got[f][k], alone[i][f][0])
+
+
+def test_gram_rows_are_not_held_up_while_the_kept_rows_are_built(tmp_cache, monkeypatch):
+    """One thread storing the training histograms by bin (the nearest-neighbour baseline's kept rows) does
+    not stop another from computing a Gram of the same kernel, which needs only the visual words; the
+    features' Grams, each computed from its own feature's histograms, are the serial kernel's."""
+    import threading
+
+    corpus = synthetic_corpus()
+    tr, te = list(corpus.split("train")), list(corpus.split("test"))
+    ik = make_kernel(None, n_jobs=2).fit(corpus, tr)
+    serial = make_kernel(None, n_jobs=1).fit(corpus, tr)
+    inside, release = threading.Event(), threading.Event()
+    real_bin_rows = ik._bin_rows
+
+    def slow_bin_rows(rows, features):
+        inside.set()
+        assert release.wait(30)
+        return real_bin_rows(rows, features)
+
+    monkeypatch.setattr(ik, "_bin_rows", slow_bin_rows)
+    builder = threading.Thread(target=lambda: ik.feature_grams(te[:1], tr, by_columns=True))
+    builder.start()
+    try:
+        assert inside.wait(30)
+        done: dict = {}
+        worker = threading.Thread(target=lambda: done.update(t=ik.feature_grams(tr), h=ik.histograms(te)))
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), "the Gram waited for the kept rows"
+    finally:
+        release.set()
+        builder.join(30)
+    for got, want in ((done["t"], serial.feature_grams(tr)), (done["h"], serial.histograms(te))):
+        assert set(got) == set(want) and all(np.array_equal(got[f], want[f]) for f in want)

@@ -227,9 +227,12 @@ class ImageKernel:
         self._words: dict[str, dict[str, tuple[np.ndarray, tuple[int, int]]]] = {}
         self.n_extracted_ = 0  # images whose descriptors were computed (not read from cache)
         self._desc_memo: dict[str, dict] = {}  # codebook images' descriptors, only during fit
-        # held while the visual words or the kept rows change: several threads may ask one fitted kernel
-        # for Gram rows at once (kcca.kernel_store computes them outside its entry lock)
+        # held while the visual words change: several threads may ask one fitted kernel for Gram rows at
+        # once (kcca.kernel_store computes them outside its entry lock)
         self._state_lock = threading.RLock()
+        # held while the kept rows (below) change, before the state lock: Grams, which need only the words,
+        # go on while the nearest-neighbour baseline's training histograms are stored by bin
+        self._rows_lock = threading.RLock()
         # the last rows' histograms stored by bin, kept for repeated column requests (_kept_rows): (ids,
         # {feature: BinRows}, {feature: Shared on the cluster; its rows leave the dict}, [rows digests])
         self._rows_memo: tuple[tuple[str, ...], dict[str, BinRows], dict, list] | None = None
@@ -594,14 +597,16 @@ class ImageKernel:
         ``kind="histogram"`` (the pyramid's first ``V`` columns, bit for bit, without its finer levels)."""
         return self._histograms(ids, pyramid=self.kind == "pyramid")
 
-    def _histograms(self, ids: Sequence[str], pyramid: bool) -> dict[str, np.ndarray]:
-        """Pyramid (``pyramid``) or global histograms of ``ids``, every image on the same grid shape
-        counted together (:func:`~kernels.image.histograms.pyramid_histograms`: no loop over images)."""
+    def _histograms(self, ids: Sequence[str], pyramid: bool,
+                    features: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Pyramid (``pyramid``) or global histograms of ``ids`` for ``features`` (default: all), every
+        image on the same grid shape counted together (:func:`~kernels.image.histograms.pyramid_histograms`:
+        no loop over images)."""
         self._check_fitted()
         ids = list(ids)
         self._ensure_words(ids)
         out = {}
-        for f in self.features:
+        for f in self.features if features is None else features:
             V = self.n_words[f]
             H = np.empty((len(ids), n_cells(self.levels) * V if pyramid else V), dtype=np.float32)
             by_shape: dict[tuple[int, int], list[int]] = {}
@@ -637,17 +642,16 @@ class ImageKernel:
     def _feature_grams(self, rows: list[str], cols: list[str] | None, columns: bool) -> dict[str, np.ndarray]:
         """:meth:`feature_grams` by row blocks of the Gram routine, or (``columns``) as columns of the
         kept ``rows`` stored by bin (:meth:`_columns`)."""
-        hists: dict[str, dict[str, np.ndarray] | None] = {}
-        hists_lock = threading.Lock()   # the features' Grams may be computed side by side (below)
+        hists: dict[str, dict[str, np.ndarray] | None] = {}   # the columns' histograms (_columns)
+        pyramid = self.kind == "pyramid"
 
         def compute(f: str) -> dict[str, np.ndarray]:
             if columns:
                 return {"K": self._columns(rows, cols, f, hists)}
-            with hists_lock:
-                if not hists:   # every feature's histograms, once, when a Gram is not cached
-                    hists["rows"] = self.histograms(rows)
-                    hists["cols"] = None if cols is None else self.histograms(cols)
-            HR, HC = hists["rows"][f], None if hists["cols"] is None else hists["cols"][f]
+            # each feature's own histograms: the features' Grams may be computed side by side (below), and
+            # their histograms then are too (1,400 training images' pyramid histograms: about 0.1 s)
+            HR = self._histograms(rows, pyramid, (f,))[f]
+            HC = None if cols is None else self._histograms(cols, pyramid, (f,))[f]
             if self.executor is not None:
                 return {"K": gram_on_cluster(self.executor, HR, HC, self._gram_key(f, rows, cols), self.cache,
                                              kind=self.kind, n_words=self.n_words[f], levels=self.levels,
@@ -707,7 +711,7 @@ class ImageKernel:
         of pool images after another, so the training images' histograms are built once, not once per
         call (until :meth:`release_rows`).  Built :data:`KEPT_ROWS_BLOCK` images at a time: the dense
         ``n × 21·V`` histograms (6.1 GB at COCO size) are never held, only the sparse ones (2.4 GB)."""
-        with self._state_lock:
+        with self._rows_lock:
             if not self._are_kept(rows):
                 self.release_rows()   # free the previous rows' histograms before building the new ones
                 self._rows_memo = (tuple(rows), self._bin_rows(rows, self.features), {}, [])
@@ -734,7 +738,7 @@ class ImageKernel:
     def _transposed_rows(self, rows: list[str], f: str) -> BinRows:
         """Feature ``f``'s histograms of the kept ``rows``, weighted and stored by bin (:meth:`_kept_rows`;
         in-process: a cluster's columns use :meth:`_shared_rows`)."""
-        with self._state_lock:
+        with self._rows_lock:
             kept = self._kept_rows(rows)
             if f not in kept:   # sent to a cluster earlier (an executor given, then taken away)
                 kept[f] = self._bin_rows(rows, [f])[f]
@@ -766,7 +770,7 @@ class ImageKernel:
 
     def release_rows(self) -> None:
         """Forget the histograms kept for repeated column requests (and their copies on the cluster)."""
-        with self._state_lock:
+        with self._rows_lock:
             if self._rows_memo is not None and self.executor is not None:
                 for shared in self._rows_memo[2].values():
                     self.executor.forget(shared)
