@@ -139,7 +139,7 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
     plots: dict[str, str] = {}
 
     for kind in ("recall", "rank_cdf"):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True, layout="constrained")
         for ax, task in zip(axes, TASKS):
             for s in systems:
                 if task not in outcomes[s]:
@@ -160,10 +160,11 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))   # 1, 10, 100 rather than 10⁰, 10¹, 10²
         axes[0].set_ylabel("R@k (%)" if kind == "recall" else "queries with rank ≤ x (%)")
-        # one legend for both panels, beside them, so that it hides no curve
+        # one legend for both panels, right beside them (the constrained layout makes room), so that it
+        # hides no curve
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7.5, loc="center left", bbox_to_anchor=(1.0, 0.5),
-                   title="dotted: baseline, solid: classical, dashed: neural", title_fontsize=7.5)
+        fig.legend(handles, labels, fontsize=8, loc="outside right center",
+                   title="dotted: baseline\nsolid: classical\ndashed: neural", title_fontsize=8)
         k_top = max((min(100, len(outcomes[s][t].ranks)) for s in systems for t in TASKS if t in outcomes[s]),
                     default=100)
         fig.suptitle(f"Recall@k, k = 1…{k_top}" if kind == "recall"
@@ -173,7 +174,8 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
     have_rp = [s for s in systems if all(
         t in outcomes[s] and outcomes[s][t].r_precision is not None for t in TASKS)]
     if have_rp:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 + 0.32 * len(have_rp) + 1.2), sharey=True, sharex=True)
+        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 + 0.32 * len(have_rp) + 1.2), sharey=True, sharex=True,
+                                 layout="constrained")
         colours = {"baseline": "#999999", "classical": "#3b6ea8", "neural": "#c0504d"}
         for ax, task in zip(axes, TASKS):
             means, errs = [], [[], []]
@@ -194,8 +196,7 @@ def make_plots(outcomes: Mapping[str, Mapping[str, QueryOutcomes]], families: Ma
         axes[0].invert_yaxis()  # shared y axis: flip once so the order matches the tables
         fams = [f for f in ("baseline", "classical", "neural") if any(families.get(s) == f for s in have_rp)]
         # beside the panels, like the curves' legend, so that it hides no bar or interval
-        fig.legend(handles=[Patch(color=colours[f], label=f) for f in fams], fontsize=8, loc="center left",
-                   bbox_to_anchor=(1.0, 0.5))
+        fig.legend(handles=[Patch(color=colours[f], label=f) for f in fams], fontsize=8, loc="outside right center")
         fig.suptitle("R-precision per system")
         plots["r_precision"] = _png_data_uri(fig) if out_dir is None else _save(fig, out_dir, "r_precision")
     return plots
