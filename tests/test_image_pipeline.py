@@ -299,6 +299,34 @@ def test_idle_worker_prefetches_descriptors_during_kmeans(monkeypatch):
             assert np.array_equal(ik._words[i][f][0], serial._words[i][f][0])
 
 
+def test_many_threads_share_one_assignment_pool_and_give_the_serial_codebooks(monkeypatch):
+    """With more threads than codebooks + 1, every codebook's k-means sends its assignment steps to one
+    shared pool of n_jobs - 1 threads (the prefetch keeps a thread of its own); the codebooks and words
+    are the serial fit's, bit for bit."""
+    import kernels.image.kernel as kmod
+
+    corpus = synthetic_corpus(12)
+    tr = list(corpus.split("train"))
+    seen = []
+    real_fit = kmod.fit_codebook
+
+    def recording_fit(X, k, seed, n_threads=1, executor=None):
+        seen.append((n_threads, executor))
+        return real_fit(X, k, seed=seed, n_threads=n_threads, executor=executor)
+
+    monkeypatch.setattr(kmod, "fit_codebook", recording_fit)
+    many = make_kernel(None, n_words={"color": 16, "texture": 16, "sift": 16}, n_jobs=6).fit(corpus, tr)
+    assert len(seen) == 3 and {n for n, _ in seen} == {5} and len({id(e) for _, e in seen}) == 1
+    assert seen[0][1] is not None and seen[0][1]._max_workers == 5
+    seen.clear()
+    serial = make_kernel(None, n_words={"color": 16, "texture": 16, "sift": 16}, n_jobs=1).fit(corpus, tr)
+    assert seen == [(1, None)] * 3
+    for f in many.features:
+        assert np.array_equal(many.codebooks_[f], serial.codebooks_[f])
+        for i in tr:
+            assert np.array_equal(many._words[i][f][0], serial._words[i][f][0])
+
+
 def test_one_rebuilt_codebook_equals_the_one_fitted_with_the_others(tmp_path):
     """A codebook rebuilt alone (its cache entry lost or corrupt, the others read back) is the one fitted
     together with the other features: each feature's descriptor sample does not depend on which other

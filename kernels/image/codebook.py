@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -63,19 +64,19 @@ def sample_rows(X: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def fit_codebook(X: np.ndarray, n_words: int, seed: int = 0, max_iter: int = 100,
-                 n_threads: int = 1) -> np.ndarray:
+                 n_threads: int = 1, executor: Executor | None = None) -> np.ndarray:
     """k-means codebook: ``n_words`` centres ``(n_words, d)`` float32 fitted on descriptors ``X``.
 
-    scikit-learn ``KMeans`` (Lloyd, k-means++ initialisation, one initialisation, ``random_state=seed``),
-    so the same descriptors and seed give the same codebook.  Duplicate descriptors are fine; fewer
-    descriptors than words is an error naming ``n_words``.  ``n_threads`` caps the OpenMP and BLAS
-    threads k-means uses (default 1: on a machine shared with other jobs, spinning OpenMP/BLAS threads
-    made k-means 5–7× *slower* with 2 threads than with 1; one thread also keeps results identical
-    across machines).
-    """
-    # heavy (seconds to import) and needed only to fit a codebook, which a cached run never does
-    from sklearn.cluster import KMeans
+    scikit-learn ``KMeans`` (Lloyd, k-means++ initialisation, one initialisation, ``random_state=seed``)
+    on one thread, so the same descriptors and seed give the same codebook on every machine.  Duplicate
+    descriptors are fine; fewer descriptors than words is an error naming ``n_words``.
 
+    ``n_threads > 1`` or an ``executor``: the same centres, bit for bit, with the assignment step on
+    ``n_threads`` threads (:func:`kernels.image.lloyd.lloyd_kmeans`; on ``executor`` when given, which
+    several codebooks may share).  scikit-learn's own threads are never used: their centre sums depend on
+    the thread count, and on a machine shared with other jobs its spinning OpenMP / BLAS threads made
+    k-means 5–7× *slower* with 2 threads than with 1.  BLAS stays on one thread either way.
+    """
     X = np.ascontiguousarray(X, dtype=np.float32)
     if X.ndim != 2:
         raise ValueError(f"descriptors must be 2-D, got shape {X.shape}")
@@ -83,12 +84,36 @@ def fit_codebook(X: np.ndarray, n_words: int, seed: int = 0, max_iter: int = 100
         raise ValueError(f"n_words={n_words} must be positive")
     if len(X) < n_words:
         raise ValueError(f"n_words={n_words} exceeds the {len(X)} descriptors sampled for the codebook")
+    lloyd = threaded_lloyd() if n_threads > 1 or executor is not None else None
+    if lloyd is not None:
+        with threadpool_limits(limits=1):
+            if executor is not None:
+                return lloyd(X, n_words, seed=seed, max_iter=max_iter, executor=executor,
+                             n_threads=n_threads).astype(np.float32, copy=False)
+            with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="k-means") as pool:
+                return lloyd(X, n_words, seed=seed, max_iter=max_iter, executor=pool,
+                             n_threads=n_threads).astype(np.float32, copy=False)
+    # heavy (seconds to import) and needed only to fit a codebook, which a cached run never does
+    from sklearn.cluster import KMeans
+
     km = KMeans(n_clusters=n_words, init="k-means++", n_init=1, max_iter=max_iter, random_state=seed)
-    with warnings.catch_warnings(), threadpool_limits(limits=n_threads):
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
         # Flat synthetic images give fewer distinct colours than words; k-means then duplicates centres.
         warnings.filterwarnings("ignore", message="Number of distinct clusters")
         km.fit(X)
     return np.ascontiguousarray(km.cluster_centers_, dtype=np.float32)
+
+
+def threaded_lloyd():
+    """:func:`kernels.image.lloyd.lloyd_kmeans`, or ``None`` for a scikit-learn without the compiled
+    assignment step it calls (:func:`fit_codebook` then runs scikit-learn's one-thread ``KMeans``, which
+    gives the same centres).  Imported on first use: scikit-learn takes seconds to import, and a cached
+    run fits no codebook."""
+    try:
+        from kernels.image.lloyd import lloyd_kmeans
+    except ImportError:
+        return None
+    return lloyd_kmeans
 
 
 def quantise(X: np.ndarray, centres: np.ndarray, block: int = 8192) -> np.ndarray:

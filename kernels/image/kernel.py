@@ -472,30 +472,37 @@ class ImageKernel:
 
     def _fit_codebooks(self, Xs: dict[str, np.ndarray], missing: list[str], train_ids: tuple[str, ...],
                        memo: "_MemoBudget") -> dict[str, np.ndarray]:
-        """k-means of each missing feature, ``{feature: centres}``.
+        """k-means of each missing feature, ``{feature: centres}``: scikit-learn's one-thread centres on
+        every machine (:func:`~kernels.image.codebook.fit_codebook`).
 
-        One single-threaded k-means per feature (identical results on any machine), the features'
-        codebooks fitted side by side on n_jobs threads (scikit-learn's Lloyd loop releases the GIL),
-        the costliest first (samples × dimension × words; longest-processing-time order): on two
-        threads SIFT's k-means (≈ 9 s on the teaching set) then runs beside colour and texture
-        (≈ 3 + 6 s) instead of after colour, which left one core idle for ≈ 3 s.
+        Up to ``len(missing) + 1`` threads: the features' codebooks are fitted side by side, one thread
+        each (scikit-learn's Lloyd loop releases the GIL), the costliest first (samples × dimension ×
+        words; longest-processing-time order): on two threads SIFT's k-means (≈ 9 s on the teaching set)
+        then runs beside colour and texture (≈ 3 + 6 s) instead of after colour, which left one core idle
+        for ≈ 3 s.  More threads: every codebook's assignment steps share one pool of ``n_jobs − 1``
+        threads (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of
+        SIFT's k-means holding the stage on one thread while the other threads wait.
         A worker left without a k-means (the last codebook still being fitted, or a single missing
-        feature) extracts the next training images' descriptors into the memo meanwhile, until every
-        codebook is done or the memo is full (extraction does not depend on the codebooks).
+        feature; with the shared pool, one thread of its own) extracts the next training images'
+        descriptors into the memo meanwhile, until every codebook is done or the memo is full (extraction
+        does not depend on the codebooks).
         """
-        def fit_one(f):
-            return fit_codebook(Xs[f], self.n_words[f], seed=self.seed)
-
         order = sorted(missing, key=lambda f: -Xs[f].shape[0] * Xs[f].shape[1] * self.n_words[f])
         with threadpool_limits(limits=1), one_opencv_thread():
-            if self.n_jobs > 1:
+            if self.n_jobs == 1:
+                return {f: fit_codebook(Xs[f], self.n_words[f], seed=self.seed) for f in order}
+            if self.n_jobs <= len(order) + 1:
                 with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
-                    fits = [pool.submit(fit_one, f) for f in order]
+                    fits = [pool.submit(fit_codebook, Xs[f], self.n_words[f], seed=self.seed) for f in order]
                     pool.submit(self._prefetch_descriptors, train_ids, fits, memo)
-                    fitted = {f: fu.result() for f, fu in zip(order, fits)}
-            else:
-                fitted = {f: fit_one(f) for f in order}
-        return fitted
+                    return {f: fu.result() for f, fu in zip(order, fits)}
+            n_assign = self.n_jobs - 1
+            with ThreadPoolExecutor(max_workers=n_assign, thread_name_prefix="k-means") as assign, \
+                    ThreadPoolExecutor(max_workers=len(order) + 1, thread_name_prefix="codebooks") as pool:
+                fits = [pool.submit(fit_codebook, Xs[f], self.n_words[f], seed=self.seed, n_threads=n_assign,
+                                    executor=assign) for f in order]
+                pool.submit(self._prefetch_descriptors, train_ids, fits, memo)
+                return {f: fu.result() for f, fu in zip(order, fits)}
 
     def _prefetch_descriptors(self, train_ids: tuple[str, ...], fits, memo: "_MemoBudget") -> None:
         """Extract training images' descriptors into the memo while k-means runs (see :meth:`_fit_codebooks`)."""
