@@ -54,15 +54,18 @@ def test_teaching_codebooks_equal_one_thread_kmeans_bit_for_bit(teaching_descrip
 
 def test_empty_clusters_relocated_as_scikit_learn_does():
     """Few distinct points, many clusters: clusters empty out, are given far samples, or (more clusters
-    than distinct points) keep the largest cluster's centre; float64 data stay float64."""
+    than distinct points) keep the largest cluster's centre; float64 data stay float64, integers become
+    float64."""
     rng = np.random.default_rng(1)
     few = rng.normal(size=(12, 5)).astype(np.float32)
     X = few[rng.integers(0, len(few), 900)] + rng.normal(scale=1e-3, size=(900, 5)).astype(np.float32)
-    for data, k in ((X, 40), (few[rng.integers(0, 6, 600)], 10), (X.astype(np.float64), 25)):
+    for data, k in ((X, 40), (few[rng.integers(0, 6, 600)], 10), (X.astype(np.float64), 25),
+                    (np.rint(X * 10).astype(np.int32), 20)):   # integers: float64, as KMeans converts them
         want = sklearn_centres(data, k, seed=0)
         for n_threads in (1, 3):
             got = threaded_centres(data, k, seed=0, n_threads=n_threads)
-            assert got.dtype == data.dtype and np.array_equal(got, want), (k, n_threads)
+            assert got.dtype == want.dtype == (np.float32 if data.dtype == np.float32 else np.float64)
+            assert np.array_equal(got, want), (k, n_threads)
 
 
 def test_a_max_iter_stop_and_blocks_of_whole_chunks():

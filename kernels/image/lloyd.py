@@ -60,8 +60,9 @@ def lloyd_kmeans(X: np.ndarray, n_clusters: int, *, seed: int, max_iter: int, ex
     """Centres ``(n_clusters, d)`` of k-means on ``X``: ``KMeans(n_clusters, init="k-means++", n_init=1,
     max_iter=max_iter, tol=tol, random_state=seed).fit(X).cluster_centers_`` on one thread, bit for bit
     (module docstring), with the assignment step's blocks run on ``executor`` (``n_threads`` of them at
-    a time).  ``X`` is float32 or float64; the centres have its dtype."""
-    X = np.array(X, dtype=np.float64 if np.asarray(X).dtype == np.float64 else np.float32, order="C", copy=True)
+    a time).  The centres are float32 for float32 ``X``, float64 otherwise."""
+    # float32 stays float32, anything else becomes float64 (as KMeans converts it)
+    X = np.array(X, dtype=np.float32 if np.asarray(X).dtype == np.float32 else np.float64, order="C", copy=True)
     tol_x = float(np.mean(np.var(X, axis=0)) * tol) if tol else 0.0   # on the data as given, as KMeans
     weights = np.ones(len(X), dtype=X.dtype)
     mean = X.mean(axis=0)
