@@ -1,6 +1,6 @@
 """The checks that need a GPU machine with many cores, in one go: what a short loan of such a machine is for.
 
-    python benchmarks/device_checks.py                       # cuda_tests, neural_overhead, threads
+    python benchmarks/device_checks.py                       # cuda_tests, neural_overhead, kmeans, threads
     python benchmarks/device_checks.py --steps all --out runs/device-checks
     python benchmarks/device_checks.py --steps suite         # the whole test suite on this machine
 
@@ -12,6 +12,8 @@ the next one runs):
   with ``--device cuda`` against the CPU run);
 * ``neural_overhead`` — ``benchmarks/neural_overhead.py --device cuda --clip-model ViT-B-32`` (random
   weights: speed does not depend on the values): ``throughput_ratio_corpus``, goal ≥ 0.9;
+* ``kmeans`` — ``benchmarks/kmeans_threads.py --threads 1,2,…,<cores>``: SIFT's codebook k-means on
+  one thread and on many (:mod:`kernels.image.lloyd`), the same centres bit for bit (about a minute);
 * ``threads`` — ``benchmarks/thread_scaling.py --threads 2,<cores>`` (``1,2`` on two cores): the
   classical stage cold, goal ≥ 5× from 2 to 16 threads, identical numbers;
 * ``workers`` — ``benchmarks/thread_scaling.py --workers 1,4,<cores>``: the same job on a local Dask
@@ -38,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import emit  # noqa: E402
 
-DEFAULT_STEPS = ("cuda_tests", "neural_overhead", "threads")
+DEFAULT_STEPS = ("cuda_tests", "neural_overhead", "kmeans", "threads")
 
 
 def step_commands(cores: int) -> dict[str, tuple[list[str], int, bool]]:
@@ -46,10 +48,12 @@ def step_commands(cores: int) -> dict[str, tuple[list[str], int, bool]]:
     py, bench = sys.executable, ROOT / "benchmarks"
     threads = ",".join(map(str, sorted({1 if cores <= 2 else 2, cores})))
     workers = ",".join(map(str, sorted({1, min(4, cores), cores})))
+    powers = ",".join(map(str, sorted({1, cores} | {2 ** k for k in range(1, 8) if 2 ** k < cores})))
     return {
         "cuda_tests": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/test_cuda.py"], 600, False),
         "neural_overhead": ([py, str(bench / "neural_overhead.py"), "--device", "cuda", "--clip-model", "ViT-B-32",
                              "--threads", str(cores), "--json"], 300, True),
+        "kmeans": ([py, str(bench / "kmeans_threads.py"), "--threads", powers, "--json"], 300, True),
         "threads": ([py, str(bench / "thread_scaling.py"), "--threads", threads, "--json"], 600, True),
         "workers": ([py, str(bench / "thread_scaling.py"), "--workers", workers, "--json"], 900, True),
         "suite": ([py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], 1800, False),
@@ -66,8 +70,11 @@ def figures(name: str, stdout: str, as_json: bool) -> dict:
                                 "overhead_ratio_text"),
             "threads": ("cores", "speedup_2_vs_1", "median_pair_speedup_2_vs_1", "speedup_16_vs_2",
                         "median_pair_speedup_16_vs_2", "identical_numbers"),
-            "workers": ("cores", "identical_numbers")}[name]
+            "workers": ("cores", "identical_numbers"),
+            "kmeans": ("init_s", "iterations")}[name]
     out = {k: data[k] for k in keep if k in data}
+    if name == "kmeans":   # one figure per thread count
+        out.update({k: v for k, v in data.items() if k.startswith(("speedup_", "identical_"))})
     if "provenance" in data:
         out["device"] = data["provenance"].get("device_name") or data["provenance"].get("device")
     if "curve" in data:

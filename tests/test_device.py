@@ -86,7 +86,13 @@ def test_device_checks_script_reports_each_step_and_keeps_its_output(benchmark_m
     assert slow["status"] == "timed out" and (tmp_path / "workers.log").is_file()
     garbled = dc.run_step("neural_overhead", [py, "-c", "print('not json')"], 60, True, tmp_path)
     assert garbled["status"].startswith("unreadable output")
-    assert set(dc.step_commands(16)) == {"cuda_tests", "neural_overhead", "threads", "workers", "suite"}
+    km_figures = {"speedup_16": 2.1, "identical_16": True, "init_s": 3.0, "rows": 9}
+    km = dc.run_step("kmeans", [py, "-c", f"print({json.dumps(json.dumps(km_figures))})"], 60, True, tmp_path)
+    assert {k: km[k] for k in ("speedup_16", "identical_16", "init_s")} == {"speedup_16": 2.1, "identical_16": True,
+                                                                          "init_s": 3.0} and "rows" not in km
+    assert set(dc.step_commands(16)) == {"cuda_tests", "neural_overhead", "kmeans", "threads", "workers", "suite"}
+    assert dc.step_commands(16)["kmeans"][0][-3:] == ["--threads", "1,2,4,8,16", "--json"]
+    assert dc.step_commands(2)["kmeans"][0][-3:] == ["--threads", "1,2", "--json"]
     assert dc.step_commands(16)["threads"][0][-3:] == ["--threads", "2,16", "--json"]
     assert dc.step_commands(16)["workers"][0][-3:] == ["--workers", "1,4,16", "--json"]
     assert dc.step_commands(2)["threads"][0][-3:] == ["--threads", "1,2", "--json"]

@@ -1,0 +1,94 @@
+"""A codebook's k-means on one thread (scikit-learn's ``KMeans``) and on several
+(:mod:`kernels.image.lloyd`): wall time, the k-means++ initialisation's share, and whether the centres
+are the same bits.
+
+The sample is what the default job's SIFT codebook clusters: descriptors of the built-in teaching set's
+images, 500 from each (``--images`` × 500 rows), 256 words, at most 100 iterations, seed 0.  The
+initialisation runs on one thread at every count (it is timed on its own, ``init_s``), the assignment
+steps on the given threads, each update step on one:
+
+    python benchmarks/kmeans_threads.py                       # 128 images (64,000 × 128), 1 and 2 threads
+    python benchmarks/kmeans_threads.py --threads 1,2,4,8,16 --json
+    python benchmarks/kmeans_threads.py --feature texture --words 256
+
+Figures: ``wall_s_<threads>`` (1: scikit-learn's ``KMeans``; more: ``lloyd_kmeans``), ``speedup_<threads>``
+against one thread, ``identical_<threads>`` (centres equal to one thread's bit for bit), ``init_s`` and
+``iterations``.  The exit status is 1 when a count's centres differ.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.cluster import KMeans, kmeans_plusplus
+from sklearn.utils.extmath import row_norms
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import emit  # noqa: E402
+from corpora.teaching import make_teaching_set  # noqa: E402
+from kernels.image.codebook import fit_codebook  # noqa: E402
+from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors  # noqa: E402
+
+
+def sample(feature: str, n_images: int, per_image: int = 500, seed: int = 0) -> np.ndarray:
+    """``per_image`` seeded descriptors of ``feature`` from each of the first ``n_images`` teaching images."""
+    corpus = make_teaching_set()
+    rng = np.random.default_rng(seed)
+    rows = []
+    for image_id in list(corpus.image_ids)[:n_images]:
+        x = extract_descriptors(corpus.load_image(image_id), DescriptorParams(), (feature,))[feature][0]
+        rows.append(x[rng.choice(len(x), min(len(x), per_image), replace=False)])
+    return np.concatenate(rows)
+
+
+def init_and_iterations(X: np.ndarray, n_words: int, seed: int) -> tuple[float, int]:
+    """Seconds of the k-means++ initialisation alone (on the centred data, as ``KMeans`` runs it) and the
+    number of Lloyd iterations ``KMeans`` takes."""
+    with threadpool_limits(limits=1):
+        Xc = X - X.mean(axis=0)
+        t0 = time.perf_counter()
+        kmeans_plusplus(Xc, n_words, x_squared_norms=row_norms(Xc, squared=True), random_state=seed)
+        init = time.perf_counter() - t0
+        km = KMeans(n_clusters=n_words, init="k-means++", n_init=1, max_iter=100, random_state=seed).fit(X)
+    return init, int(km.n_iter_)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default: 1,2)")
+    ap.add_argument("--images", type=int, default=128, help="teaching images sampled, 500 rows each (default: 128)")
+    ap.add_argument("--feature", default="sift", choices=FEATURES, help="descriptor (default: sift)")
+    ap.add_argument("--words", type=int, default=256, help="codebook size (default: 256)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    X = sample(args.feature, args.images)
+    counts = [int(x) for x in args.threads.split(",")]
+    result: dict = {"rows": int(X.shape[0]), "dims": int(X.shape[1]), "words": args.words}
+    base = None
+    ok = True
+    for t in counts:
+        t0 = time.perf_counter()
+        centres = fit_codebook(X, args.words, seed=0, n_threads=t)
+        wall = time.perf_counter() - t0
+        if base is None:
+            base = (wall, centres)
+        same = bool(np.array_equal(centres, base[1]))
+        ok &= same
+        result[f"wall_s_{t}"] = round(wall, 2)
+        result[f"speedup_{t}"] = round(base[0] / wall, 2)
+        result[f"identical_{t}"] = same
+    init, iterations = init_and_iterations(X, args.words, seed=0)
+    result["init_s"], result["iterations"] = round(init, 2), iterations
+    emit(result, args.json)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
