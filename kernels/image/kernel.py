@@ -477,9 +477,8 @@ class ImageKernel:
 
         Up to ``len(missing) + 1`` threads: the features' codebooks are fitted side by side, one thread
         each (scikit-learn's Lloyd loop releases the GIL), the costliest first (samples × dimension ×
-        words; longest-processing-time order): on two threads SIFT's k-means (≈ 9 s on the teaching set)
-        then runs beside colour and texture (≈ 3 + 6 s) instead of after colour, which left one core idle
-        for ≈ 3 s.  More threads: every codebook's assignment steps share one pool of ``n_jobs − 1``
+        words; longest-processing-time order): on two threads SIFT's k-means (≈ 8 s on the teaching set)
+        starts first and runs beside texture's and colour's (≈ 3 + 0.6 s) on the other thread.  More threads: every codebook's assignment steps share one pool of ``n_jobs − 1``
         threads (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of
         SIFT's k-means holding the stage on one thread while the other threads wait.
         A worker left without a k-means (the last codebook still being fitted, or a single missing
