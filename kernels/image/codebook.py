@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -86,13 +87,10 @@ def fit_codebook(X: np.ndarray, n_words: int, seed: int = 0, max_iter: int = 100
         raise ValueError(f"n_words={n_words} exceeds the {len(X)} descriptors sampled for the codebook")
     lloyd = threaded_lloyd() if n_threads > 1 or executor is not None else None
     if lloyd is not None:
-        with threadpool_limits(limits=1):
-            if executor is not None:
-                return lloyd(X, n_words, seed=seed, max_iter=max_iter, executor=executor,
-                             n_threads=n_threads).astype(np.float32, copy=False)
-            with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="k-means") as pool:
-                return lloyd(X, n_words, seed=seed, max_iter=max_iter, executor=pool,
-                             n_threads=n_threads).astype(np.float32, copy=False)
+        own = ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="k-means") if executor is None else None
+        with threadpool_limits(limits=1), own or nullcontext():
+            return lloyd(X, n_words, seed=seed, max_iter=max_iter, executor=executor or own,
+                         n_threads=n_threads).astype(np.float32, copy=False)
     # heavy (seconds to import) and needed only to fit a codebook, which a cached run never does
     from sklearn.cluster import KMeans
 

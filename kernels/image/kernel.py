@@ -29,6 +29,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -478,9 +479,10 @@ class ImageKernel:
         Up to ``len(missing) + 1`` threads: the features' codebooks are fitted side by side, one thread
         each (scikit-learn's Lloyd loop releases the GIL), the costliest first (samples × dimension ×
         words; longest-processing-time order): on two threads SIFT's k-means (≈ 8 s on the teaching set)
-        starts first and runs beside texture's and colour's (≈ 3 + 0.6 s) on the other thread.  More threads: every codebook's assignment steps share one pool of ``n_jobs − 1``
-        threads (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of
-        SIFT's k-means holding the stage on one thread while the other threads wait.
+        starts first and runs beside texture's and colour's (≈ 3 + 0.6 s) on the other thread.  More
+        threads: every codebook's assignment steps share one pool of ``n_jobs − 1`` threads
+        (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of SIFT's
+        k-means holding the stage on one thread while the other threads wait.
         A worker left without a k-means (the last codebook still being fitted, or a single missing
         feature; with the shared pool, one thread of its own) extracts the next training images'
         descriptors into the memo meanwhile, until every codebook is done or the memo is full (extraction
@@ -490,16 +492,13 @@ class ImageKernel:
         with threadpool_limits(limits=1), one_opencv_thread():
             if self.n_jobs == 1:
                 return {f: fit_codebook(Xs[f], self.n_words[f], seed=self.seed) for f in order}
-            if self.n_jobs <= len(order) + 1:
-                with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
-                    fits = [pool.submit(fit_codebook, Xs[f], self.n_words[f], seed=self.seed) for f in order]
-                    pool.submit(self._prefetch_descriptors, train_ids, fits, memo)
-                    return {f: fu.result() for f, fu in zip(order, fits)}
-            n_assign = self.n_jobs - 1
-            with ThreadPoolExecutor(max_workers=n_assign, thread_name_prefix="k-means") as assign, \
-                    ThreadPoolExecutor(max_workers=len(order) + 1, thread_name_prefix="codebooks") as pool:
-                fits = [pool.submit(fit_codebook, Xs[f], self.n_words[f], seed=self.seed, n_threads=n_assign,
-                                    executor=assign) for f in order]
+            with ExitStack() as stack:
+                shared = {}   # up to len(order) + 1 threads: one per k-means and the prefetch, nothing shared
+                if self.n_jobs > len(order) + 1:
+                    shared = {"n_threads": self.n_jobs - 1, "executor": stack.enter_context(
+                        ThreadPoolExecutor(max_workers=self.n_jobs - 1, thread_name_prefix="k-means"))}
+                pool = stack.enter_context(ThreadPoolExecutor(max_workers=min(self.n_jobs, len(order) + 1)))
+                fits = [pool.submit(fit_codebook, Xs[f], self.n_words[f], seed=self.seed, **shared) for f in order]
                 pool.submit(self._prefetch_descriptors, train_ids, fits, memo)
                 return {f: fu.result() for f, fu in zip(order, fits)}
 

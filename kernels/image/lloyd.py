@@ -43,13 +43,12 @@ import scipy.sparse as sp
 from sklearn.cluster import kmeans_plusplus
 from sklearn.utils.extmath import row_norms
 
-# scikit-learn's compiled assignment step (public name in a private module): the same matrix products,
-# chunk by chunk, as its KMeans, which is what makes the labels bit for bit its own
+# scikit-learn's compiled assignment step and its chunk size (public names in private modules): the same
+# matrix products, chunk by chunk, as its KMeans, which is what makes the labels bit for bit its own.  A
+# block of the assignment step always holds whole chunks, so each label comes from the same product.
+from sklearn.cluster._k_means_common import CHUNK_SIZE as CHUNK
 from sklearn.cluster._k_means_lloyd import lloyd_iter_chunked_dense
 
-#: Samples per chunk of scikit-learn's Lloyd loop (``sklearn.cluster._k_means_common.CHUNK_SIZE``): a
-#: block of the assignment step always holds whole chunks, so each label comes from the same product.
-CHUNK = 256
 #: Blocks of the assignment step per thread and iteration (whole chunks each): enough for the threads to
 #: even out, few enough that submitting them costs little beside the products.
 BLOCKS_PER_THREAD = 4
