@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SPLITS = ["train"] * 20 + ["restval"] * 8 + ["val"] * 6 + ["test"] * 6
-QUICK = ["--systems", "NN5_F1^idf,BoW1", "--metrics", "none", "--permutations", "200", "--no-progress"]
+QUICK = ["--systems", "NN5_F1^idf,BoW1,TagRank", "--metrics", "none", "--permutations", "200", "--no-progress"]
 
 
 def write_karpathy_fixture(root: Path, dataset: str) -> tuple[Path, Path]:
@@ -64,7 +64,7 @@ def run_job(args, tmp: Path, name: str) -> dict:
 def test_karpathy_file_runs_end_to_end(dataset, tmp_path, nltk_data_dir):
     data, images = write_karpathy_fixture(tmp_path, dataset)
     res = run_job(["--data", str(data), "--images", str(images), *QUICK], tmp_path, "in-process")
-    assert set(res["systems"]) == {"NN5_F1^idf", "BoW1"}
+    assert set(res["systems"]) == {"NN5_F1^idf", "BoW1", "TagRank"}
     assert res["corpus"]["name"] == dataset
     assert "relevance is the original pairing" in res["_report"]
     assert list(res["provenance"]["data_checksums"]) == [data.name]
@@ -78,6 +78,8 @@ def test_karpathy_file_runs_end_to_end(dataset, tmp_path, nltk_data_dir):
         assert dask["provenance"]["parallelism"]["workers"] == 2
         assert list((tmp_path / "cache-workers" / "image_gram_rows").glob("*.npz"))   # Gram row blocks ran there
         assert list((tmp_path / "cache-workers" / "pos_tags").glob("*.npz"))   # so did the tagger (no corpus POS)
+        for rows in ("text_gram_rows", "text_query_rows"):                  # and TagRank's Gram and query rows
+            assert list((tmp_path / "cache-workers" / rows).glob("*.npz"))
 
 
 def test_karpathy_file_ranks_the_clip_family_with_every_test_caption(tmp_path, nltk_data_dir):

@@ -62,10 +62,12 @@ static double pair_kernel(const float *W, int64_t Vp, const int64_t *ta, int n, 
     return tot + S + tot * S - RS - CT + X;
 }
 
-/* Item Gram, symmetric (rows item_lo..item_hi-1): for every caption pair a <= b (captions ordered by item, item_of
- * non-decreasing) add scale[a] scale[b] K(a, b) to out[item_of[a], item_of[b]] (weight 1/2 when
- * a == b).  The caller symmetrises out + out^T.  Rows of `out` are owned by the item of `a`, so the
- * OpenMP loop over items is race-free. */
+/* Item Gram, symmetric, rows item_lo..item_hi-1: for every caption pair a <= b (captions ordered by item,
+ * item_of non-decreasing) with a in those items, add scale[a] scale[b] K(a, b) to
+ * out[item_of[a] - item_lo, item_of[b]] (weight 1/2 when a == b): `out` holds those rows only.  The caller
+ * symmetrises the whole Gram out + out^T.  A row of `out` is owned by the item of `a` and its entries are
+ * summed in caption order, so the OpenMP loop over items is race-free and a row does not depend on which
+ * other rows are computed with it. */
 int soft_tri_gram(const float *W, int64_t Vp, const int64_t *tokens, const int64_t *offsets, int64_t n_caps,
                   const double *scale, const int64_t *item_start, int64_t n_items, int max_len, double *out,
                   int n_threads, int64_t item_lo, int64_t item_hi) {
@@ -80,7 +82,7 @@ int soft_tri_gram(const float *W, int64_t Vp, const int64_t *tokens, const int64
 #endif
     for (I = item_lo; I < item_hi; I++) {
         double buf[3 * MAXL];
-        double *orow = out + I * n_items;
+        double *orow = out + (I - item_lo) * n_items;
         for (int64_t a = item_start[I]; a < item_start[I + 1]; a++) {
             int n = (int)(offsets[a + 1] - offsets[a]);
             const int64_t *ta = tokens + offsets[a];

@@ -32,7 +32,7 @@ import kernels.text.tri as _tri
 from corpora.base import Caption, Corpus, caption_key_text
 from corpora.cache import NO_CACHE, DiskCache
 from corpora.protocol import select_caption_index
-from kernels.text.blocks import text_columns
+from kernels.text.blocks import gram_on_executor, queries_on_executor, text_columns
 from kernels.text.items import apply_diag, clip_psd, normalise_items, symmetrise_inplace
 from kernels.text.packing import PackedArrays
 from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
@@ -198,6 +198,8 @@ class TextKernel:
         self.backend = backend
         self.min_count = int(min_count)
         self.name = name or self._default_name()
+        #: The Dask block executor of the last :meth:`fit` (a cluster only; ``None``: in this process).
+        self.executor = None
         self._fitted = False
 
     # ------------------------------------------------------------------ names
@@ -236,7 +238,9 @@ class TextKernel:
         """Vocabulary, IDF, compound rules and lexical similarities from the *training* captions.
 
         ``executor`` (:class:`~corpora.parallel.BlockExecutor`, optional): captions without corpus POS
-        tags are tagged on its cluster's workers (:func:`~kernels.text.preprocess.pos_tags`).
+        tags are tagged on its cluster's workers (:func:`~kernels.text.preprocess.pos_tags`), and on a
+        cluster TagRank's and soft TRI's training Gram and query rows are computed there in blocks
+        (:mod:`kernels.text.blocks`; the same numbers as in one process).
 
         The IDF ``lambda_w = log(|D| / (|D(w)| + 1))`` of Hodosh et al. (2013), Sec. 3.4.1 and Eq. 16
         (and the word weights of the lexical-similarity kernels, Eqs. 17-21) counts documents over the
@@ -283,6 +287,7 @@ class TextKernel:
             self.word_kernel = build_word_kernel(self)
         if self.kind in ("BoW", "TRI") and not self.sim_parts:
             self._fit_features()
+        self.executor = executor if executor is not None and executor.distributed else None
         self._fitted = True
         return self
 
@@ -380,8 +385,9 @@ class TextKernel:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
             with _torch_threads(self.n_threads):
-                Kraw = self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
-                                                   show_progress=self.show_progress)
+                Kraw = (gram_on_executor(self, self.executor, self.cache) if self._rows_on_cluster() else
+                        self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
+                                                    show_progress=self.show_progress))
         elif self.sim_parts:
             Kraw = self._soft_gram()
         else:
@@ -450,12 +456,19 @@ class TextKernel:
     NOT_FOR_COLUMNS = ("train_captions", "processed", "_tagged")
 
     def column_context(self) -> "TextKernel":
-        """What a Dask worker needs to compute :meth:`column_block`: a shallow copy of this fitted kernel
-        without :attr:`NOT_FOR_COLUMNS`, with everything the blocks read computed here, once (the item
-        self-kernels; TagRank's statistics, Eqs. 9-10; soft TRI's caption scales and weighted word
-        kernel), instead of on every worker.  Its blocks are this kernel's, bit for bit."""
+        """What a Dask worker needs to compute :meth:`column_block`: :meth:`cluster_context` with the item
+        self-kernels computed here too."""
         self._check()
         self._ensure_item_self()
+        return self.cluster_context()
+
+    def cluster_context(self) -> "TextKernel":
+        """What a Dask worker needs to compute :meth:`column_block`, :meth:`gram_rows` and
+        :meth:`query_rows`: a shallow copy of this fitted kernel without :attr:`NOT_FOR_COLUMNS`, with
+        everything the blocks read computed here, once (TagRank's statistics, Eqs. 9-10; soft TRI's
+        caption scales and weighted word kernel; the explicit features' postings), instead of on every
+        worker.  Its blocks are this kernel's, bit for bit."""
+        self._check()
         if self.kind == "TagRank":
             self._fitted_tagrank()
         if self.sim_parts:
@@ -467,12 +480,15 @@ class TextKernel:
         slim.__dict__.update(self.__dict__)
         for name in self.NOT_FOR_COLUMNS:
             slim.__dict__[name] = None
+        slim.__dict__["executor"] = None
         return slim
 
     def __getstate__(self) -> dict:
         """Pickled (e.g. sent to Dask workers) with the per-caption word ids packed into one array
         (:class:`~kernels.text.packing.PackedArrays`: a third of the Python objects once unpickled)."""
         state = dict(self.__dict__)
+        state["executor"] = None                       # a connection to the cluster: this process's own
+        state.pop("_native_inputs", None)              # rebuilt where used (it shares the word kernel)
         if isinstance(state.get("docs"), list):
             state["docs"] = PackedArrays(state["docs"], np.int64)
         return state
@@ -567,7 +583,7 @@ class TextKernel:
                 raise ValueError(f"items must be training item positions in [0, {self.n_items})")
             key["items"] = hashlib.sha256(items.tobytes()).hexdigest()
         return self.cache.get_or_compute("text_gram", key,
-                                         lambda: {"Q": self._compute_queries(captions, items)})["Q"]
+                                         lambda: {"Q": self._compute_queries(captions, items, key)})["Q"]
 
     def gram_queries_captions(self, captions: Sequence[Caption]) -> np.ndarray:
         """Sentence kernel between each query caption and every *training caption* (not item):
@@ -623,30 +639,103 @@ class TextKernel:
             np.zeros(0, np.int64)
         return caps, np.repeat(np.arange(len(items)), counts)
 
-    def _compute_queries(self, captions, items: np.ndarray | None = None) -> np.ndarray:
+    def _compute_queries(self, captions, items: np.ndarray | None = None, key: dict | None = None) -> np.ndarray:
         """:meth:`gram_queries` without the cache: against every training item, or against ``items``
-        (their captions only, in item order)."""
+        (their captions only, in item order); on the fit's cluster (:meth:`_rows_on_cluster`) in blocks
+        of query captions, each cached under ``key`` and its captions."""
         qdocs = self.encode_queries(captions)
         if self.kind == "TagRank" or self.sim_parts:
             self._ensure_item_self()
         item_self = self._item_self if items is None else self._item_self[items]
-        caps, item_of = (None, self.item_of) if items is None else self._item_captions(items)
-        n_items = self.n_items if items is None else len(items)
+        if key is not None and self._rows_on_cluster():
+            qscale = self._query_scales(qdocs) if self.sim_parts else None
+            Q = queries_on_executor(self, qdocs, qscale, items, self.executor, self.cache, key)
+        else:
+            Q = self._query_rows(qdocs, items)
+        return normalise_items(Q, np.ones(len(qdocs)), item_self).astype(np.float32)
+
+    def _query_columns(self, items: np.ndarray | None) -> tuple:
+        """``(captions, item_of, n_items)`` of the training items the queries are compared with: all of
+        them (``captions`` ``None``), or those at positions ``items``."""
+        if items is None:
+            return None, self.item_of, self.n_items
+        caps, item_of = self._item_captions(items)
+        return caps, item_of, len(items)
+
+    def _query_rows(self, qdocs, items: np.ndarray | None) -> np.ndarray:
+        """Unnormalised rows of ``qdocs`` against the training items (or ``items``), in this process."""
+        caps, item_of, n_items = self._query_columns(items)
         if self.kind == "TagRank":
             with _torch_threads(self.n_threads):
-                Q = self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
-                                                 captions=caps)
-        elif self.sim_parts:
-            Q = self._soft_queries(qdocs, captions=caps, col_item=item_of, n_cols=n_items)
+                return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
+                                                    captions=caps)
+        if self.sim_parts:
+            return self._soft_queries(qdocs, captions=caps, col_item=item_of, n_cols=n_items)
+        Xq, _, norms = self._features(qdocs, self.columns)
+        Xq = _bow.row_normalise(Xq, norms)
+        if items is None:
+            return _tri.sparse_gram(Xq.tocsr(), self.F_items).astype(np.float64)
+        # the dense / sparse split of the whole product: each entry is the full row's
+        return _tri.sparse_gram(Xq.tocsr(), self.F_items[items],
+                                dense=_tri.dense_features(Xq, self.F_items)).astype(np.float64)
+
+    # ------------------------------------------------------------------ rows on a cluster
+    def _rows_on_cluster(self) -> bool:
+        """Whether the training Gram and query rows go to the fit's cluster in blocks
+        (:mod:`kernels.text.blocks`): TagRank, and soft TRI with its compiled kernel; the explicit
+        features' Grams are one sparse product here."""
+        if self.executor is None:
+            return False
+        if self.kind == "TagRank":
+            return True
+        return bool(self.sim_parts) and self.backend != "torch" and self._native_gram_inputs() is not None
+
+    def _native_gram_inputs(self):
+        """The compiled soft-TRI kernel's inputs for the training Gram
+        (:func:`~kernels.text.native.soft_gram_inputs`), made once; ``None`` when it is unavailable."""
+        if "_native_inputs" not in self.__dict__:
+            self.__dict__["_native_inputs"] = native.soft_gram_inputs(
+                self.weighted_word_kernel().numpy(), self.docs, self._train_scale(), self.item_of, self.n_items,
+                self.max_len)
+        return self.__dict__["_native_inputs"]
+
+    def gram_rows(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows ``lo:hi`` of the unnormalised training Gram before symmetrising, one block of
+        :func:`~kernels.text.blocks.gram_on_executor`: TagRank, training captions ``lo:hi``
+        (:meth:`~kernels.text.tagrank.TagRank.gram_rows`, ``R0, R1, ...``); soft TRI, items ``lo:hi``
+        (:func:`~kernels.text.native.soft_gram_rows`, ``K``).  The entries are the one-process Gram's."""
+        with _torch_threads(self.n_threads):
+            if self.kind == "TagRank":
+                parts = self._fitted_tagrank().gram_rows(self.item_of, lo, hi)
+                return {f"R{k}": R for k, R in enumerate(parts)}
+        inputs = self._native_gram_inputs() if self.sim_parts else None
+        rows = None if inputs is None else native.soft_gram_rows(inputs, lo, hi, self._native_threads())
+        if rows is None:
+            raise RuntimeError(f"{self.name}: Gram rows in blocks need TagRank or soft TRI's compiled kernel "
+                               f"(kernels.text.native), which this process does not have")
+        return {"K": rows}
+
+    def add_gram_rows(self, K: np.ndarray, lo: int, hi: int, part: dict[str, np.ndarray]) -> None:
+        """Add one block of :meth:`gram_rows` into the unnormalised item Gram ``K`` (before symmetrising)."""
+        if self.kind == "TagRank":
+            self._fitted_tagrank().add_gram_rows(K, self.item_of, lo, hi, [part[f"R{k}"] for k in range(len(part))])
         else:
-            Xq, _, norms = self._features(qdocs, self.columns)
-            Xq = _bow.row_normalise(Xq, norms)
-            if items is None:
-                Q = _tri.sparse_gram(Xq.tocsr(), self.F_items).astype(np.float64)
-            else:   # the dense / sparse split of the whole product: each entry is the full row's
-                Q = _tri.sparse_gram(Xq.tocsr(), self.F_items[items],
-                                     dense=_tri.dense_features(Xq, self.F_items)).astype(np.float64)
-        return normalise_items(Q, np.ones(len(qdocs)), item_self).astype(np.float32)
+            K[lo:hi] += part["K"]
+
+    def query_rows(self, qdocs, qscale: np.ndarray | None, items: np.ndarray | None) -> np.ndarray:
+        """Unnormalised rows of the query captions ``qdocs`` (word ids; soft TRI: ``qscale``, their scales
+        from the whole query set, :meth:`_query_scales`) against the training items, or the items at
+        positions ``items``: one block of :func:`~kernels.text.blocks.queries_on_executor`, each row the
+        one-process row."""
+        caps, item_of, n_items = self._query_columns(items)
+        if self.kind == "TagRank":
+            with _torch_threads(self.n_threads):
+                return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, captions=caps)
+        Q = self._soft_cross_rows(qdocs, qscale, caps, item_of, n_items) if self.sim_parts else None
+        if Q is None:
+            raise RuntimeError(f"{self.name}: query rows in blocks need TagRank or soft TRI's compiled kernel "
+                               f"(kernels.text.native), which this process does not have")
+        return Q
 
     # ------------------------------------------------------------------ soft matching (Eqs. 17-21)
     def weighted_word_kernel(self):
@@ -824,6 +913,9 @@ class TextKernel:
     def _soft_gram(self) -> np.ndarray:
         with _torch_threads(self.n_threads):
             scale = self._train_scale()
+            if self._rows_on_cluster():
+                self.last_backend = "native"
+                return gram_on_executor(self, self.executor, self.cache)
             K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
                              self.item_of, self.n_items, self.max_len, self._native_threads(), self.show_progress)
             if K is not None:
@@ -842,19 +934,34 @@ class TextKernel:
             col_item = np.arange(len(self.docs)) if per_caption else self.item_of
             n_cols = len(self.docs) if per_caption else self.n_items
         with _torch_threads(self.n_threads):
+            qscale = self._query_scales(qdocs)
+            Q = self._native(self._soft_cross_rows, qdocs, qscale, captions, col_item, n_cols)
+            if Q is not None:
+                return Q
+            self.last_backend = "torch"
             scale = self._train_scale()
             docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
             if captions is not None:
                 scale = scale[captions]
-            qs = self._self_kernels(qdocs)
-            qscale = np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
-            Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), qdocs, qscale,
-                             docs, scale, col_item, n_cols, self.max_len, self._native_threads())
-            if Q is not None:
-                return Q
-            self.last_backend = "torch"
             return self._soft_cross(qdocs, qscale, docs, scale, col_item, n_cols, symmetric=False,
                                     desc="soft TRI queries")
+
+    def _query_scales(self, qdocs) -> np.ndarray:
+        """``1 / sqrt(k(q, q))`` of each query caption (0 for a caption without words), Eq. 21's
+        normalisation, from the torch dynamic programme."""
+        with _torch_threads(self.n_threads):
+            qs = self._self_kernels(qdocs)
+        return np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
+
+    def _soft_cross_rows(self, qdocs, qscale, captions, col_item, n_cols) -> np.ndarray | None:
+        """Queries x columns with the compiled kernel (:func:`~kernels.text.native.soft_cross_native`;
+        each row summed on its own, in caption order), or ``None`` when it is unavailable."""
+        scale = self._train_scale()
+        docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
+        if captions is not None:
+            scale = scale[captions]
+        return native.soft_cross_native(self.weighted_word_kernel().numpy(), qdocs, qscale, docs, scale, col_item,
+                                        n_cols, self.max_len, self._native_threads())
 
     # ------------------------------------------------------------------ helpers
     def nearest_words(self, word: str, k: int = 5) -> list[tuple[str, float]]:

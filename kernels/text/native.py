@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -98,22 +99,67 @@ def _flat(docs, clip: int):
     return tokens, offsets
 
 
-def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray, n_items: int, max_len: int,
-                     n_threads: int | None, show_progress: bool = False) -> np.ndarray | None:
-    """Unnormalised item Gram (sum over caption cross products of scaled soft-TRI kernels) or ``None``."""
-    dll = load_softtri()
-    if dll is None:
+class SoftGramInputs(NamedTuple):
+    """What :func:`soft_gram_rows` reads, flattened once for every block of rows of one Gram: the weighted
+    word kernel, the captions' word ids as one array with offsets, their scales and the items' first
+    captions."""
+
+    W: np.ndarray
+    tokens: np.ndarray
+    offsets: np.ndarray
+    scale: np.ndarray
+    starts: np.ndarray
+    n_items: int
+    max_len: int
+
+
+def soft_gram_inputs(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray, n_items: int,
+                     max_len: int) -> SoftGramInputs | None:
+    """The flattened inputs of :func:`soft_gram_rows`, or ``None`` when the compiled kernel is unavailable
+    or a caption has more than 64 content words."""
+    if load_softtri() is None:
         return None
     if len(item_of) and np.any(np.diff(item_of) < 0):
         raise ValueError("captions must be ordered by item")
     W = np.ascontiguousarray(W, dtype=np.float32)
     tokens, offsets = _flat(docs, W.shape[0] - 1)
-    starts = np.zeros(n_items + 1, dtype=np.int64)
-    np.cumsum(np.bincount(item_of, minlength=n_items), out=starts[1:])
-    sc = np.ascontiguousarray(scale, dtype=np.float64)
-    out = np.zeros((n_items, n_items), dtype=np.float64)
     if np.diff(offsets).max(initial=0) > 64:
         return None
+    starts = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(np.bincount(item_of, minlength=n_items), out=starts[1:])
+    return SoftGramInputs(W, tokens, offsets, np.ascontiguousarray(scale, dtype=np.float64), starts,
+                          int(n_items), int(max_len))
+
+
+def soft_gram_rows(inputs: SoftGramInputs, lo: int, hi: int, n_threads: int | None,
+                   out: np.ndarray | None = None) -> np.ndarray | None:
+    """Rows ``lo:hi`` of the unnormalised item Gram before symmetrising: for every caption pair ``a <= b``
+    with ``a`` in items ``lo:hi``, the scaled soft-TRI kernel added to row ``item(a)``, column
+    ``item(b)`` (half when ``a == b``).  ``(hi - lo, n_items)`` float64, written into ``out`` (C-contiguous
+    rows) when given; ``None`` if the compiled kernel fails.  A row's entries do not depend on which other
+    rows are computed with it, nor on ``n_threads``."""
+    dll = load_softtri()
+    if dll is None:
+        return None
+    x = inputs
+    if out is None:
+        out = np.zeros((hi - lo, x.n_items), dtype=np.float64)
+    if out.shape != (hi - lo, x.n_items) or not out.flags.c_contiguous or out.dtype != np.float64:
+        raise ValueError(f"out must be C-contiguous float64 of shape {(hi - lo, x.n_items)}")
+    rc = dll.soft_tri_gram(_ptr(x.W), x.W.shape[0], _ptr(x.tokens), _ptr(x.offsets), len(x.offsets) - 1,
+                           _ptr(x.scale), _ptr(x.starts), x.n_items, x.max_len, _ptr(out), int(n_threads or 0),
+                           int(lo), int(hi))
+    return None if rc != 0 else out
+
+
+def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray, n_items: int, max_len: int,
+                     n_threads: int | None, show_progress: bool = False) -> np.ndarray | None:
+    """Unnormalised item Gram (sum over caption cross products of scaled soft-TRI kernels) or ``None``:
+    :func:`soft_gram_rows` over chunks of items with about equal work, then symmetrised."""
+    inputs = soft_gram_inputs(W, docs, scale, item_of, n_items, max_len)
+    if inputs is None:
+        return None
+    out = np.zeros((n_items, n_items), dtype=np.float64)
     # chunks of items with about equal work (the pairs a <= b form a triangle)
     work = np.cumsum(np.arange(n_items, 0, -1, dtype=np.float64))
     n_chunks = max(1, min(50, n_items // 20))
@@ -121,10 +167,7 @@ def soft_gram_native(W: np.ndarray, docs, scale: np.ndarray, item_of: np.ndarray
     with tqdm(total=float(work[-1]), desc="soft TRI Gram (native)", disable=not show_progress, leave=False,
               mininterval=1.0) as bar:
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            rc = dll.soft_tri_gram(_ptr(W), W.shape[0], _ptr(tokens), _ptr(offsets), len(docs), _ptr(sc),
-                                   _ptr(starts), n_items, int(max_len), _ptr(out), int(n_threads or 0),
-                                   int(lo), int(hi))
-            if rc != 0:
+            if soft_gram_rows(inputs, int(lo), int(hi), n_threads, out=out[lo:hi]) is None:
                 return None
             bar.update(float(work[hi - 1] - (work[lo - 1] if lo else 0.0)))
     symmetrise_inplace(out)

@@ -30,6 +30,10 @@ from tqdm.auto import tqdm
 from kernels.text.items import symmetrise_inplace
 from kernels.text.packing import PackedArrays
 
+#: Captions per block of :meth:`TagRank.caption_kernel`: the rows of one dense block of caption kernels.
+#: Blocks of rows computed elsewhere (a Dask task) start at multiples of it, so that every block is one of
+#: the whole computation's.
+BLOCK = 256
 
 def _f(x, y):
     s = x + y
@@ -57,7 +61,7 @@ class TagRank:
     def __getstate__(self) -> dict:
         """Pickled with the training captions' vectors packed (:class:`~kernels.text.packing.PackedArrays`)
         and without the per-span postings (:meth:`_captions_of`, rebuilt where they are used)."""
-        state = {k: v for k, v in self.__dict__.items() if k != "_spans"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_spans", "_all")}
         vecs = state.get("train_vecs")
         if isinstance(vecs, list):
             state["train_vecs"] = tuple(PackedArrays([v[i] for v in vecs], dt)
@@ -127,11 +131,13 @@ class TagRank:
         om_a = tot_a / (N * (N - 1))
         return (om_r if om_r > 0 else 1.0), (om_a if om_a > 0 else 1.0)
 
-    def caption_kernel(self, row_vecs, col_vecs, post=None, block: int = 256, show_progress=False,
-                       symmetric: bool = False, col_l1=None):
+    def caption_kernel(self, row_vecs, col_vecs, post=None, block: int | None = None, show_progress=False,
+                       symmetric: bool = False, col_l1=None, row_offset: int = 0):
         """Yield ``(start, col_start, K_block)``: caption-level TagRank for rows ``start:start+b`` against
-        columns ``col_start:`` (``col_start = start`` when ``symmetric``, else 0), float64.  ``post`` and
-        ``col_l1``: the columns' postings and L1 norms when already computed."""
+        columns ``col_start:`` (``col_start = row_offset + start`` when ``symmetric``: the rows are columns
+        ``row_offset:`` themselves; else 0), float64.  ``post`` and ``col_l1``: the columns' postings and L1
+        norms when already computed.  ``block``: rows per block (default :data:`BLOCK`).  A row's values do
+        not depend on the other rows given with it, as long as the blocks of ``block`` rows are the same."""
         import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
 
         post = self._postings(col_vecs) if post is None else post
@@ -140,9 +146,10 @@ class TagRank:
         l1r_rows, l1a_rows = (l1r_c, l1a_c) if row_vecs is col_vecs else self._l1_norms(row_vecs)
         row_post = self._postings(row_vecs)
         cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
+        block = BLOCK if block is None else int(block)
         for s in tqdm(range(0, len(row_vecs), block), disable=not show_progress, leave=False, desc="TagRank"):
             e = min(s + block, len(row_vecs))
-            c0 = s if symmetric else 0
+            c0 = row_offset + s if symmetric else 0
             com_r = np.zeros((e - s, Nc - c0))
             com_a = np.zeros((e - s, Nc - c0))
             for w, (rc, rr, ra) in row_post.items():
@@ -182,21 +189,52 @@ class TagRank:
 
     def gram(self, docs, item_of, n_items, show_progress=False) -> np.ndarray:
         """Unnormalised item Gram: sum of caption kernels over the cross products (pairs a <= b
-        computed once, symmetrised)."""
-        vecs = self.train_vecs
+        computed once, symmetrised), :meth:`gram_rows` for every block of :data:`BLOCK` captions."""
         K = np.zeros((n_items, n_items))
-        post = self._postings(vecs)
+        N = len(self.train_vecs)
+        for lo in tqdm(range(0, N, BLOCK), disable=not show_progress, leave=False, desc="TagRank Gram"):
+            hi = min(lo + BLOCK, N)
+            self.add_gram_rows(K, item_of, lo, hi, self.gram_rows(item_of, lo, hi))
+        return symmetrise_inplace(K)
+
+    def gram_rows(self, item_of, lo: int, hi: int) -> list[np.ndarray]:
+        """The part of :meth:`gram` that training captions ``lo:hi`` give (``lo`` a multiple of
+        :data:`BLOCK`): per block of :data:`BLOCK` of them, the item sums ``R`` of their caption kernels
+        against the captions from the block's first one on (pairs a <= b; the block's square part halved),
+        rows: the block's items, columns: the items from the block's first caption's on.  Each block's
+        ``R`` is the one :meth:`gram` adds, bit for bit, wherever it is computed."""
+        vecs = self.train_vecs
+        if lo % BLOCK or (hi % BLOCK and hi != len(vecs)):
+            raise ValueError(f"TagRank Gram rows {lo}:{hi}: the bounds must be multiples of {BLOCK} captions "
+                             f"(or the last caption)")
+        post, l1 = self._all_captions()
         N = len(vecs)
-        for s, c0, Kb in self.caption_kernel(vecs, vecs, post, show_progress=show_progress, symmetric=True):
+        out = []
+        for s, c0, Kb in self.caption_kernel(vecs[lo:hi], vecs, post, symmetric=True, col_l1=l1, row_offset=lo):
             b = len(Kb)
             Kb = np.asarray(Kb, dtype=np.float64)             # a fresh block: scaled in place
-            Kb[:, :b] *= 0.5                                   # square part: counted twice below
-            cst, cit = self._item_bounds(item_of, c0, N)
-            cols = np.add.reduceat(Kb, cst, axis=1)
-            rst, rit = self._item_bounds(item_of, s, s + b)
-            R = np.add.reduceat(cols, rst, axis=0)
+            Kb[:, :b] *= 0.5                                   # square part: counted twice by symmetrising
+            cst, _ = self._item_bounds(item_of, c0, N)
+            rst, _ = self._item_bounds(item_of, lo + s, lo + s + b)
+            out.append(np.add.reduceat(np.add.reduceat(Kb, cst, axis=1), rst, axis=0))
+        return out
+
+    def add_gram_rows(self, K: np.ndarray, item_of, lo: int, hi: int, parts: Sequence[np.ndarray]) -> None:
+        """Add :meth:`gram_rows` ``(item_of, lo, hi)`` into the item Gram ``K`` (before symmetrising), in
+        block order."""
+        for k, R in enumerate(parts):
+            s = lo + k * BLOCK
+            _, cit = self._item_bounds(item_of, s, len(item_of))
+            _, rit = self._item_bounds(item_of, s, min(s + BLOCK, hi))
             K[np.ix_(rit, cit)] += R
-        return symmetrise_inplace(K)
+
+    def _all_captions(self) -> tuple:
+        """The training captions' postings and L1 norms (what every block of :meth:`gram_rows` and of
+        :meth:`cross` against all of them reads), made once and kept until :meth:`forget_spans`."""
+        memo = self.__dict__.get("_all")
+        if memo is None:
+            memo = self.__dict__["_all"] = (self._postings(self.train_vecs), self._l1_norms(self.train_vecs))
+        return memo
 
     def cross(self, qdocs, docs, item_of, n_items, show_progress=False, captions=None) -> np.ndarray:
         """Queries (one caption each) x items, unnormalised (sum over the item's captions).  ``captions``:
@@ -204,9 +242,10 @@ class TagRank:
         gives their items, grouped); each entry is the same sum as over all the captions."""
         qv = self.vectors(qdocs)
         cols = self.train_vecs if captions is None else [self.train_vecs[int(c)] for c in captions]
+        post, l1 = self._all_captions() if captions is None else (None, None)
         starts = np.r_[0, np.nonzero(np.diff(item_of))[0] + 1]
         Q = np.zeros((len(qdocs), n_items))
-        for s, _, Kb in self.caption_kernel(qv, cols, show_progress=show_progress):
+        for s, _, Kb in self.caption_kernel(qv, cols, post, show_progress=show_progress, col_l1=l1):
             Q[s:s + len(Kb)] = np.add.reduceat(np.asarray(Kb, dtype=np.float64), starts, axis=1)
         return Q
 
@@ -221,8 +260,10 @@ class TagRank:
         return spans[(c0, c1)]
 
     def forget_spans(self) -> None:
-        """Drop the per-span postings :meth:`item_block` keeps (once a decomposition has its columns)."""
+        """Drop the per-span postings :meth:`item_block` keeps (once a decomposition has its columns) and
+        the whole training set's that :meth:`gram_rows` and :meth:`cross` keep."""
         self.__dict__.pop("_spans", None)
+        self.__dict__.pop("_all", None)
 
     def item_block(self, query_captions: Sequence[int], c0: int, c1: int, item_of_block: np.ndarray,
                    n_block: int) -> np.ndarray:
