@@ -114,8 +114,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the best is reported (default 3)")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     ap.add_argument("--loader-threads", type=int, default=None,
-                    help="threads loading and transforming image batches ahead of the encoder (default: "
-                         "neural.prefetch.loader_threads_for the device: up to 4 on CUDA, 0 on the CPU)")
+                    help="threads loading and transforming image batches ahead of the encoder on CUDA, "
+                         "loading, transforming and encoding whole batches side by side on the CPU (default: "
+                         "neural.prefetch.loader_threads_for the device: up to 4 on CUDA, one per usable "
+                         "core on the CPU)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 

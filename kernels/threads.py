@@ -33,7 +33,7 @@ from corpora.parallel import task_threads
 ENV = "ITR_NUM_THREADS"
 
 __all__ = ["ENV", "SWITCH_INTERVAL_S", "CountedSetting", "ThreadLender", "default_threads", "lending_threads",
-           "one_blas_thread", "short_switch_interval", "spare_map"]
+           "one_blas_thread", "short_switch_interval", "spare_map", "torch_threads"]
 
 #: The interpreter's thread switch interval (:func:`sys.setswitchinterval`) while threaded kernels run,
 #: in seconds (CPython's default: 5 ms).
@@ -105,6 +105,42 @@ def one_blas_thread():
     to the loaded BLAS libraries, so threads started inside run under the same limit.
     """
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def _torch():
+    import torch  # heavy (seconds to import): only the callers that compute with torch need it
+
+    return torch
+
+
+_TORCH_ONE = CountedSetting(lambda: _torch().get_num_threads(), lambda n: _torch().set_num_threads(int(n)))
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op threads (:func:`torch.set_num_threads`, process-wide) at ``n`` while inside,
+    restored after; ``None`` leaves them as they are.
+
+    torch's CPU results can depend on them, as BLAS's do: the teaching CLIP's image features of a batch of
+    6 images on 2 threads differ from those on 1 in the last bits.  Work whose numbers must not depend on
+    the machine's cores therefore runs on one (``n = 1``) and gets its parallelism from independent pieces
+    side by side.  Entries with ``n = 1`` are counted (:class:`CountedSetting`), so threads that enter and
+    leave at different times keep one torch thread until the last one leaves; another ``n`` is set and
+    restored as given (a caller's explicit choice)."""
+    if n is None:
+        yield
+        return
+    if int(n) == 1:
+        with _TORCH_ONE.held(1):
+            yield
+        return
+    torch = _torch()
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def short_switch_interval(seconds: float = SWITCH_INTERVAL_S):

@@ -17,12 +17,13 @@ Numbers depend on precision and library versions (Hessel et al. 2021 warn about 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import platform
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from corpora.cache import NO_CACHE
+from kernels.threads import torch_threads
 from neural.architectures import (  # noqa: F401  (CUSTOM_MODEL_CONFIGS … re-exported: the backbone API)
     CUSTOM_MODEL_CONFIGS,
     activation_hint,
@@ -171,8 +173,11 @@ class Backbone:
     show_progress : bool
         tqdm bars for encodes of more than ``progress_min`` items.
     loader_threads : int or None
-        Threads that load and preprocess image batches ahead of the encoder (:mod:`neural.prefetch`);
-        ``None``: :func:`neural.prefetch.loader_threads_for` the device (on CUDA up to 4, on the CPU 0).
+        On CUDA, threads that load and preprocess image batches ahead of the encoder; on the CPU, threads
+        that each load, preprocess and encode whole batches, side by side, every batch on one torch thread
+        (:mod:`neural.prefetch`; ``0``: one batch after the other in the caller's thread, still on one torch
+        thread).  ``None``: :func:`neural.prefetch.loader_threads_for` the device (on CUDA up to 4, on the
+        CPU one per usable core).  The features do not depend on it.
     """
 
     model: torch.nn.Module
@@ -246,9 +251,14 @@ class Backbone:
 
     def encode_images_from(self, load: Callable[[int], object], n: int, batch_size: int = 64) -> torch.Tensor:
         """Encode images ``load(0), …, load(n − 1)`` (arrays or PIL images, e.g. a corpus' images read from
-        disk): ``(n, D)`` float32 CPU, L2-normalised, in order.  Each batch is loaded and preprocessed on
-        :attr:`loader_threads` threads ahead of the encoder (:mod:`neural.prefetch`; pinned for the copy
-        on CUDA), so decoding overlaps encoding; the features do not depend on the number of threads."""
+        disk): ``(n, D)`` float32 CPU, L2-normalised, in order, in batches of ``batch_size``.
+
+        On CUDA each batch is loaded and preprocessed on :attr:`loader_threads` threads ahead of the
+        encoder (:mod:`neural.prefetch`; pinned for the copy), so decoding overlaps encoding.  On the CPU
+        whole batches are loaded, preprocessed and encoded side by side on :attr:`loader_threads`
+        threads, each on one torch thread (:func:`kernels.threads.torch_threads`): a batch's features are
+        then the same whatever the number of threads or cores (torch's own threads split a product's sums
+        between them, which changes the last bits), as on a Dask worker."""
         if n == 0:
             raise ValueError("encode_images: no images given")
         starts = range(0, n, batch_size)
@@ -257,16 +267,33 @@ class Backbone:
             lo = starts[b]
             return self.preprocess_images([load(i) for i in range(lo, min(n, lo + batch_size))])
 
-        threads = loader_threads_for(self.device) if self.loader_threads is None else self.loader_threads
         out = []
-        self.model.eval()
-        with torch.inference_mode():
-            batches = prefetched(batch, len(starts), threads, pin=self.device.type == "cuda")
-            for x in progress(batches, total=len(starts), desc=f"encode images ({self.name})",
+        with self._batches(batch, len(starts), self._encode_image_batch) as batches:
+            for f in progress(batches, total=len(starts), desc=f"encode images ({self.name})",
                               enabled=self.show_progress and n > self.progress_min):
-                out.append(self._encode_image_batch(x))
+                out.append(f)
         self.n_image_encodes += n
         return torch.cat(out)
+
+    @contextlib.contextmanager
+    def _batches(self, make: Callable[[int], torch.Tensor], n_batches: int,
+                 encode: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[Iterator[torch.Tensor]]:
+        """``encode(make(0)), …, encode(make(n_batches − 1))`` in order, in inference mode: on CUDA the
+        batches made on :attr:`loader_threads` threads ahead of the encoder (pinned), on the CPU made and
+        encoded on those threads side by side, on one torch thread (:meth:`encode_images_from`)."""
+        threads = loader_threads_for(self.device) if self.loader_threads is None else self.loader_threads
+        self.model.eval()
+        if self.device.type != "cpu":
+            with torch.inference_mode():
+                yield (encode(x) for x in prefetched(make, n_batches, threads, pin=True))
+            return
+
+        def job(b: int) -> torch.Tensor:
+            with torch.inference_mode():   # per thread: the loader threads run the forward pass here
+                return encode(make(b))
+
+        with torch_threads(1):
+            yield prefetched(job, n_batches, threads)
 
     def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
         """Tokenise with truncation to ``context_length``: ``(N, context_length)`` LongTensor.  The ids of
@@ -358,6 +385,7 @@ class Backbone:
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
         """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length).
 
+        Batches as in :meth:`encode_images_from` (on the CPU side by side, each on one torch thread).
         Each distinct text is encoded once per set of weights: repeated texts (a caption's references
         repeat across judgment rows; candidates across protocols and scorers sharing these weights) are
         served from an in-memory table (:meth:`_text_table`), which is dropped as soon as the weights
@@ -376,12 +404,11 @@ class Backbone:
             # batches of similar token length, so each batch is cut at its own last end-of-text token
             order = torch.argsort(tokens.argmax(dim=1), stable=True)
             starts = range(0, len(todo), batch_size)
-            self.model.eval()
-            with torch.inference_mode():
-                for s in progress(starts, total=len(starts), desc=f"encode texts ({self.name})",
-                                  enabled=self.show_progress and len(todo) > self.progress_min * 4):
+            with self._batches(lambda b: tokens[order[starts[b]:starts[b] + batch_size]], len(starts),
+                               self._encode_text_batch) as batches:
+                for s, emb in progress(zip(starts, batches), total=len(starts), desc=f"encode texts ({self.name})",
+                                       enabled=self.show_progress and len(todo) > self.progress_min * 4):
                     idx = order[s:s + batch_size]
-                    emb = self._encode_text_batch(tokens[idx])
                     table.update(zip((todo[int(i)] for i in idx), emb))
             self.n_text_encodes += len(todo)
         return torch.stack([table[t] for t in texts])

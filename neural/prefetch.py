@@ -27,10 +27,10 @@ MAX_LOADER_THREADS = 4
 def loader_threads_for(device: torch.device) -> int:
     """The default number of loader threads for encoding on ``device``: on CUDA one per usable core but
     one (:func:`kernels.threads.default_threads`, which ``ITR_NUM_THREADS`` sets), at most
-    :data:`MAX_LOADER_THREADS`, and at least 1; on the CPU 0 (the encoder's own threads use the cores, and
-    loader threads would only compete with them)."""
+    :data:`MAX_LOADER_THREADS`, and at least 1; on the CPU one per usable core (each thread then encodes
+    whole batches on one torch thread, :meth:`neural.backbone.Backbone.encode_images_from`)."""
     if torch.device(device).type != "cuda":
-        return 0
+        return default_threads()
     return max(1, min(MAX_LOADER_THREADS, default_threads() - 1))
 
 

@@ -1,6 +1,7 @@
 """Image batches loaded and preprocessed ahead of the encoder (neural.prefetch): the batches arrive in
 order and are the same whatever the number of loader threads, at most ``depth`` are made ahead, an error
-surfaces at its batch, and a backbone's features do not depend on its loader threads."""
+surfaces at its batch, and a backbone's features do not depend on its loader threads, nor on the CPU on
+torch's threads or the usable cores (each batch is encoded on one torch thread)."""
 from __future__ import annotations
 
 import threading
@@ -50,8 +51,11 @@ def test_an_error_is_raised_at_its_batch_and_the_rest_is_cancelled():
         next(it)
 
 
-def test_loader_threads_default_to_the_accelerator_only(monkeypatch):
-    assert loader_threads_for(torch.device("cpu")) == 0
+def test_loader_threads_default(monkeypatch):
+    """On CUDA up to MAX_LOADER_THREADS loaders beside the encoder; on the CPU one encoding thread per
+    usable core."""
+    monkeypatch.setattr(prefetch, "default_threads", lambda: 3)
+    assert loader_threads_for(torch.device("cpu")) == 3
     monkeypatch.setattr(prefetch, "default_threads", lambda: 16)
     assert loader_threads_for(torch.device("cuda")) == prefetch.MAX_LOADER_THREADS
     monkeypatch.setattr(prefetch, "default_threads", lambda: 1)
@@ -75,3 +79,39 @@ def test_corpus_image_features_do_not_depend_on_the_loader_threads(random_tiny_b
     with pytest.raises(ValueError, match="no images"):
         ahead.encode_images([])
     assert np.isfinite(a.numpy()).all()
+
+
+def test_cpu_features_are_one_torch_threads_whatever_the_cores(random_tiny_backbone, small_teaching_set,
+                                                               monkeypatch):
+    """On the CPU every image and text batch is encoded on one torch thread, several batches side by side
+    (ITR_NUM_THREADS of them): the features are the same with 1 and 3 threads and whatever torch's own
+    setting, which is restored afterwards."""
+    import dataclasses
+
+    ts = small_teaching_set
+    ids = list(ts.image_ids[:70])
+    texts = [c.text for i in ids for c in ts.captions_of(i)][:150]
+    seen: list[int] = []
+    bb = dataclasses.replace(random_tiny_backbone, show_progress=False)
+    assert bb.device.type == "cpu"
+    real = bb._encode_image_batch
+
+    def recording(x):
+        seen.append(torch.get_num_threads())
+        return real(x)
+
+    monkeypatch.setattr(bb, "_encode_image_batch", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        out = {}
+        for n in ("1", "3"):
+            monkeypatch.setenv("ITR_NUM_THREADS", n)
+            bb.clear_text_memo()
+            out[n] = (bb.encode_images_from(lambda k: ts.load_image(ids[k]), len(ids), batch_size=16),
+                      bb.encode_texts(texts, batch_size=32))
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(out["1"][0], out["3"][0]) and torch.equal(out["1"][1], out["3"][1])
+    assert seen and set(seen) == {1} and after == 2

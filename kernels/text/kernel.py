@@ -16,7 +16,6 @@ LaTeX-ish spellings (``TRI5_{A,D_{ext}+ic}^{\\sqrt{idf}}``, ``√idf``) are acce
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 import time
@@ -38,7 +37,7 @@ from kernels.text.packing import PackedArrays
 from kernels.text.preprocess import Preprocessor, ProcessedCaption, Vocabulary
 from kernels.text.similarity import build_word_kernel, external_corpus_identity
 from kernels.text.tagrank import TagRank
-from kernels.threads import default_threads
+from kernels.threads import default_threads, torch_threads
 
 KINDS = ("BoW", "TagRank", "TRI")
 SIMILARITY_PARTS = ("D_ic", "D_ext", "D_ext+ic", "A", "Lin")
@@ -78,21 +77,6 @@ def parse_similarity(spec: str | None) -> tuple[str, ...]:
             raise ValueError(f"similarity={spec!r}: unknown component {p!r} (expected {SIMILARITY_PARTS}, "
                              f"comma-separated)")
     return parts
-
-
-@contextlib.contextmanager
-def _torch_threads(n: int | None):
-    import torch  # heavy (seconds to import): only the soft-matching DP needs it
-
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -384,7 +368,7 @@ class TextKernel:
     def _compute_gram(self) -> dict:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 Kraw = (gram_on_executor(self, self.executor, self.cache) if self._rows_on_cluster() else
                         self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
                                                     show_progress=self.show_progress))
@@ -509,12 +493,12 @@ class TextKernel:
         caps = np.flatnonzero(self.item_of == item)
         c0, c1 = np.searchsorted(self.item_of, [lo, hi])     # item_of is sorted: items' captions in a row
         if self.kind == "TagRank":
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
         elif self.sim_parts:
             scale = self._train_scale()
             qdocs = [self.docs[c] for c in caps]
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 args = (qdocs, scale[caps], self.docs[c0:c1], scale[c0:c1], self.item_of[c0:c1] - lo, hi - lo)
                 Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), *args,
                                  self.max_len, self._native_threads())
@@ -625,7 +609,7 @@ class TextKernel:
         if self._item_self is not None:
             return
         if self.kind == "TagRank":
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
         elif self.sim_parts:
             self._item_self = self._soft_item_self()
@@ -666,7 +650,7 @@ class TextKernel:
         """Unnormalised rows of ``qdocs`` against the training items (or ``items``), in this process."""
         caps, item_of, n_items = self._query_columns(items)
         if self.kind == "TagRank":
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
                                                     captions=caps)
         if self.sim_parts:
@@ -704,7 +688,7 @@ class TextKernel:
         :func:`~kernels.text.blocks.gram_on_executor`: TagRank, training captions ``lo:hi``
         (:meth:`~kernels.text.tagrank.TagRank.gram_rows`, ``R0, R1, ...``); soft TRI, items ``lo:hi``
         (:func:`~kernels.text.native.soft_gram_rows`, ``K``).  The entries are the one-process Gram's."""
-        with _torch_threads(self.n_threads):
+        with torch_threads(self.n_threads):
             if self.kind == "TagRank":
                 parts = self._fitted_tagrank().gram_rows(self.item_of, lo, hi)
                 return {f"R{k}": R for k, R in enumerate(parts)}
@@ -729,7 +713,7 @@ class TextKernel:
         one-process row."""
         caps, item_of, n_items = self._query_columns(items)
         if self.kind == "TagRank":
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, captions=caps)
         Q = self._soft_cross_rows(qdocs, qscale, caps, item_of, n_items) if self.sim_parts else None
         if Q is None:
@@ -814,7 +798,7 @@ class TextKernel:
 
     def _train_scale(self) -> np.ndarray:
         if getattr(self, "_scale", None) is None:
-            with _torch_threads(self.n_threads):
+            with torch_threads(self.n_threads):
                 s = self._self_kernels(self.docs)
             self._train_self = s
             self._scale = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
@@ -911,7 +895,7 @@ class TextKernel:
         return int(self.native_threads) if self.native_threads else default_threads()
 
     def _soft_gram(self) -> np.ndarray:
-        with _torch_threads(self.n_threads):
+        with torch_threads(self.n_threads):
             scale = self._train_scale()
             if self._rows_on_cluster():
                 self.last_backend = "native"
@@ -933,7 +917,7 @@ class TextKernel:
         if col_item is None:
             col_item = np.arange(len(self.docs)) if per_caption else self.item_of
             n_cols = len(self.docs) if per_caption else self.n_items
-        with _torch_threads(self.n_threads):
+        with torch_threads(self.n_threads):
             qscale = self._query_scales(qdocs)
             Q = self._native(self._soft_cross_rows, qdocs, qscale, captions, col_item, n_cols)
             if Q is not None:
@@ -949,7 +933,7 @@ class TextKernel:
     def _query_scales(self, qdocs) -> np.ndarray:
         """``1 / sqrt(k(q, q))`` of each query caption (0 for a caption without words), Eq. 21's
         normalisation, from the torch dynamic programme."""
-        with _torch_threads(self.n_threads):
+        with torch_threads(self.n_threads):
             qs = self._self_kernels(qdocs)
         return np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
 
