@@ -11,13 +11,13 @@ from tqdm.auto import tqdm
 
 from corpora.base import Corpus, RankingPool
 from corpora.cache import DiskCache
-from corpora.parallel import BlockExecutor, ExecutorError
+from corpora.parallel import BlockExecutor
 from corpora.jsondata import jsonable
 from corpora.protocol import train_items
 from corpora.scoring import PairScorer
 from evaluation import evaluate_pool
 from experiments.benchmark_stage import benchmarks_given
-from experiments.errors import PipelineError
+from experiments.cluster import stage_executor
 from experiments.evaluation_stage import metrics_json
 from experiments.options import RunOptions
 from experiments.outputs import SystemOutput, split_timings
@@ -66,8 +66,12 @@ def solver_choice(corpus: Corpus, options: RunOptions, extra: dict) -> None:
 
 
 def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
-                  cache: DiskCache) -> tuple[dict[str, SystemOutput], dict, KernelStore]:
+                  cache: DiskCache, executor: BlockExecutor | None = None
+                  ) -> tuple[dict[str, SystemOutput], dict, KernelStore]:
     """Train every classical system (Hodosh Appendix B) and return its test score matrices.
+
+    ``executor``: the job's block executor (:func:`experiments.cluster.stage_executor`); ``None``: one
+    for this stage, from ``options.workers`` / ``options.scheduler``.
 
     Kernels, Gram matrices and KCCA decompositions are shared across systems in one
     :class:`~kcca.kernel_store.KernelStore` (one fit per image kernel kind, one per text kernel) and
@@ -87,15 +91,10 @@ def run_classical(corpus: Corpus, pools: Mapping[str, RankingPool], names: Seque
     store : KernelStore
         The kernels kept in memory (for :func:`kcca_pair_scorers`).
     """
-    executor = BlockExecutor(workers=options.workers, scheduler=options.scheduler)
-    try:
-        if executor.distributed:   # start or reach the cluster first: fail before any work, not after it
-            executor.client()
-        return classical_systems(corpus, pools, names, options, cache, executor)
-    except ExecutorError as exc:
-        raise PipelineError(str(exc)) from exc
-    finally:
-        executor.close()
+    if executor is None:
+        with stage_executor(options) as executor:
+            return classical_systems(corpus, pools, names, options, cache, executor)
+    return classical_systems(corpus, pools, names, options, cache, executor)
 
 
 def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str],
@@ -174,8 +173,11 @@ def classical_systems(corpus: Corpus, pools: Mapping[str, RankingPool], names: S
             store.park_views()
     bar.close()
     clear_preprocess_memo()  # the kernels are built; later captions (human judgments) are new ones
-    for kind in store.image_kinds():   # the cluster closes with this stage; later words are computed here
+    # what later stages ask of the kept kernels (the human judgments' rows) is computed in this process
+    for kind in store.image_kinds():
         store.image_entry(kind).kernel.executor = None
+    for name in store.text_names():
+        store.text_entry(name).kernel.executor = None
     return outputs, runs, store
 
 

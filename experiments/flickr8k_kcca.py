@@ -197,8 +197,10 @@ def add_run_options(g) -> None:
                    help="recompute everything; read and write no cache")
     g.add_argument("--no-progress", action="store_true", help="hide progress bars")
     g.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="compute the image features and image Gram matrices as Dask tasks on a local "
-                        "cluster of N worker processes started for the run (one thread each). Default: "
+                   help="compute the image features, image Gram matrices, TagRank / soft-TRI Gram and "
+                        "query rows, low-rank kernel columns and the CLIP family's corpus-image encoding as "
+                        "Dask tasks on a local cluster of N worker processes started for the run (one "
+                        "thread each; on --device cuda each worker encodes on the GPU it sees). Default: "
                         "neither this nor --scheduler, everything in this process on ITR_NUM_THREADS "
                         "threads. The numbers are the same in all three modes (docs/scaling.md)")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",

@@ -1,3 +1,4 @@
+# Size (~600 lines): the neural stage as one unit: backbones, scorer families, retrieval, judgments and its whole-stage cache.
 """The main job's neural stage: the registered CLIP-family scorers (:mod:`neural.registry`: CLIP-S, PAC-S,
 L-CLIPScore, BRIDGE, SPECS and the reference-based variants, and any family registered since) on the tiny CLIP trained here or open_clip backbones — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that
@@ -32,6 +33,7 @@ import numpy as np
 from corpora.base import Corpus, RankingPool, fingerprint
 from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
+from corpora.parallel import BlockExecutor
 from corpora.scoring import PairScorer, ScoreMatrices
 from experiments.backbone_specs import DEFAULT_BACKBONE, BackboneSpec, scorer_groups, scorer_label, split_scorer
 from experiments.corpus_stage import EVERY_CAPTION_POOL, missing_images_message
@@ -48,11 +50,16 @@ from experiments.options import RunOptions, uses_shipped_scorers
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
+from neural.cluster import corpus_images_on
 from neural.family import TrainSettings
 from neural.names import auto_device_setting
 from neural.registry import family_for
 
 log = logging.getLogger(JOB_LOGGER)
+
+#: What the neural stage gives: retrieval outputs, pair scorers, specificity rates, provenance.
+NeuralResults = tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]
+
 
 def backbone_row(spec: BackboneSpec, bb, scorers: Sequence[str]) -> dict:
     """The backbones table's row of one backbone: name, architecture, weights source and format, the first
@@ -105,8 +112,9 @@ def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache, 
 
 
 def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
-               cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
-    """Train / load the CLIP family and score the test pool.
+               cache: DiskCache, executor: BlockExecutor | None = None) -> NeuralResults:
+    """Train / load the CLIP family and score the test pool (the corpus images on ``executor``'s Dask
+    workers, if any: :func:`neural.cluster.corpus_images_on`, the same features).
 
     Returns ``(retrieval outputs, pair scorers for human correlation, specificity rates, provenance)``.
     Reference-based variants (RefCLIP-S, RefPAC-S, RefL-CLIPScore) only score pairs: ranking a pool
@@ -117,7 +125,8 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
     from corpora.base import MissingImagesError
 
     try:
-        return _run_neural(corpus, pools, names, options, cache)
+        with corpus_images_on(executor):
+            return _run_neural(corpus, pools, names, options, cache)
     except MissingImagesError as exc:
         if options.skip_missing_images:
             raise PipelineError(f"neural scorers: {exc.what}") from exc
@@ -125,7 +134,7 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
 
 
 def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
-                cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+                cache: DiskCache) -> NeuralResults:
     """:func:`run_neural` one backbone at a time (:func:`run_backbone`), results under the scorers' row labels;
     the provenance of the default backbone's group stays at the top (``backbone``, ``pacs_backbone`` …),
     a named one's goes to ``named_backbones[NAME]``, and ``backbones`` holds the backbones table."""
@@ -158,8 +167,7 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
 
 
 def run_backbone(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], spec: BackboneSpec,
-                 options: RunOptions, cache: DiskCache, *, live: bool = False
-                 ) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+                 options: RunOptions, cache: DiskCache, *, live: bool = False) -> NeuralResults:
     """The scorers ``names`` (without ``@NAME``) on one backbone, loaded once; results under their row
     labels (:func:`~experiments.backbone_specs.scorer_label`).
 
@@ -538,9 +546,9 @@ class DeferredPairScorer:
 
 
 def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
-                 cache: DiskCache) -> tuple[dict[str, SystemOutput], dict[str, PairScorer], dict, dict]:
+                 cache: DiskCache, executor: BlockExecutor | None = None) -> NeuralResults:
     """:func:`run_neural`, with its results cached as a whole (namespace ``neural_stage``, key
-    :func:`neural_stage_key`).
+    :func:`neural_stage_key`, without ``executor``: the numbers do not depend on it).
 
     A warm re-run then reads one entry — the test-pool score matrices, the pair scorers' identities, the
     specificity rates and the provenance — and neither imports torch nor builds a backbone.  The pair
@@ -551,11 +559,11 @@ def neural_stage(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequen
     names = list(names)
     key = neural_stage_key(corpus, pools, names, options) if names else None
     if key is None:
-        return run_neural(corpus, pools, names, options, cache)
+        return run_neural(corpus, pools, names, options, cache, executor)
     t0 = time.perf_counter()
     hit = cache.load("neural_stage", key)
     if hit is None:
-        outputs, pair, specificity, prov = run_neural(corpus, pools, names, options, cache)
+        outputs, pair, specificity, prov = run_neural(corpus, pools, names, options, cache, executor)
         meta = {"outputs": {k: {"family": v.family, "config": jsonable(v.config),
                                 "every_caption": jsonable(v.every_caption)} for k, v in outputs.items()},
                 "pair": {k: jsonable(f.identity) for k, f in pair.items()},

@@ -16,6 +16,7 @@ from corpora.cache import DiskCache
 from corpora.jsondata import jsonable
 from corpora.nltk_resources import MissingResourceError
 from experiments.classical_stage import kcca_pair_scorers, pair_scorers_wanted, run_classical
+from experiments.cluster import stage_executor
 from experiments.corpus_stage import build_pools, load_corpus, retrieval_plan
 from experiments.errors import PipelineError
 from experiments.evaluation_stage import compositionality_table, evaluation_stage
@@ -94,11 +95,13 @@ def run_stages(options: RunOptions, cache: DiskCache) -> dict[str, Path]:
     with timer.stage("pools"):
         pools, skipped = build_pools(corpus, options)
         plan = retrieval_plan(corpus, pools, options)
-    with timer.stage("classical systems (kernels, KCCA, NN)"):
-        classical, runs, kernel_store = (
-            run_classical(corpus, pools, plan.systems, options, cache) if plan.systems else ({}, {}, None))
-    with timer.stage("neural scorers (CLIP family)"):
-        neural, pair_scorers, specificity, neural_prov = neural_stage(corpus, pools, plan.neural, options, cache)
+    with stage_executor(options) as executor:   # --workers / --scheduler: one cluster for both stages
+        with timer.stage("classical systems (kernels, KCCA, NN)"):
+            classical, runs, kernel_store = (run_classical(corpus, pools, plan.systems, options, cache, executor)
+                                             if plan.systems else ({}, {}, None))
+        with timer.stage("neural scorers (CLIP family)"):
+            neural, pair_scorers, specificity, neural_prov = neural_stage(corpus, pools, plan.neural, options, cache,
+                                                                          executor)
     sr_hits = take_specificity_hits(specificity)                  # per-step outcomes: tests, not results
     student, student_timing = take_student_timing(neural_prov)   # L-CLIPScore vs its teacher
     outputs = {**classical, **neural}

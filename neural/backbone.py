@@ -1,4 +1,4 @@
-# Size (~640 lines): the Backbone (encoders, caching, provenance) and load_backbone, the one way scorers get a CLIP.
+# Size (~730 lines): the Backbone (encoders, caching, provenance) and load_backbone, the one way scorers get a CLIP.
 """CLIP backbones: loading open_clip models (by name + pretrained tag, or from local files), batched
 L2-normalised encoding, and an on-disk cache of corpus image features.
 
@@ -34,6 +34,7 @@ from PIL import Image
 
 from corpora.cache import NO_CACHE
 from kernels.threads import torch_threads
+from neural.cluster import active_executor, encode_on_cluster
 from neural.architectures import (  # noqa: F401  (CUSTOM_MODEL_CONFIGS … re-exported: the backbone API)
     CUSTOM_MODEL_CONFIGS,
     activation_hint,
@@ -454,6 +455,9 @@ class Backbone:
         fsync'ed) files small, ids are stored in chunks of ``chunk`` consecutive requested ids; a rerun
         with the same ids reads every chunk and encodes nothing.
 
+        Inside :func:`neural.cluster.corpus_images_on` a Dask cluster the chunks are encoded by its workers
+        (:func:`neural.cluster.encode_on_cluster`: the same cache entries, the same features bit for bit).
+
         Within a process, each image's features are also kept in memory for these weights and this
         preprocessing (:meth:`_image_table`, keyed by id and signature, like the text table), so a later
         request in another order or grouping (the human-correlation protocols after the test pool) reads
@@ -472,11 +476,17 @@ class Backbone:
         table = self._image_table(ident)
         keys = [(i, corpus.image_signature(i)) for i in ids]
         todo = [k for k in dict.fromkeys(keys) if k not in table]
-        for s in range(0, len(todo), chunk):
-            sub_keys = todo[s:s + chunk]
-            sub = [i for i, _ in sub_keys]
-            key = {"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
-                   "image_ids": sub, "images": corpus.images_fingerprint(sub)}
+        chunks = [todo[s:s + chunk] for s in range(0, len(todo), chunk)]
+        chunk_ids = [[i for i, _ in sub_keys] for sub_keys in chunks]
+        cache_keys = [{"what": "clip-image-features", "keys": _FEATURE_KEY_VERSION, "model": ident,
+                       "image_ids": sub, "images": corpus.images_fingerprint(sub)} for sub in chunk_ids]
+        executor = active_executor()
+        if executor is not None and chunks:
+            for sub_keys, feats in zip(chunks, encode_on_cluster(executor, self, corpus, chunk_ids, cache_keys,
+                                                                 cache, batch_size)):
+                table.update(zip(sub_keys, feats.astype(np.float32, copy=False)))
+            return np.stack([table[k] for k in keys])
+        for sub_keys, sub, key in zip(chunks, chunk_ids, cache_keys):
             arr = cache.get_or_compute(
                 "neural_image_features", key,
                 lambda sub=sub: {"features": self.encode_images_from(

@@ -99,6 +99,11 @@ def test_karpathy_file_ranks_the_clip_family_with_every_test_caption(tmp_path, n
     assert "every_caption" not in res["systems"]["NN5_F1^idf"]
     assert "## Retrieval with every test caption (CLIP_benchmark protocol)" in res["_report"]
     assert res["corpus"]["skipped_images_by_split"] == {"train": 0, "dev": 0, "test": 0}
+    # with --workers 2 the CLIP family's corpus images are encoded by the workers: the same numbers
+    dask = run_job(["--data", str(data), "--images", str(images), "--systems", "NN5_F1^idf", "--metrics", "CLIP-S",
+                    "--permutations", "200", "--no-progress", "--workers", "2"], tmp_path, "every-caption-workers")
+    assert "CLIP image features (" in dask["_log"] and "on the Dask cluster" in dask["_log"]
+    assert dask["systems"] == res["systems"]
 
 
 def test_karpathy_options_go_together(tmp_path):

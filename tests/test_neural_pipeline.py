@@ -306,7 +306,7 @@ def test_deferred_pair_scorers_rebuild_and_warn_when_the_weights_changed(tmp_pat
 
     calls = []
 
-    def fake_run_neural(corpus, pools, names, args, cache):
+    def fake_run_neural(corpus, pools, names, args, cache, executor=None):
         calls.append(1)
 
         def pair(ids, cands, refs, _k=len(calls)):

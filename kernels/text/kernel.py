@@ -1,4 +1,4 @@
-# Size (~710 lines): one estimator, TextKernel, whose BoW / TagRank / soft-TRI Gram paths share its fitted state.
+# Size (~960 lines): one estimator, TextKernel, whose BoW / TagRank / soft-TRI Gram paths share its fitted state.
 """The text kernels of Hodosh et al. (2013), Sec. 3.4, behind one scikit-learn-style class.
 
 >>> tk = TextKernel.from_name("TRI5SEM")            # = TRI5_{A,D_ext+ic}^{sqrt idf}
