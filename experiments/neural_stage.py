@@ -50,6 +50,7 @@ from experiments.options import RunOptions, uses_shipped_scorers
 from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
+from kernels.threads import one_blas_thread
 from neural.cluster import corpus_images_on
 from neural.family import TrainSettings
 from neural.names import auto_device_setting
@@ -150,7 +151,8 @@ def _run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequenc
     timings: dict[str, float] = {}
     for name, scorers in scorer_groups(names).items():
         spec = specs.get(name) or BackboneSpec(DEFAULT_BACKBONE, options.clip_model, options.clip_pretrained)
-        o, p, sr, group_prov = run_backbone(corpus, pools, scorers, spec, options, cache)
+        with one_blas_thread():   # the numbers must not depend on the cores (docs/neural.md)
+            o, p, sr, group_prov = run_backbone(corpus, pools, scorers, spec, options, cache)
         outputs.update(o)
         pair.update(p)
         specificity.update(sr)

@@ -415,3 +415,20 @@ def test_bridge_fitted_on_generator_templates_scores_a_corpus_without_a_generato
     assert pair.identity["template_source"] == "nearest"
     ids = list(pool.image_ids)
     assert np.isfinite(pair(ids, [c.text for c in pool.captions], None)).all()
+
+
+def test_neural_scorers_run_on_one_blas_thread(monkeypatch):
+    """Each backbone's scorers run with BLAS held to one thread: a float32 product of image and caption
+    features on 2 OpenBLAS threads differs from the one on 1 in the last bits, so the score matrices would
+    depend on the machine's cores."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    def fake_run_backbone(*a, **k):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return {}, {}, {}, {"backbone_row": {}, "neural_timings_s": {}}
+
+    monkeypatch.setattr(stage, "run_backbone", fake_run_backbone)
+    stage.run_neural(None, {}, ["CLIP-S", "PAC-S"], _args(), None)
+    assert seen == [{1}]
