@@ -77,6 +77,19 @@ def text_columns(kernel, items: list[int], executor: BlockExecutor | None, cache
     return out
 
 
+def _map_with_kernel(kernel, executor: BlockExecutor, fn, blocks: list, cache: DiskCache, namespace: str,
+                     keys: list[dict], what: str) -> list[dict[str, np.ndarray]]:
+    """``executor.map_blocks(fn, blocks)`` with ``kernel``'s cluster copy
+    (:meth:`~kernels.text.kernel.TextKernel.cluster_context`) sent once for the call and dropped after,
+    each block cached in ``namespace`` under its key."""
+    context = Shared(kernel.cluster_context())
+    try:
+        return executor.map_blocks(fn, blocks, context=context, cache=cache, namespace=namespace, keys=keys,
+                                   desc=f"{kernel.name} {what}", show_progress=kernel.show_progress)
+    finally:
+        executor.forget(context)
+
+
 def gram_row_block(kernel, block, cache: DiskCache) -> dict[str, np.ndarray]:
     """Rows ``lo:hi`` of ``kernel``'s unnormalised training Gram before symmetrising (``block``: ``(lo,
     hi)``; :meth:`~kernels.text.kernel.TextKernel.gram_rows`).  Runs on a Dask worker (or here)."""
@@ -98,13 +111,7 @@ def gram_on_executor(kernel, executor: BlockExecutor, cache: DiskCache) -> np.nd
     spans = gram_spans(kernel)
     whole = cache_key(kernel.column_cache_key())
     keys = [{"gram": whole, "rows": [a, b], "version": 1} for a, b in spans]
-    context = Shared(kernel.cluster_context())
-    try:
-        parts = executor.map_blocks(gram_row_block, spans, context=context, cache=cache,
-                                    namespace="text_gram_rows", keys=keys, desc=f"{kernel.name} Gram rows",
-                                    show_progress=kernel.show_progress)
-    finally:
-        executor.forget(context)
+    parts = _map_with_kernel(kernel, executor, gram_row_block, spans, cache, "text_gram_rows", keys, "Gram rows")
     K = np.zeros((kernel.n_items, kernel.n_items))
     for (a, b), part in zip(spans, parts):
         kernel.add_gram_rows(K, a, b, part)
@@ -129,12 +136,6 @@ def queries_on_executor(kernel, qdocs: list[np.ndarray], qscale: np.ndarray | No
     whole = cache_key(key)
     blocks = [(qdocs[a:b], None if qscale is None else qscale[a:b], items) for a, b in spans]
     keys = [{"queries": whole, "rows": [a, b], "version": 1} for a, b in spans]
-    context = Shared(kernel.cluster_context())
-    try:
-        parts = executor.map_blocks(query_row_block, blocks, context=context, cache=cache,
-                                    namespace="text_query_rows", keys=keys, desc=f"{kernel.name} query rows",
-                                    show_progress=kernel.show_progress)
-    finally:
-        executor.forget(context)
+    parts = _map_with_kernel(kernel, executor, query_row_block, blocks, cache, "text_query_rows", keys, "query rows")
     n_cols = kernel.n_items if items is None else len(items)
     return np.concatenate([p["Q"] for p in parts]) if parts else np.zeros((0, n_cols))
