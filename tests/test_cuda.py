@@ -10,6 +10,7 @@ runs on the GPU and is held to what can be promised across devices:
 * fp16 inference stays within half precision's error of fp32;
 * every trainer runs under CUDA autocast (bfloat16, and float16 with its gradient scaler) with finite
   losses;
+* corpus images encoded by Dask workers on the GPU are the job's own GPU features (exact);
 * the main job with ``--device cuda`` runs end to end, records the GPU in its provenance and gives the
   CPU run's figures up to near-ties that the two devices may order differently.
 
@@ -93,6 +94,26 @@ def cuda_tiny_backbone():
     m, p, t = create_architecture("itr-tiny-clip")
     return backbone_from_model(m, p, t, name="tiny-random", arch="itr-tiny-clip", device="cuda",
                                show_progress=False)
+
+
+def test_corpus_images_encoded_by_cluster_workers_on_cuda_are_the_jobs(cuda_tiny_backbone, small_teaching_set,
+                                                                      tmp_path):
+    """A job on CUDA with a Dask cluster: each worker moves its copy of the backbone to the GPU it sees and
+    encodes its chunks there (neural/cluster.py), giving the features the job computes on the GPU."""
+    from corpora.cache import DiskCache
+    from corpora.parallel import BlockExecutor
+    from neural.cluster import corpus_images_on
+
+    ts = small_teaching_set
+    ids = list(ts.image_ids[:70])
+    bb = cuda_tiny_backbone
+    bb.clear_image_memo()
+    with BlockExecutor(workers=2, processes=False) as ex, corpus_images_on(ex):
+        on_workers = bb.encode_corpus_images(ts, ids, cache=DiskCache(tmp_path / "dask"), batch_size=8, chunk=16)
+    bb.clear_image_memo()
+    here = bb.encode_corpus_images(ts, ids, cache=DiskCache(tmp_path / "here"), batch_size=8, chunk=16)
+    assert bb.n_image_encodes == 70 and all(p.is_cuda for p in bb.model.parameters())
+    np.testing.assert_array_equal(on_workers, here)
 
 
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
