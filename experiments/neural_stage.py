@@ -1,4 +1,4 @@
-# Size (~600 lines): the neural stage as one unit: backbones, scorer families, retrieval, judgments and its whole-stage cache.
+# Size (~600 lines): the neural stage as one unit: backbones, scorers, retrieval, judgments, its stage cache.
 """The main job's neural stage: the registered CLIP-family scorers (:mod:`neural.registry`: CLIP-S, PAC-S,
 L-CLIPScore, BRIDGE, SPECS and the reference-based variants, and any family registered since) on the tiny CLIP trained here or open_clip backbones — test-pool score
 matrices, pair scorers for the human-correlation stage, specificity rates — and the one cache entry that

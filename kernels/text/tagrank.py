@@ -35,6 +35,7 @@ from kernels.text.packing import PackedArrays
 #: the whole computation's.
 BLOCK = 256
 
+
 def _f(x, y):
     s = x + y
     return np.where(s > 0, x * y / np.where(s > 0, s, 1.0), 0.0)
