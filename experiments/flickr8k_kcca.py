@@ -198,7 +198,8 @@ def add_run_options(g) -> None:
     g.add_argument("--no-progress", action="store_true", help="hide progress bars")
     g.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="compute the image features, image Gram matrices, TagRank / soft-TRI Gram and "
-                        "query rows, low-rank kernel columns and the CLIP family's corpus-image encoding as "
+                        "query rows, low-rank kernel columns and the CLIP family's encoding of corpus images "
+                        "and of large text calls (a pool's captions) as "
                         "Dask tasks on a local cluster of N worker processes started for the run (one "
                         "thread each; on --device cuda each worker encodes on the GPU it sees). Default: "
                         "neither this nor --scheduler, everything in this process on ITR_NUM_THREADS "

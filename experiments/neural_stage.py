@@ -51,7 +51,7 @@ from experiments.outputs import SystemOutput
 from experiments.provenance import library_versions, source_digest
 from experiments.runlog import JOB_LOGGER
 from kernels.threads import one_blas_thread
-from neural.cluster import corpus_images_on
+from neural.cluster import clip_encoding_on
 from neural.family import TrainSettings
 from neural.names import auto_device_setting
 from neural.registry import family_for
@@ -114,8 +114,8 @@ def load_neural_backbone(corpus: Corpus, options: RunOptions, cache: DiskCache, 
 
 def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence[str], options: RunOptions,
                cache: DiskCache, executor: BlockExecutor | None = None) -> NeuralResults:
-    """Train / load the CLIP family and score the test pool (the corpus images on ``executor``'s Dask
-    workers, if any: :func:`neural.cluster.corpus_images_on`, the same features).
+    """Train / load the CLIP family and score the test pool (the corpus images and the large text calls
+    on ``executor``'s Dask workers, if any: :func:`neural.cluster.clip_encoding_on`, the same features).
 
     Returns ``(retrieval outputs, pair scorers for human correlation, specificity rates, provenance)``.
     Reference-based variants (RefCLIP-S, RefPAC-S, RefL-CLIPScore) only score pairs: ranking a pool
@@ -126,7 +126,7 @@ def run_neural(corpus: Corpus, pools: Mapping[str, RankingPool], names: Sequence
     from corpora.base import MissingImagesError
 
     try:
-        with corpus_images_on(executor):
+        with clip_encoding_on(executor):
             return _run_neural(corpus, pools, names, options, cache)
     except MissingImagesError as exc:
         if options.skip_missing_images:

@@ -34,7 +34,7 @@ from PIL import Image
 
 from corpora.cache import NO_CACHE
 from kernels.threads import torch_threads
-from neural.cluster import active_executor, encode_on_cluster
+from neural.cluster import active_executor, encode_on_cluster, encode_texts_on_cluster, text_executor
 from neural.architectures import (  # noqa: F401  (CUSTOM_MODEL_CONFIGS … re-exported: the backbone API)
     CUSTOM_MODEL_CONFIGS,
     activation_hint,
@@ -386,17 +386,20 @@ class Backbone:
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
         """Encode texts: ``(N, D)`` float32 CPU, L2-normalised (truncated to the context length).
 
-        Batches as in :meth:`encode_images_from` (on the CPU side by side, each on one torch thread).
+        The texts not encoded yet are tokenised and ordered by token length, then encoded in batches of
+        ``batch_size`` (:meth:`encode_token_rows`; on the CPU side by side, each on one torch thread).
+        Inside :func:`neural.cluster.clip_encoding_on` a Dask cluster, more than
+        :data:`neural.cluster.TEXT_BLOCK` of them go to its workers in blocks of whole batches
+        (:func:`neural.cluster.encode_texts_on_cluster`: the same batches, the same features bit for bit).
         Each distinct text is encoded once per set of weights: repeated texts (a caption's references
         repeat across judgment rows; candidates across protocols and scorers sharing these weights) are
         served from an in-memory table (:meth:`_text_table`), which is dropped as soon as the weights
-        change (any in-place parameter update).  ``n_text_encodes`` counts texts actually encoded.
+        change (any in-place parameter update).  ``n_text_encodes`` counts texts encoded in this process.
         """
         if isinstance(texts, str):
             texts = [texts]
         texts = list(texts)
-        n = len(texts)
-        if n == 0:
+        if not texts:
             raise ValueError("encode_texts: no texts given")
         table = self._text_table()
         todo = [t for t in dict.fromkeys(texts) if t not in table]
@@ -404,15 +407,27 @@ class Backbone:
             tokens = self.tokenize(todo)
             # batches of similar token length, so each batch is cut at its own last end-of-text token
             order = torch.argsort(tokens.argmax(dim=1), stable=True)
-            starts = range(0, len(todo), batch_size)
-            with self._batches(lambda b: tokens[order[starts[b]:starts[b] + batch_size]], len(starts),
-                               self._encode_text_batch) as batches:
-                for s, emb in progress(zip(starts, batches), total=len(starts), desc=f"encode texts ({self.name})",
-                                       enabled=self.show_progress and len(todo) > self.progress_min * 4):
-                    idx = order[s:s + batch_size]
-                    table.update(zip((todo[int(i)] for i in idx), emb))
-            self.n_text_encodes += len(todo)
+            executor = text_executor(len(todo))
+            if executor is not None:
+                feats = torch.from_numpy(encode_texts_on_cluster(executor, self, tokens[order], batch_size))
+            else:
+                feats = self.encode_token_rows(tokens[order], batch_size)
+            table.update(zip((todo[int(i)] for i in order), feats))
         return torch.stack([table[t] for t in texts])
+
+    def encode_token_rows(self, tokens: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+        """Encode token rows ``(N, context_length)`` in their order, in consecutive batches of
+        ``batch_size`` (each cut after its last end-of-text token, :func:`neural.text_tower.encode_text_to_eot`):
+        ``(N, D)`` float32 CPU, L2-normalised.  Batches run as in :meth:`encode_images_from`."""
+        starts = range(0, len(tokens), batch_size)
+        out = []
+        with self._batches(lambda b: tokens[starts[b]:starts[b] + batch_size], len(starts),
+                           self._encode_text_batch) as batches:
+            for emb in progress(batches, total=len(starts), desc=f"encode texts ({self.name})",
+                                enabled=self.show_progress and len(tokens) > self.progress_min * 4):
+                out.append(emb)
+        self.n_text_encodes += len(tokens)
+        return torch.cat(out)
 
     # ------------------------------------------------------------------ corpus cache
     def current_weights_id(self) -> str:
@@ -455,7 +470,7 @@ class Backbone:
         fsync'ed) files small, ids are stored in chunks of ``chunk`` consecutive requested ids; a rerun
         with the same ids reads every chunk and encodes nothing.
 
-        Inside :func:`neural.cluster.corpus_images_on` a Dask cluster the chunks are encoded by its workers
+        Inside :func:`neural.cluster.clip_encoding_on` a Dask cluster the chunks are encoded by its workers
         (:func:`neural.cluster.encode_on_cluster`: the same cache entries, the same features bit for bit).
 
         Within a process, each image's features are also kept in memory for these weights and this

@@ -1,17 +1,28 @@
-"""CLIP image features of corpus images on a Dask cluster (``--workers`` / ``--scheduler``, docs/scaling.md).
+"""CLIP features of corpus images and of texts on a Dask cluster (``--workers`` / ``--scheduler``,
+docs/scaling.md).
 
-:meth:`neural.backbone.Backbone.encode_corpus_images` cuts the images it has not encoded yet into chunks
-(the chunks of its disk cache, ``neural_image_features``); inside :func:`corpus_images_on` a cluster the
-chunks go to its workers as blocks (:class:`corpora.parallel.BlockExecutor`): each worker loads, decodes,
-transforms and encodes its chunks' images and writes each chunk's features into the cache under the key
-the job would have used, and the job puts the chunks back in order.  The backbone and the corpus go to
-the workers once per call (:class:`~corpora.parallel.Shared`).
+Inside :func:`clip_encoding_on` a cluster, two kinds of encoding go to its workers as blocks
+(:class:`corpora.parallel.BlockExecutor`); the job puts the blocks back in order:
 
-Same numbers: a chunk is encoded in the same batches whoever encodes it, each batch on one torch thread
-on the CPU (:meth:`~neural.backbone.Backbone.encode_images_from`), so a worker's features are the job's
-bit for bit.  A job on CUDA encodes on each worker's CUDA device (the one the worker process sees: give
-each worker its own GPU with ``CUDA_VISIBLE_DEVICES``, as ``dask-cuda`` does); a worker without a GPU
-stops the job with an error, as the job's own device would.  GPUs of another model may round otherwise.
+- **Corpus images.** :meth:`neural.backbone.Backbone.encode_corpus_images` cuts the images it has not
+  encoded yet into chunks (the chunks of its disk cache, ``neural_image_features``).  Each worker loads,
+  decodes, transforms and encodes its chunks' images and writes each chunk's features into the cache
+  under the key the job would have used (:func:`encode_on_cluster`).
+- **Texts.** :meth:`~neural.backbone.Backbone.encode_texts` tokenises the texts it has not encoded yet and
+  orders them by token length, in the job.  When they fill more than one block of :data:`TEXT_BLOCK`
+  texts (a pool's captions; the scorers' many small calls stay in the job), the ordered token rows go to
+  the workers in blocks of whole batches (:func:`encode_texts_on_cluster`).  Text features are kept in
+  the job's memory only, as in-process.
+
+The backbone (and the corpus, or the token rows) go to the workers once per call
+(:class:`~corpora.parallel.Shared`).
+
+Same numbers: a chunk of images, or a block of text batches, is encoded in the same batches whoever encodes
+it, each batch on one torch thread on the CPU (:meth:`~neural.backbone.Backbone.encode_images_from`,
+:meth:`~neural.backbone.Backbone.encode_token_rows`), so a worker's features are the job's bit for bit.  A job
+on CUDA encodes on each worker's CUDA device (the one the worker process sees: give each worker its own GPU
+with ``CUDA_VISIBLE_DEVICES``, as ``dask-cuda`` does); a worker without a GPU stops the job with an error, as
+the job's own device would.  GPUs of another model may round otherwise.
 """
 from __future__ import annotations
 
@@ -25,19 +36,25 @@ from contextvars import ContextVar
 import numpy as np
 
 from corpora.cache import DiskCache
-from corpora.parallel import BlockExecutor, Shared
+from corpora.parallel import BlockExecutor, Shared, blocks_of
 
 log = logging.getLogger(__name__)
 
-__all__ = ["active_executor", "corpus_images_on", "encode_block", "encode_on_cluster", "worker_copy"]
+__all__ = ["TEXT_BLOCK", "active_executor", "clip_encoding_on", "encode_block", "encode_on_cluster",
+           "encode_text_block", "encode_texts_on_cluster", "text_block_rows", "text_executor",
+           "worker_copy"]
 
-_EXECUTOR: ContextVar[BlockExecutor | None] = ContextVar("itr_clip_image_executor", default=None)
+#: Texts per block sent to a worker by :func:`encode_texts_on_cluster` (rounded down to whole batches);
+#: a call with at most this many texts to encode stays in the job.
+TEXT_BLOCK = 1024
+
+_EXECUTOR: ContextVar[BlockExecutor | None] = ContextVar("itr_clip_executor", default=None)
 
 
 @contextmanager
-def corpus_images_on(executor: BlockExecutor | None) -> Iterator[None]:
-    """Corpus images encoded on ``executor``'s cluster while inside (in this thread); an in-process or no
-    executor leaves them here."""
+def clip_encoding_on(executor: BlockExecutor | None) -> Iterator[None]:
+    """Corpus images and large text calls encoded on ``executor``'s cluster while inside (in this thread);
+    an in-process or no executor leaves them here."""
     token = _EXECUTOR.set(executor if executor is not None and executor.distributed else None)
     try:
         yield
@@ -46,8 +63,14 @@ def corpus_images_on(executor: BlockExecutor | None) -> Iterator[None]:
 
 
 def active_executor() -> BlockExecutor | None:
-    """The cluster of the enclosing :func:`corpus_images_on`, or ``None``."""
+    """The cluster of the enclosing :func:`clip_encoding_on`, or ``None``."""
     return _EXECUTOR.get()
+
+
+def text_executor(n_texts: int) -> BlockExecutor | None:
+    """The cluster that encodes ``n_texts`` texts: the enclosing :func:`clip_encoding_on`'s, when they fill
+    more than one block of :data:`TEXT_BLOCK`; otherwise ``None`` (encoded in the job)."""
+    return _EXECUTOR.get() if n_texts > TEXT_BLOCK else None
 
 
 def worker_copy(backbone):
@@ -70,7 +93,7 @@ def _on_device(context: dict):
         bb = context["backbone"]
         if context["device"] == "cuda":
             if not torch.cuda.is_available():
-                raise RuntimeError("the job encodes images on CUDA but this Dask worker sees no GPU; start "
+                raise RuntimeError("the job encodes on CUDA but this Dask worker sees no GPU; start "
                                    "the workers on GPU machines, or run the job with --device cpu")
             bb = dataclasses.replace(bb, model=bb.model.to("cuda"), device=torch.device("cuda"))
         ready = context["ready"] = bb
@@ -102,3 +125,36 @@ def encode_on_cluster(executor: BlockExecutor, backbone, corpus, chunks: Sequenc
     finally:
         executor.forget(context)
     return [p["features"] for p in parts]
+
+
+def text_block_rows(batch_size: int) -> int:
+    """Token rows per text block: :data:`TEXT_BLOCK` rounded down to whole batches of ``batch_size``."""
+    return max(1, TEXT_BLOCK // int(batch_size)) * int(batch_size)
+
+
+def encode_text_block(context: dict, block: tuple[int, int], cache: DiskCache) -> dict[str, np.ndarray]:
+    """``{"features": (stop − start, D)}``: the L2-normalised CLIP text features of the token rows
+    ``block = (start, stop)`` of ``context["tokens"]`` (``start`` at a batch boundary), encoded here in
+    batches of ``context["batch_size"]``.  Runs on a Dask worker."""
+    bb = _on_device(context)
+    start, stop = block
+    feats = bb.encode_token_rows(context["tokens"][start:stop], batch_size=context["batch_size"])
+    return {"features": feats.numpy()}
+
+
+def encode_texts_on_cluster(executor: BlockExecutor, backbone, tokens, batch_size: int) -> np.ndarray:
+    """The features of the token rows ``tokens`` (``(N, context_length)``, already in encoding order),
+    encoded on ``executor``'s workers in blocks of :func:`text_block_rows` rows: ``(N, D)`` float32, in
+    row order, the features :meth:`~neural.backbone.Backbone.encode_token_rows` gives in this process."""
+    blocks = blocks_of(len(tokens), text_block_rows(batch_size))
+    context = Shared({"backbone": worker_copy(backbone), "tokens": tokens, "batch_size": int(batch_size),
+                      "device": backbone.device.type})
+    log.info("CLIP text features (%s): %d texts in %d blocks on the Dask cluster", backbone.name,
+             len(tokens), len(blocks))
+    try:
+        parts = executor.map_blocks(encode_text_block, blocks, context=context,
+                                    desc=f"encode texts ({backbone.name}, cluster)",
+                                    show_progress=backbone.show_progress)
+    finally:
+        executor.forget(context)
+    return np.concatenate([p["features"] for p in parts])

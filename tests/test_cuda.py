@@ -102,13 +102,13 @@ def test_corpus_images_encoded_by_cluster_workers_on_cuda_are_the_jobs(cuda_tiny
     encodes its chunks there (neural/cluster.py), giving the features the job computes on the GPU."""
     from corpora.cache import DiskCache
     from corpora.parallel import BlockExecutor
-    from neural.cluster import corpus_images_on
+    from neural.cluster import clip_encoding_on
 
     ts = small_teaching_set
     ids = list(ts.image_ids[:70])
     bb = cuda_tiny_backbone
     bb.clear_image_memo()
-    with BlockExecutor(workers=2, processes=False) as ex, corpus_images_on(ex):
+    with BlockExecutor(workers=2, processes=False) as ex, clip_encoding_on(ex):
         on_workers = bb.encode_corpus_images(ts, ids, cache=DiskCache(tmp_path / "dask"), batch_size=8, chunk=16)
     bb.clear_image_memo()
     here = bb.encode_corpus_images(ts, ids, cache=DiskCache(tmp_path / "here"), batch_size=8, chunk=16)
