@@ -116,6 +116,28 @@ def test_corpus_images_encoded_by_cluster_workers_on_cuda_are_the_jobs(cuda_tiny
     np.testing.assert_array_equal(on_workers, here)
 
 
+def test_texts_encoded_by_cluster_workers_on_cuda_are_the_jobs(cuda_tiny_backbone, small_teaching_set, monkeypatch):
+    """A large text call of a job on CUDA with a Dask cluster: the workers encode the token rows' blocks on
+    the GPU they see, in the job's batches, giving the features the job computes on the GPU."""
+    import neural.cluster
+    from corpora.parallel import BlockExecutor
+    from neural.cluster import clip_encoding_on
+
+    ts = small_teaching_set
+    texts = [c.text for i in ts.image_ids for c in ts.captions_of(i)][:300]
+    monkeypatch.setattr(neural.cluster, "TEXT_BLOCK", 70)
+    bb = cuda_tiny_backbone
+    bb.clear_text_memo()
+    n0 = bb.n_text_encodes
+    with BlockExecutor(workers=2, processes=False) as ex, clip_encoding_on(ex):
+        on_workers = bb.encode_texts(texts, batch_size=16)
+    assert bb.n_text_encodes == n0
+    bb.clear_text_memo()
+    here = bb.encode_texts(texts, batch_size=16)
+    assert bb.n_text_encodes > n0 and all(p.is_cuda for p in bb.model.parameters())
+    np.testing.assert_array_equal(on_workers.numpy(), here.numpy())
+
+
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
 def test_every_trainer_runs_under_cuda_autocast(half, cuda_tiny_backbone, small_teaching_set, monkeypatch,
                                                 every_trainer_under_amp):
