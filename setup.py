@@ -20,7 +20,7 @@ setup(
     # C sources compiled on first use (ctypes); numpy/torch fallbacks exist when no compiler is found.
     # The pretrained teaching CLIP (neural/teaching_clip.py, docs/teaching_clip.md): fp16 weights + record.
     # The shipped PAC-S, L-CLIPScore, BRIDGE and SPECS (neural/shipped_scorers.py, docs/shipped_scorers.md).
-    package_data={"kernels.text": ["_softtri.c"],
+    package_data={"kernels.text": ["_softtri.c", "_tagrank.c"],
                   "neural": ["weights/*.safetensors", "weights/*.json", "weights/scorers/manifest.json",
                              "weights/scorers/*/*.json", "weights/scorers/*/*.safetensors"]},
     install_requires=[

@@ -74,9 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
               ITR_OFFLINE=1          never download CLIP weights or tokenizers (also HF_HUB_OFFLINE=1):
                                      missing ones stop the run with a message saying how to get them
               ITR_TRUST_TORCHSCRIPT=1  load OpenAI TorchScript weights files (they can run code)
-              ITR_NO_CEXT=1, ITR_NO_NATIVE=1  use the numpy image-Gram and torch soft-TRI fallbacks
-                                     instead of the compiled C kernels (the same up to float
-                                     rounding, slower); "0" or empty leaves them on
+              ITR_NO_CEXT=1, ITR_NO_NATIVE=1  use the numpy image-Gram, torch soft-TRI and numpy
+                                     TagRank fallbacks instead of the compiled C kernels (the
+                                     same up to float rounding, slower); "0" or empty leaves
+                                     them on
               ITR_METEOR_JAR         the official METEOR 1.5 jar, with data/paraphrase-en.gz beside it
                                      (caption_metrics_vs_humans; default: the one pycocoevalcap ships)
             """),

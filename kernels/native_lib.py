@@ -23,6 +23,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -110,6 +112,38 @@ def load_verified(lib: Path, source_sha256: str) -> ctypes.CDLL:
     finally:
         os.close(fd)
     return ctypes.CDLL(str(lib))
+
+
+def c_compiler() -> str | None:
+    """The C compiler the compiled kernels are built with: ``$CC``, else ``gcc``, ``cc`` or ``clang`` on the
+    ``PATH``; ``None`` when there is none."""
+    for cand in (os.environ.get("CC"), "gcc", "cc", "clang"):
+        if cand and shutil.which(cand):
+            return cand
+    return None
+
+
+def compile_shared(cc: str, source: Path, target: Path, flag_sets: tuple[tuple[str, ...], ...]) -> None:
+    """Compile the C file ``source`` into the shared library ``target`` (``-shared -fPIC``), trying each of
+    ``flag_sets`` in turn (e.g. with and without ``-fopenmp``); the first that builds is renamed over
+    ``target``.  Raises ``RuntimeError`` with the last compiler message when none builds."""
+    errors = []
+    for flags in flag_sets:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+        os.close(fd)
+        cmd = [cc, *flags, "-shared", "-fPIC", "-o", tmp, str(source)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if r.returncode == 0:
+                os.replace(tmp, target)
+                return
+            errors.append(r.stderr.strip()[:500])
+        except (OSError, subprocess.SubprocessError) as exc:
+            errors.append(str(exc))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise RuntimeError(f"compiling {source} failed: {errors[-1] if errors else 'no flags given'}")
 
 
 def _discard(lib: Path) -> None:

@@ -313,22 +313,26 @@ def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
     on (as ITR_OFFLINE reads "0")."""
     import kernels.image.native as cext
     import kernels.text.native as native
+    import kernels.text.tagrank_native as tagrank_native
 
     monkeypatch.setattr(cext, "_LIB", cext._LIB)       # restored afterwards, with _TRIED
     monkeypatch.setattr(cext, "_TRIED", cext._TRIED)
     tried = []
-    monkeypatch.setattr(native, "_compiler", lambda: tried.append("native"))    # None: nothing compiled
+    monkeypatch.setattr(native, "c_compiler", lambda: tried.append("native"))   # None: nothing compiled
+    monkeypatch.setattr(tagrank_native, "c_compiler", lambda: tried.append("tagrank"))
     monkeypatch.setattr(cext, "_lib_path", lambda: tried.append("cext") or 1 / 0)
     monkeypatch.setattr(cext, "log", type("Quiet", (), {"warning": staticmethod(lambda *a, **k: None)}))
     for value, off in (("1", True), ("yes", True), ("0", False), ("", False)):
         monkeypatch.setenv("ITR_NO_NATIVE", value)
         monkeypatch.setenv("ITR_NO_CEXT", value)
         native.load_softtri.cache_clear()
+        tagrank_native.load_tagrank.cache_clear()
         monkeypatch.setattr(cext, "_TRIED", False)
         tried.clear()
-        assert native.load_softtri() is None and cext.load() is None
-        assert tried == ([] if off else ["native", "cext"]), (value, tried)
+        assert native.load_softtri() is None and tagrank_native.load_tagrank() is None and cext.load() is None
+        assert tried == ([] if off else ["native", "tagrank", "cext"]), (value, tried)
     native.load_softtri.cache_clear()
+    tagrank_native.load_tagrank.cache_clear()
 
 
 def test_lemmatizer_loads_wordnet_once_across_threads(nltk_data_dir):

@@ -16,9 +16,6 @@ import ctypes
 import hashlib
 import logging
 import os
-import shutil
-import subprocess
-import tempfile
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import NamedTuple
@@ -27,39 +24,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from corpora.cache import default_cache_dir
-from kernels.native_lib import build_and_load, source_digest
+from kernels.native_lib import build_and_load, c_compiler, compile_shared, source_digest
 from kernels.text.items import symmetrise_inplace
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_softtri.c")
 
 
-def _compiler() -> str | None:
-    for cand in (os.environ.get("CC"), "gcc", "cc", "clang"):
-        if cand and shutil.which(cand):
-            return cand
-    return None
-
-
 def _build(cc: str, target: Path) -> None:
     """Compile :data:`SOURCE` to ``target`` (temporary file renamed over it), with OpenMP when it builds."""
-    errors = []
-    for flags in (["-fopenmp"], []):
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
-        os.close(fd)
-        cmd = [cc, "-O3", "-shared", "-fPIC", *flags, "-o", tmp, str(SOURCE)]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            if r.returncode == 0:
-                os.replace(tmp, target)
-                return
-            errors.append(r.stderr.strip()[:500])
-        except (OSError, subprocess.SubprocessError) as exc:
-            errors.append(str(exc))
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    raise RuntimeError(f"compiling {SOURCE} failed: {errors[-1]}")
+    compile_shared(cc, SOURCE, target, (("-O3", "-fopenmp"), ("-O3",)))
 
 
 @lru_cache(maxsize=1)
@@ -67,7 +41,7 @@ def load_softtri():
     """The compiled library (``ctypes.CDLL``) or ``None`` when unavailable."""
     if os.environ.get("ITR_NO_NATIVE", "").strip() not in ("", "0") or not SOURCE.is_file():
         return None
-    cc = _compiler()
+    cc = c_compiler()
     if cc is None:
         log.info("no C compiler found; soft TRI uses the torch backend")
         return None

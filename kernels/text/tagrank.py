@@ -23,12 +23,14 @@ sum is accumulated per word over its postings list, one block of row captions at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from kernels.text.items import symmetrise_inplace
 from kernels.text.packing import PackedArrays
+from kernels.text.tagrank_native import common_sums
 
 #: Captions per block of :meth:`TagRank.caption_kernel`: the rows of one dense block of caption kernels.
 #: Blocks of rows computed elsewhere (a Dask task) start at multiples of it, so that every block is one of
@@ -39,6 +41,38 @@ BLOCK = 256
 def _f(x, y):
     s = x + y
     return np.where(s > 0, x * y / np.where(s > 0, s, 1.0), 0.0)
+
+
+class Postings(NamedTuple):
+    """Captions' TagRank vectors grouped by word: the distinct ``words`` (ascending); the postings of
+    ``words[k]`` are ``ptr[k]:ptr[k + 1]`` of ``caps`` (caption positions, ascending), ``r`` and ``a`` (its
+    relative and absolute rank in each); ``n_captions`` captions in all."""
+
+    words: np.ndarray
+    ptr: np.ndarray
+    caps: np.ndarray
+    r: np.ndarray
+    a: np.ndarray
+    n_captions: int
+
+
+def common_sums_numpy(rows: Postings, cols: Postings, col_lo, col_hi, s: int, e: int, c0: int,
+                       com_r: np.ndarray, com_a: np.ndarray) -> None:
+    """:func:`~kernels.text.tagrank_native.common_sums` in numpy (its fallback): word by word, ascending,
+    ``_f`` of the row captions' ``s:e`` values against the column captions' from ``c0`` on, added in."""
+    for k in range(len(rows.words)):
+        r0, r1 = rows.ptr[k], rows.ptr[k + 1]
+        rc = rows.caps[r0:r1]
+        lo, hi = r0 + np.searchsorted(rc, s), r0 + np.searchsorted(rc, e)
+        if hi <= lo or col_hi[k] <= col_lo[k]:
+            continue
+        k0 = col_lo[k] + np.searchsorted(cols.caps[col_lo[k]:col_hi[k]], c0)
+        if k0 >= col_hi[k]:
+            continue
+        cc, cr, ca = cols.caps[k0:col_hi[k]] - c0, cols.r[k0:col_hi[k]], cols.a[k0:col_hi[k]]
+        ix = np.ix_(rows.caps[lo:hi] - s, cc)
+        com_r[ix] += _f(rows.r[lo:hi, None], cr[None, :])
+        com_a[ix] += _f(rows.a[lo:hi, None], ca[None, :])
 
 
 class TagRank:
@@ -98,19 +132,18 @@ class TagRank:
         return out
 
     @staticmethod
-    def _postings(vecs):
+    def _postings(vecs) -> Postings:
+        """The captions' vectors grouped by word (ascending), each word's captions ascending."""
         ids = np.concatenate([v[0] for v in vecs]) if vecs else np.zeros(0, np.int64)
         caps = np.concatenate([np.full(len(v[0]), k) for k, v in enumerate(vecs)]) if vecs else np.zeros(0, np.int64)
         r = np.concatenate([v[1] for v in vecs]) if vecs else np.zeros(0)
         a = np.concatenate([v[2] for v in vecs]) if vecs else np.zeros(0)
         order = np.lexsort((caps, ids))
         ids, caps, r, a = ids[order], caps[order], r[order], a[order]
-        bounds = np.r_[0, np.nonzero(np.diff(ids))[0] + 1, len(ids)]
-        post = {}
-        for s, e in zip(bounds[:-1], bounds[1:]):
-            if e > s:
-                post[int(ids[s])] = (caps[s:e], r[s:e], a[s:e])
-        return post
+        bounds = np.r_[0, np.nonzero(np.diff(ids))[0] + 1, len(ids)] if len(ids) else np.zeros(1, np.int64)
+        c = np.ascontiguousarray
+        return Postings(c(ids[bounds[:-1]], np.int64), c(bounds, np.int64), c(caps, np.int64), c(r, np.float64),
+                        c(a, np.float64), len(vecs))
 
     def _mean_chi2(self, vecs, N):
         if N < 2:
@@ -118,8 +151,9 @@ class TagRank:
         l1r = sum(v[1].sum() for v in vecs)
         l1a = sum(v[2].sum() for v in vecs)
         com_r = com_a = 0.0
-        for caps, r, a in self._postings(vecs).values():
-            for vals, which in ((r, "r"), (a, "a")):
+        post = self._postings(vecs)
+        for lo, hi in zip(post.ptr[:-1], post.ptr[1:]):
+            for vals, which in ((post.r[lo:hi], "r"), (post.a[lo:hi], "a")):
                 u, c = np.unique(vals, return_counts=True)
                 s = float((c[:, None] * c[None, :] * _f(u[:, None], u[None, :])).sum())
                 if which == "r":
@@ -148,24 +182,19 @@ class TagRank:
         row_post = self._postings(row_vecs)
         cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
         block = BLOCK if block is None else int(block)
+        # each row word's column postings (empty where no column caption has the word)
+        at = np.searchsorted(post.words, row_post.words)
+        found = at < len(post.words)
+        found[found] = post.words[at[found]] == row_post.words[found]
+        col_lo = np.where(found, post.ptr[np.minimum(at, len(post.words))], 0).astype(np.int64)
+        col_hi = np.where(found, post.ptr[np.minimum(at + 1, len(post.words))], 0).astype(np.int64)
         for s in tqdm(range(0, len(row_vecs), block), disable=not show_progress, leave=False, desc="TagRank"):
             e = min(s + block, len(row_vecs))
             c0 = row_offset + s if symmetric else 0
             com_r = np.zeros((e - s, Nc - c0))
             com_a = np.zeros((e - s, Nc - c0))
-            for w, (rc, rr, ra) in row_post.items():
-                lo, hi = np.searchsorted(rc, s), np.searchsorted(rc, e)
-                if hi <= lo or w not in post:
-                    continue
-                cc, cr, ca = post[w]
-                k0 = np.searchsorted(cc, c0)
-                if k0 >= len(cc):
-                    continue
-                cc, cr, ca = cc[k0:] - c0, cr[k0:], ca[k0:]
-                ri = rc[lo:hi] - s
-                ix = np.ix_(ri, cc)
-                com_r[ix] += _f(rr[lo:hi, None], cr[None, :])
-                com_a[ix] += _f(ra[lo:hi, None], ca[None, :])
+            if not common_sums(row_post, post, col_lo, col_hi, s, e, c0, com_r, com_a):
+                common_sums_numpy(row_post, post, col_lo, col_hi, s, e, c0, com_r, com_a)
             l1r_r, l1a_r = l1r_rows[s:e], l1a_rows[s:e]
             # chi2 = |x|_1 + |y|_1 - 4 common  (>= 0 up to rounding), K = (exp(-chi_r/2W) + exp(-chi_a/2W'))/2
             xr = torch.from_numpy(com_r).mul_(-4.0).add_(l1r_r[:, None]).add_(l1r_c[None, c0:]).clamp_(min=0.0)
