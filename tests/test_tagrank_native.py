@@ -9,7 +9,7 @@ import pytest
 import kernels.text.tagrank_native as tn
 from corpora.protocol import train_items
 from kernels.text import TextKernel
-from kernels.text.tagrank import TagRank, common_sums_numpy
+from kernels.text.tagrank import TagRank, column_ranges, common_sums_numpy
 
 needs_compiled = pytest.mark.skipif(tn.load_tagrank() is None,
                                     reason="no C compiler (or ITR_NO_NATIVE set): the compiled TagRank kernel "
@@ -27,22 +27,13 @@ def _random_vecs(rng, n, vocab, max_len=9):
     return vecs
 
 
-def _ranges(rows, cols):
-    at = np.searchsorted(cols.words, rows.words)
-    found = at < len(cols.words)
-    found[found] = cols.words[at[found]] == rows.words[found]
-    lo = np.where(found, cols.ptr[np.minimum(at, len(cols.words))], 0).astype(np.int64)
-    hi = np.where(found, cols.ptr[np.minimum(at + 1, len(cols.words))], 0).astype(np.int64)
-    return lo, hi
-
-
 @needs_compiled
 @pytest.mark.parametrize("s, e, c0", [(0, 40, 0), (5, 23, 0), (0, 40, 17), (12, 13, 60), (7, 7, 0)])
 def test_compiled_sums_are_the_numpy_loops(s, e, c0):
     rng = np.random.default_rng(3)
     rows = TagRank._postings(_random_vecs(rng, 40, 55))       # words 45..54 in rows only; some captions empty
     cols = TagRank._postings(_random_vecs(rng, 70, 45))
-    lo, hi = _ranges(rows, cols)
+    lo, hi = column_ranges(rows, cols)
     assert (hi == lo).any() and (hi > lo).any()
     want_r, want_a = np.zeros((e - s, 70 - c0)), np.zeros((e - s, 70 - c0))
     common_sums_numpy(rows, cols, lo, hi, s, e, c0, want_r, want_a)
@@ -58,7 +49,7 @@ def test_compiled_sums_are_the_numpy_loops(s, e, c0):
 def test_the_compiled_sums_add_into_the_output_and_refuse_a_wrong_shape():
     rng = np.random.default_rng(0)
     rows = TagRank._postings(_random_vecs(rng, 10, 12))
-    lo, hi = _ranges(rows, rows)
+    lo, hi = column_ranges(rows, rows)
     start = rng.random((10, 10))
     want_r, want_a = start.copy(), start.copy()
     common_sums_numpy(rows, rows, lo, hi, 0, 10, 0, want_r, want_a)

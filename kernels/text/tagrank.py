@@ -18,7 +18,9 @@ Kernel between two captions (Eq. 11), with the chi-square distance
 normalised (:mod:`kernels.text.items`; normalising makes "averaged" and "summed" identical).
 
 Computation: ``chi2(x, y) = |x|_1 + |y|_1 - 4 sum_{i in x and y} x_i y_i / (x_i + y_i)``; the common-word
-sum is accumulated per word over its postings list, one block of row captions at a time.
+sum is accumulated per word over its postings list, one block of row captions at a time, by the compiled
+kernel (:mod:`kernels.text.tagrank_native`, without the GIL) or, without a C compiler, by
+:func:`common_sums_numpy`, with the same sums bit for bit.
 """
 from __future__ import annotations
 
@@ -54,6 +56,18 @@ class Postings(NamedTuple):
     r: np.ndarray
     a: np.ndarray
     n_captions: int
+
+
+def column_ranges(rows: Postings, cols: Postings) -> tuple[np.ndarray, np.ndarray]:
+    """``(col_lo, col_hi)``: the column postings ``col_lo[k]:col_hi[k]`` of the row postings' ``k``-th word
+    (empty where no column caption has it)."""
+    at = np.searchsorted(cols.words, rows.words)
+    found = at < len(cols.words)
+    found[found] = cols.words[at[found]] == rows.words[found]
+    n = len(cols.words)
+    col_lo = np.where(found, cols.ptr[np.minimum(at, n)], 0).astype(np.int64)
+    col_hi = np.where(found, cols.ptr[np.minimum(at + 1, n)], 0).astype(np.int64)
+    return col_lo, col_hi
 
 
 def common_sums_numpy(rows: Postings, cols: Postings, col_lo, col_hi, s: int, e: int, c0: int,
@@ -182,12 +196,7 @@ class TagRank:
         row_post = self._postings(row_vecs)
         cr_, ca_ = 1.0 / (2 * self.omega_r), 1.0 / (2 * self.omega_a)
         block = BLOCK if block is None else int(block)
-        # each row word's column postings (empty where no column caption has the word)
-        at = np.searchsorted(post.words, row_post.words)
-        found = at < len(post.words)
-        found[found] = post.words[at[found]] == row_post.words[found]
-        col_lo = np.where(found, post.ptr[np.minimum(at, len(post.words))], 0).astype(np.int64)
-        col_hi = np.where(found, post.ptr[np.minimum(at + 1, len(post.words))], 0).astype(np.int64)
+        col_lo, col_hi = column_ranges(row_post, post)
         for s in tqdm(range(0, len(row_vecs), block), disable=not show_progress, leave=False, desc="TagRank"):
             e = min(s + block, len(row_vecs))
             c0 = row_offset + s if symmetric else 0
