@@ -131,6 +131,30 @@ def test_pos_tags_in_blocks_on_a_cluster_and_from_the_cache(nltk_data_dir, monke
         preprocess.decode_tags(buf, 2)
 
 
+def test_pos_tagging_blocks_show_a_progress_bar_only_when_asked(nltk_data_dir, monkeypatch, tmp_path, capsys):
+    """The blocks of tagged sentences (cached, or on a cluster) have a progress bar, which the main job's
+    ``--no-progress`` (a text kernel's ``show_progress=False``) turns off."""
+    from corpora.cache import DiskCache
+    from kernels.text import preprocess
+
+    sents = [preprocess.TOKEN_RE.findall(t) for t in ("A man rides a bike .", "Children playing in snow",
+                                                        "Two dogs run .", "A girl climbs a rock .")]
+    monkeypatch.setattr(preprocess, "TAG_BLOCK", 2)
+    for show, cache_dir in ((False, "quiet"), (True, "shown")):
+        preprocess.clear_preprocess_memo()
+        capsys.readouterr()
+        preprocess.pos_tags(sents, cache=DiskCache(tmp_path / cache_dir), show_progress=show)
+        assert ("POS tagging" in capsys.readouterr().err) == show
+    seen = []
+    real = preprocess.pos_tags
+    monkeypatch.setattr(preprocess, "pos_tags", lambda *a, **k: seen.append(a[3]) or real(*a, **k))
+    preprocess.clear_preprocess_memo()
+    caps = [Caption(f"im#{i}", "im", i, " ".join(t)) for i, t in enumerate(sents)]
+    preprocess.Preprocessor().fit(caps).transform(caps, tags=True, show_progress=False)
+    assert seen == [False]
+    preprocess.clear_preprocess_memo()
+
+
 def test_english_wordnet_answers_as_nltk_wordnet(nltk_data_dir):
     """The WordNet reader without NLTK's OMW sense map gives NLTK's answers: the lemmatiser's lemmas,
     synsets, hypernym paths and Lin similarities (with Brown IC)."""

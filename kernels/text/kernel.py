@@ -248,7 +248,7 @@ class TextKernel:
         self.n_items = len(n_per)
         self.pre = Preprocessor().fit(caps)
         self.processed: list[ProcessedCaption] = self.pre.transform(caps, tags=False, executor=executor,
-                                                                    cache=self.cache)
+                                                                    cache=self.cache, show_progress=self.show_progress)
         self._tagged = None
         self.vocab = Vocabulary(p.tokens for p in self.processed)
         self.V = len(self.vocab)
@@ -286,7 +286,8 @@ class TextKernel:
         """The training captions preprocessed *with* POS tags (computed on first use; the alignment and
         Lin similarities need them, and are cached, so a cache hit never tags)."""
         if self._tagged is None:
-            self._tagged = self.pre.transform(self.train_captions, tags=True, cache=self.cache)
+            self._tagged = self.pre.transform(self.train_captions, tags=True, cache=self.cache,
+                                              show_progress=self.show_progress)
             if [p.tokens for p in self._tagged] != [p.tokens for p in self.processed]:
                 raise AssertionError("tagging changed the token sequence")
         return self._tagged
@@ -306,7 +307,7 @@ class TextKernel:
 
     def encode_queries(self, captions: Sequence[Caption]) -> list[np.ndarray]:
         """Preprocess query captions; unseen words get fresh ids ``>= V`` (distinct per word)."""
-        proc = self.pre.transform(list(captions), tags=False)
+        proc = self.pre.transform(list(captions), tags=False, show_progress=self.show_progress)
         extra: dict[str, int] = {}
         out = []
         for p in proc:

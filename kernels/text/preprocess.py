@@ -169,7 +169,7 @@ TAG_MODEL = "averaged_perceptron_tagger_eng"
 
 
 def pos_tags(sentences: Sequence[Sequence[str]], executor: BlockExecutor | None = None,
-             cache: DiskCache | None = None) -> list[tuple[str, ...]]:
+             cache: DiskCache | None = None, show_progress: bool = True) -> list[tuple[str, ...]]:
     """Penn POS tags of tokenised sentences (``nltk.pos_tag_sents``), each sentence tagged once per
     process (:data:`_TAG_MEMO`); the result for a sentence is the tagger's, whatever the batch.
 
@@ -185,6 +185,8 @@ def pos_tags(sentences: Sequence[Sequence[str]], executor: BlockExecutor | None 
         by the block's sentences, NLTK's version and the tagger model (a resumed COCO-size run does not
         tag its 566,000 training captions again).  Without an enabled cache or a cluster the sentences
         are tagged in this process in one call.
+    show_progress : bool
+        A progress bar over the blocks (the main job's ``--no-progress`` turns it off).
     """
     keys = [" ".join(s) for s in sentences]
     todo = list(dict.fromkeys(k for k in keys if k not in _TAG_MEMO))
@@ -192,13 +194,13 @@ def pos_tags(sentences: Sequence[Sequence[str]], executor: BlockExecutor | None 
         _TAG_MEMO.clear()
         todo = list(dict.fromkeys(keys))
     if todo:
-        for k, tags in zip(todo, _tag_sentences(todo, executor, cache)):
+        for k, tags in zip(todo, _tag_sentences(todo, executor, cache, show_progress)):
             _TAG_MEMO[k] = tags
     return [_TAG_MEMO[k] for k in keys]
 
 
-def _tag_sentences(joined: list[str], executor: BlockExecutor | None,
-                   cache: DiskCache | None) -> list[tuple[str, ...]]:
+def _tag_sentences(joined: list[str], executor: BlockExecutor | None, cache: DiskCache | None,
+                   show_progress: bool = True) -> list[tuple[str, ...]]:
     """Tags of space-joined sentences: in one call here, or in :data:`TAG_BLOCK` blocks through
     ``executor`` (a cluster's workers, or this process when only the cache is wanted)."""
     cache = cache if cache is not None else NO_CACHE
@@ -210,7 +212,8 @@ def _tag_sentences(joined: list[str], executor: BlockExecutor | None,
     keys = [{"what": "pos-tags", **model, "n": len(b),
              "sentences": hashlib.sha256("\n".join(b).encode("utf-8")).hexdigest()} for b in blocks]
     results = (executor if distributed else BlockExecutor()).map_blocks(
-        tag_block, blocks, cache=cache, namespace=TAG_NAMESPACE, keys=keys, desc="POS tagging")
+        tag_block, blocks, cache=cache, namespace=TAG_NAMESPACE, keys=keys, desc="POS tagging",
+        show_progress=show_progress)
     out: list[tuple[str, ...]] = []
     for block, res in zip(blocks, results):
         out.extend(decode_tags(res["tags"], len(block)))
@@ -361,10 +364,10 @@ class Preprocessor:
                                 None if tags is None else tuple(tags[i] for i in keep))
 
     def transform(self, captions: Sequence[Caption], tags: bool = False, executor: BlockExecutor | None = None,
-                  cache: DiskCache | None = None) -> list[ProcessedCaption]:
+                  cache: DiskCache | None = None, show_progress: bool = True) -> list[ProcessedCaption]:
         """Preprocess captions.  With ``tags=True`` POS tags are attached (needed by Eqs. 22-23 and 25; Eq. 24
-        uses none).  ``executor`` and ``cache``: where the tagger runs and whether its output is cached
-        (:func:`pos_tags`)."""
+        uses none).  ``executor``, ``cache`` and ``show_progress``: where the tagger runs, whether its output
+        is cached, and its progress bar (:func:`pos_tags`)."""
         captions = list(captions)
         need_nltk_lemma = [i for i, c in enumerate(captions)
                            if not (self.use_corpus_lemmas and c.lemma is not None)]
@@ -391,7 +394,7 @@ class Preprocessor:
             else:
                 to_tag.append(lt)
             to_tag_idx.append(i)
-        for i, tg in zip(to_tag_idx, pos_tags(to_tag, executor, cache)):
+        for i, tg in zip(to_tag_idx, pos_tags(to_tag, executor, cache, show_progress)):
             tag_out[i] = list(tg)
         out = []
         for i, c in enumerate(captions):
