@@ -64,6 +64,8 @@ def test_the_compiled_sums_add_into_the_output_and_refuse_a_wrong_shape():
             tn.common_sums(rows, rows, lo, hi, 0, 10, 0, bad, np.zeros((10, 10)))
     with pytest.raises(ValueError):                               # rows beyond the postings' captions
         tn.common_sums(rows, rows, lo, hi, 5, 15, 0, np.zeros((10, 10)), np.zeros((10, 10)))
+    with pytest.raises(ValueError, match="column ranges"):        # a range past the column postings
+        tn.common_sums(rows, rows, lo, hi + len(rows.caps), 0, 10, 0, np.zeros((10, 10)), np.zeros((10, 10)))
 
 
 @needs_compiled

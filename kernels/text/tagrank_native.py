@@ -89,6 +89,11 @@ def common_sums(rows, cols, col_lo: np.ndarray, col_hi: np.ndarray, s: int, e: i
                              f"and columns {c0}: of {cols.n_captions}")
     if not (len(col_lo) == len(col_hi) == len(rows.words) == len(rows.ptr) - 1):
         raise ValueError("common sums: one column range per row word")
+    # the ranges the C loop reads stay inside the postings (their captions are inside by construction)
+    if len(rows.ptr) and (rows.ptr[0] < 0 or rows.ptr[-1] > len(rows.caps) or np.any(np.diff(rows.ptr) < 0)):
+        raise ValueError("common sums: row postings' offsets outside their arrays")
+    if np.any(col_lo < 0) or np.any(col_hi < col_lo) or np.any(col_hi > len(cols.caps)):
+        raise ValueError("common sums: column ranges outside the column postings")
     args = (_checked(rows.ptr, i64), _checked(rows.caps, i64), _checked(rows.r, f64), _checked(rows.a, f64),
             _checked(col_lo, i64), _checked(col_hi, i64), _checked(cols.caps, i64), _checked(cols.r, f64),
             _checked(cols.a, f64))
