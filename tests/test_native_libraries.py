@@ -15,6 +15,7 @@ import pytest
 
 import kernels.image.native as image_native
 import kernels.text.native as text_native
+import kernels.text.tagrank_native as tagrank_native
 from kernels.native_lib import record_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,8 +53,17 @@ def _fresh_text():
     return text_native.load_softtri()
 
 
+def _fresh_tagrank():
+    tagrank_native.load_tagrank.cache_clear()
+    return tagrank_native.load_tagrank()
+
+
 def _image_lib():
     return image_native._lib_path()
+
+
+def _tagrank_lib():
+    return next((image_native.default_cache_dir() / "native").glob("tagrank-*.so"))
 
 
 def _text_lib():
@@ -61,7 +71,8 @@ def _text_lib():
 
 
 LOAD = {"image": "import kernels.image.native as n; f = n.load()",
-        "text": "import kernels.text.native as n; f = n.load_softtri()"}
+        "text": "import kernels.text.native as n; f = n.load_softtri()",
+        "tagrank": "import kernels.text.tagrank_native as n; f = n.load_tagrank()"}
 CHECK_IMAGE = """
 import numpy as np
 from kernels.image.gram import intersection_gram, intersection_naive
@@ -81,14 +92,15 @@ def _load_in_new_process(kind: str, cache) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-@pytest.mark.parametrize("kind", ["image", "text"])
+@pytest.mark.parametrize("kind", ["image", "text", "tagrank"])
 @pytest.mark.parametrize("damage", ["swapped, record kept", "swapped, record removed", "record of another source",
                                     "record rewritten to the swapped library's hash of another source"])
 def test_a_swapped_library_in_the_cache_never_runs(tmp_path, monkeypatch, kind, damage):
     monkeypatch.setenv("ITR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("ITR_NO_CEXT", raising=False)
     monkeypatch.delenv("ITR_NO_NATIVE", raising=False)
-    fresh, where = (_fresh_image, _image_lib) if kind == "image" else (_fresh_text, _text_lib)
+    fresh, where = {"image": (_fresh_image, _image_lib), "text": (_fresh_text, _text_lib),
+                    "tagrank": (_fresh_tagrank, _tagrank_lib)}[kind]
     assert fresh() is not None                          # built, recorded and loaded
     lib = where()
     record = json.loads(record_path(lib).read_text())
