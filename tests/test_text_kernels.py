@@ -284,6 +284,31 @@ def test_tagrank_matches_bruteforce():
     assert abs(tk._tagrank.omega_r - om_r) < 1e-9 and abs(tk._tagrank.omega_a - om_a) < 1e-9
 
 
+def test_tagrank_vectors_of_all_captions_at_once_are_each_captions_own():
+    """TagRank.vectors computes every caption's (ids, r, a) in one pass over all tokens; each caption's
+    vectors are the ones it gets alone, bit for bit (repeated words, words unseen in training, empty
+    captions), with Eq. 9's a = 1 / log2(1 + mean position) and r = 0 for unseen words."""
+    corpus = _corpus(n_items=5, seed=7)
+    tk = TextKernel("TagRank", 5, show_progress=False).fit(corpus, corpus.split("train"))
+    tr = tk._fitted_tagrank()
+    V = tr.V
+    docs = [np.array([3, 1, 3, 0], np.int64), np.zeros(0, np.int64), np.array([V + 2, 1, V + 2], np.int64),
+            *tk.docs[:7], np.zeros(0, np.int64)]
+    together = tr.vectors(docs)
+    assert len(together) == len(docs)
+    for d, (u, r, a) in zip(docs, together):
+        (u1, r1, a1), = tr.vectors([d])
+        for x, y in ((u, u1), (r, r1), (a, a1)):
+            np.testing.assert_array_equal(x, y)
+            assert x.dtype == y.dtype
+    u, r, a = together[0]
+    np.testing.assert_array_equal(u, [0, 1, 3])
+    np.testing.assert_allclose(a, 1 / np.log2(1 + np.array([4.0, 2.0, 2.0])))
+    u, r, a = together[2]
+    assert u.tolist() == [1, V + 2] and r[1] == 0.0 and a[1] == 1 / np.log2(1 + 2.0)
+    assert together[1][0].size == 0 and together[-1][2].size == 0
+
+
 def test_tagrank_blocks_run_on_the_kernels_torch_threads(monkeypatch):
     """TagRank's kernel blocks (torch element-wise maths) run on ``n_threads`` torch threads (one by
     default) whatever torch's own setting: the systems run side by side on threads, and ITR_NUM_THREADS=1

@@ -124,26 +124,35 @@ class TagRank:
         self.__dict__.update(state)
 
     def vectors(self, docs):
-        """Per caption: (word ids, r values, a values) over its distinct words."""
-        out = []
-        for d in docs:
-            d = np.asarray(d, dtype=np.int64)
-            if len(d) == 0:
-                out.append((d, np.zeros(0), np.zeros(0)))
-                continue
-            u, inv = np.unique(d, return_inverse=True)
-            pbar = np.bincount(inv, weights=np.arange(1, len(d) + 1)) / np.bincount(inv)
-            a = 1.0 / np.log2(1.0 + pbar)
-            r = np.zeros(len(u))
-            seen = (u < self.V)
-            if seen.any():
-                us = u[seen]
-                k = np.minimum(np.floor(pbar[seen] + 1e-9).astype(np.int64), self.maxlen)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    r_s = 1.0 - self.cdf[us, k] / self.n_i[us]
-                r[seen] = np.where(self.n_i[us] > 0, r_s, 0.0)
-            out.append((u, r, a))
-        return out
+        """Per caption: (word ids, r values, a values) over its distinct words (ascending ids).
+
+        All captions at once: the tokens sorted by (caption, word), each (caption, word) run giving one
+        entry, its mean position ``pbar`` (the positions summed in caption order, as a per-caption
+        ``bincount`` does), ``a = 1 / log2(1 + pbar)`` (Eq. 9) and ``r`` from the training position counts
+        (Eq. 10; 0 for a word unseen in training)."""
+        docs = [np.asarray(d, dtype=np.int64) for d in docs]
+        lengths = np.array([len(d) for d in docs], dtype=np.int64)
+        if not len(docs) or not lengths.sum():
+            return [(d, np.zeros(0), np.zeros(0)) for d in docs]
+        ids = np.concatenate(docs)
+        cap = np.repeat(np.arange(len(docs)), lengths)
+        pos = (np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths) + 1).astype(np.float64)
+        order = np.lexsort((ids, cap))                      # stable: a run's tokens stay in caption order
+        ids, cap, pos = ids[order], cap[order], pos[order]
+        starts = np.flatnonzero(np.r_[True, (np.diff(ids) != 0) | (np.diff(cap) != 0)])
+        u = ids[starts]
+        pbar = np.add.reduceat(pos, starts) / np.diff(np.r_[starts, len(ids)])
+        a = 1.0 / np.log2(1.0 + pbar)
+        r = np.zeros(len(u))
+        seen = u < self.V
+        if seen.any():
+            us = u[seen]
+            k = np.minimum(np.floor(pbar[seen] + 1e-9).astype(np.int64), self.maxlen)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_s = 1.0 - self.cdf[us, k] / self.n_i[us]
+            r[seen] = np.where(self.n_i[us] > 0, r_s, 0.0)
+        cut = np.searchsorted(cap[starts], np.arange(1, len(docs)))
+        return list(zip(np.split(u, cut), np.split(r, cut), np.split(a, cut)))
 
     @staticmethod
     def _postings(vecs) -> Postings:
