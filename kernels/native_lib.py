@@ -30,6 +30,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from corpora.cache import default_cache_dir
+
 log = logging.getLogger(__name__)
 
 _BUILD_LOCK = threading.Lock()   # build_and_load: one build at a time in this process
@@ -144,6 +146,27 @@ def compile_shared(cc: str, source: Path, target: Path, flag_sets: tuple[tuple[s
             if os.path.exists(tmp):
                 os.unlink(tmp)
     raise RuntimeError(f"compiling {source} failed: {errors[-1] if errors else 'no flags given'}")
+
+
+def load_source_library(source: Path, stem: str, flag_sets: tuple[tuple[str, ...], ...], what: str,
+                        flags_in_tag: bool = False):
+    """A text kernel's compiled library (``kernels/text/*.c``), built on first use into
+    ``<cache dir>/native/<stem>-<hash>.so`` and loaded verified (:func:`build_and_load`), or ``None``
+    (``ITR_NO_NATIVE`` set, no source, no C compiler, or no build: the caller uses its fallback).
+
+    The hash and the build record are taken over the source and the machine, and with ``flags_in_tag``
+    over the first flag set too (a library built with other flags is another library)."""
+    if os.environ.get("ITR_NO_NATIVE", "").strip() not in ("", "0") or not source.is_file():
+        return None
+    cc = c_compiler()
+    if cc is None:
+        log.info("no C compiler found; %s uses its fallback implementation", what)
+        return None
+    parts = (source.read_bytes(), *((" ".join(flag_sets[0]),) if flags_in_tag else ()), os.uname().machine)
+    tag = hashlib.sha256(b"".join(p if isinstance(p, bytes) else p.encode() for p in parts)).hexdigest()[:16]
+    lib = default_cache_dir() / "native" / f"{stem}-{tag}.so"
+    return build_and_load(lib, source_digest(*parts), lambda target: compile_shared(cc, source, target, flag_sets),
+                          what)
 
 
 def _discard(lib: Path) -> None:

@@ -336,14 +336,14 @@ def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
     """ITR_NO_NATIVE / ITR_NO_CEXT switch the compiled kernels off for a true value; "0" or "" leave them
     on (as ITR_OFFLINE reads "0")."""
     import kernels.image.native as cext
+    import kernels.native_lib as native_lib
     import kernels.text.native as native
     import kernels.text.tagrank_native as tagrank_native
 
     monkeypatch.setattr(cext, "_LIB", cext._LIB)       # restored afterwards, with _TRIED
     monkeypatch.setattr(cext, "_TRIED", cext._TRIED)
     tried = []
-    monkeypatch.setattr(native, "c_compiler", lambda: tried.append("native"))   # None: nothing compiled
-    monkeypatch.setattr(tagrank_native, "c_compiler", lambda: tried.append("tagrank"))
+    monkeypatch.setattr(native_lib, "c_compiler", lambda: tried.append("text"))   # None: nothing compiled
     monkeypatch.setattr(cext, "_lib_path", lambda: tried.append("cext") or 1 / 0)
     monkeypatch.setattr(cext, "log", type("Quiet", (), {"warning": staticmethod(lambda *a, **k: None)}))
     for value, off in (("1", True), ("yes", True), ("0", False), ("", False)):
@@ -354,7 +354,7 @@ def test_compiled_kernel_switches_read_zero_as_off(monkeypatch):
         monkeypatch.setattr(cext, "_TRIED", False)
         tried.clear()
         assert native.load_softtri() is None and tagrank_native.load_tagrank() is None and cext.load() is None
-        assert tried == ([] if off else ["native", "tagrank", "cext"]), (value, tried)
+        assert tried == ([] if off else ["text", "text", "cext"]), (value, tried)
     native.load_softtri.cache_clear()
     tagrank_native.load_tagrank.cache_clear()
 

@@ -13,42 +13,25 @@ than 64 content words, :class:`~kernels.text.kernel.TextKernel` uses the torch p
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from corpora.cache import default_cache_dir
-from kernels.native_lib import build_and_load, c_compiler, compile_shared, source_digest
+from kernels.native_lib import load_source_library
 from kernels.text.items import symmetrise_inplace
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_softtri.c")
 
 
-def _build(cc: str, target: Path) -> None:
-    """Compile :data:`SOURCE` to ``target`` (temporary file renamed over it), with OpenMP when it builds."""
-    compile_shared(cc, SOURCE, target, (("-O3", "-fopenmp"), ("-O3",)))
-
-
 @lru_cache(maxsize=1)
 def load_softtri():
     """The compiled library (``ctypes.CDLL``) or ``None`` when unavailable."""
-    if os.environ.get("ITR_NO_NATIVE", "").strip() not in ("", "0") or not SOURCE.is_file():
-        return None
-    cc = c_compiler()
-    if cc is None:
-        log.info("no C compiler found; soft TRI uses the torch backend")
-        return None
-    src = SOURCE.read_bytes()
-    tag = hashlib.sha256(src + os.uname().machine.encode()).hexdigest()[:16]
-    lib = default_cache_dir() / "native" / f"softtri-{tag}.so"
-    dll = build_and_load(lib, source_digest(src, os.uname().machine), partial(_build, cc), "soft TRI")
+    dll = load_source_library(SOURCE, "softtri", (("-O3", "-fopenmp"), ("-O3",)), "soft TRI")
     if dll is None:
         return None
     P = ctypes.c_void_p

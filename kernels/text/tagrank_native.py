@@ -15,16 +15,13 @@ compiler, or with ``ITR_NO_NATIVE=1``, :func:`common_sums` returns ``None`` and 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from corpora.cache import default_cache_dir
-from kernels.native_lib import build_and_load, c_compiler, compile_shared, source_digest
+from kernels.native_lib import load_source_library
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_tagrank.c")
@@ -33,24 +30,10 @@ FLAGS = ("-O3", "-ffp-contract=off", "-std=c99")
 __all__ = ["common_sums", "load_tagrank"]
 
 
-def _build(cc: str, target: Path) -> None:
-    compile_shared(cc, SOURCE, target, (FLAGS,))
-
-
 @lru_cache(maxsize=1)
 def load_tagrank():
     """The compiled library (``ctypes.CDLL``), or ``None`` when unavailable (see the module docstring)."""
-    if os.environ.get("ITR_NO_NATIVE", "").strip() not in ("", "0") or not SOURCE.is_file():
-        return None
-    cc = c_compiler()
-    if cc is None:
-        log.info("no C compiler found; TagRank uses the numpy loop")
-        return None
-    src = SOURCE.read_bytes()
-    machine = os.uname().machine
-    tag = hashlib.sha256(src + " ".join(FLAGS).encode() + machine.encode()).hexdigest()[:16]
-    lib = default_cache_dir() / "native" / f"tagrank-{tag}.so"
-    dll = build_and_load(lib, source_digest(src, " ".join(FLAGS), machine), partial(_build, cc), "TagRank")
+    dll = load_source_library(SOURCE, "tagrank", (FLAGS,), "TagRank", flags_in_tag=True)
     if dll is None:
         return None
     P, i64 = ctypes.c_void_p, ctypes.c_int64
