@@ -13,7 +13,6 @@ than 64 content words, :class:`~kernels.text.kernel.TextKernel` uses the torch p
 from __future__ import annotations
 
 import ctypes
-import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +23,6 @@ from tqdm.auto import tqdm
 from kernels.native_lib import load_source_library
 from kernels.text.items import symmetrise_inplace
 
-log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_softtri.c")
 
 

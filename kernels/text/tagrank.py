@@ -158,7 +158,7 @@ class TagRank:
     def _postings(vecs) -> Postings:
         """The captions' vectors grouped by word (ascending), each word's captions ascending."""
         ids = np.concatenate([v[0] for v in vecs]) if vecs else np.zeros(0, np.int64)
-        caps = np.concatenate([np.full(len(v[0]), k) for k, v in enumerate(vecs)]) if vecs else np.zeros(0, np.int64)
+        caps = np.repeat(np.arange(len(vecs), dtype=np.int64), [len(v[0]) for v in vecs])
         r = np.concatenate([v[1] for v in vecs]) if vecs else np.zeros(0)
         a = np.concatenate([v[2] for v in vecs]) if vecs else np.zeros(0)
         order = np.lexsort((caps, ids))

@@ -10,12 +10,11 @@ sums are the numpy loop's bit for bit (it is built with ``-ffp-contract=off``: n
 
 The library is built on first use with the system C compiler into ``<cache dir>/native/tagrank-<hash>.so``
 and loaded only after its SHA-256 matches its build record (:mod:`kernels.native_lib`).  Without a
-compiler, or with ``ITR_NO_NATIVE=1``, :func:`common_sums` returns ``None`` and TagRank uses the numpy loop.
+compiler, or with ``ITR_NO_NATIVE=1``, :func:`common_sums` returns ``False`` and TagRank uses the numpy loop.
 """
 from __future__ import annotations
 
 import ctypes
-import logging
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,7 +22,6 @@ import numpy as np
 
 from kernels.native_lib import load_source_library
 
-log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("_tagrank.c")
 FLAGS = ("-O3", "-ffp-contract=off", "-std=c99")
 
@@ -65,11 +63,11 @@ def common_sums(rows, cols, col_lo: np.ndarray, col_hi: np.ndarray, s: int, e: i
         return False
     i64, f64 = np.int64, np.float64
     shape = (e - s, cols.n_captions - c0)     # every row and column the postings can name: no write outside
+    if not 0 <= s <= e <= rows.n_captions or not 0 <= c0 <= cols.n_captions:
+        raise ValueError(f"common sums: rows {s}:{e} of {rows.n_captions}, columns {c0}: of {cols.n_captions}")
     for out in (com_r, com_a):
-        _checked(out, f64)
-        if out.shape != shape or not 0 <= s <= e <= rows.n_captions or not 0 <= c0 <= cols.n_captions:
-            raise ValueError(f"common sums: output of shape {out.shape} for rows {s}:{e} of {rows.n_captions} "
-                             f"and columns {c0}: of {cols.n_captions}")
+        if _checked(out, f64).shape != shape:
+            raise ValueError(f"common sums: output of shape {out.shape}, expected {shape}")
     if not (len(col_lo) == len(col_hi) == len(rows.words) == len(rows.ptr) - 1):
         raise ValueError("common sums: one column range per row word")
     # the ranges the C loop reads stay inside the postings (their captions are inside by construction)
