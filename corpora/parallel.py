@@ -49,7 +49,9 @@ BlockFn = Callable[[Any, Any, DiskCache], Mapping[str, np.ndarray]]
 class Shared:
     """A block context sent to a cluster's workers once and reused by every :meth:`BlockExecutor.map_blocks`
     call given this same object (e.g. the training histograms that each of the low-rank solver's kernel
-    columns is computed against: hundreds of maps over the same rows).  In-process it is just ``value``.
+    columns is computed against: hundreds of maps over the same rows).  It may also be one value of a
+    dict context whose other values change from call to call (a CLIP backbone beside each call's token
+    rows): only those others are sent again.  In-process it is just ``value``.
     :meth:`BlockExecutor.forget` (or closing the executor) lets the cluster drop it."""
 
     def __init__(self, value, rebuild: Callable[[], Any] | None = None, meta: Mapping | None = None):
@@ -123,11 +125,32 @@ def task_threads() -> int | None:
     return getattr(_TASK, "threads", None)
 
 
+def context_parts(context) -> tuple[Any, dict[str, Shared]]:
+    """A map's context as ``(plain, shared)``: a dict with :class:`Shared` values gives its other items
+    (sent once per call) and those values by key (each sent once for every call given it); any other
+    context is ``(context, {})``."""
+    if isinstance(context, Mapping) and any(isinstance(v, Shared) for v in context.values()):
+        return ({k: v for k, v in context.items() if not isinstance(v, Shared)},
+                {k: v for k, v in context.items() if isinstance(v, Shared)})
+    return context, {}
+
+
+def _local_value(context):
+    """What ``fn`` gets as its context in this process: :class:`Shared` values unwrapped."""
+    if isinstance(context, Shared):
+        return context.get()
+    plain, shared = context_parts(context)
+    return {**plain, **{k: v.get() for k, v in shared.items()}} if shared else context
+
+
 def _run_block(fn: BlockFn, context, block, cache_spec: tuple[str, bool], namespace: str | None,
-               key, threads: int | None = None) -> dict[str, np.ndarray]:
+               key, threads: int | None = None, shared: Mapping | None = None) -> dict[str, np.ndarray]:
     """One block: read its entry if some worker already wrote it, else compute and write it (atomically,
     :meth:`DiskCache.store`); BLAS / OpenMP held to one thread, and with ``threads`` (a cluster task)
-    :func:`task_threads` says so to the compiled kernels."""
+    :func:`task_threads` says so to the compiled kernels.  ``shared``: the values of a dict context's
+    :class:`Shared` items (:func:`context_parts`), put back beside its plain items."""
+    if shared:
+        context = {**context, **shared}
     cache = _worker_cache(*cache_spec)
     before = getattr(_TASK, "threads", None)
     _TASK.threads = threads
@@ -237,6 +260,11 @@ class BlockExecutor:
         if held is not None:
             held[1].release()
 
+    @property
+    def n_shared(self) -> int:
+        """How many :class:`Shared` contexts the cluster holds now (sent and not forgotten)."""
+        return len(self._shared)
+
     def close(self) -> None:
         """Disconnect; stop the local cluster if this executor started one."""
         for held in list(self._shared.values()):
@@ -269,7 +297,9 @@ class BlockExecutor:
             The blocks (small, picklable descriptions: index ranges, ids, row slices).
         context : object or :class:`Shared`, optional
             What every block needs (codebooks, the corpus, column histograms): sent to the cluster once
-            per call, or, wrapped in :class:`Shared`, once for every call given the same object.
+            per call, or, wrapped in :class:`Shared`, once for every call given the same object.  A dict
+            may hold :class:`Shared` values beside plain ones (:func:`context_parts`): ``fn`` gets the
+            dict with each such value unwrapped.
         cache, namespace, keys : optional
             With ``namespace`` and ``keys`` (one JSON key per block: data + parameters + block), each
             block's result is read from, or written once into, ``cache`` under ``namespace``.
@@ -301,7 +331,7 @@ class BlockExecutor:
                 self._run_on_cluster(fn, blocks, todo, context, cache, namespace if keyed else None, keys,
                                      out, bar)
             else:
-                value = context.get() if isinstance(context, Shared) else context
+                value = _local_value(context)
                 for i in todo:
                     out[i] = _run_block(fn, value, blocks[i], _cache_spec(cache),
                                         namespace if keyed else None, keys[i] if keyed else None)
@@ -315,21 +345,26 @@ class BlockExecutor:
         if not todo:
             return
         client = self.client()
+        plain, shared = context_parts(context)
         for attempt in range(2):
-            ctx = self._context_future(client, context)
+            ctx = self._context_future(client, plain)
+            held = {k: self._context_future(client, v) for k, v in shared.items()}
             try:
-                self._submit_and_collect(client, fn, blocks, [i for i in todo if out[i] is None], ctx, cache,
-                                         namespace, keys, out, bar)
+                self._submit_and_collect(client, fn, blocks, [i for i in todo if out[i] is None], ctx, held,
+                                         cache, namespace, keys, out, bar)
                 return
             except Exception:
                 # a Shared context lives on the workers only: if every copy went with its workers, send it
                 # again once and go on with the blocks not done (those done are in `out` or the cache)
-                if attempt or not isinstance(context, Shared) or ctx.status == "finished":
+                sent = [(shared[k], f) for k, f in held.items()] + ([(plain, ctx)] if isinstance(plain, Shared) else [])
+                lost = [s for s, f in sent if f.status != "finished"]
+                if attempt or not lost:
                     raise
-                log.warning("the shared block context was lost with its workers; sending it again")
-                self.forget(context)
+                log.warning("a shared block context was lost with its workers; sending it again")
+                for s in lost:
+                    self.forget(s)
             finally:
-                if ctx is not None and not isinstance(context, Shared):
+                if ctx is not None and not isinstance(plain, Shared):
                     ctx.release()
 
     def _context_future(self, client, context):
@@ -348,13 +383,14 @@ class BlockExecutor:
                 context.value = None   # the workers hold it now
         return self._shared[id(context)][1]
 
-    def _submit_and_collect(self, client, fn, blocks, todo, ctx, cache, namespace, keys, out, bar) -> None:
-        """Submit the blocks ``todo`` and put each result in ``out`` as it arrives."""
+    def _submit_and_collect(self, client, fn, blocks, todo, ctx, held, cache, namespace, keys, out, bar) -> None:
+        """Submit the blocks ``todo`` (``held``: the dict context's :class:`Shared` values on the cluster)
+        and put each result in ``out`` as it arrives."""
         from distributed import as_completed  # lazy: see client()
         futures = {}
         for i in todo:
             f = client.submit(_run_block, fn, ctx, blocks[i], _cache_spec(cache), namespace,
-                              None if namespace is None else keys[i], 1, pure=False)
+                              None if namespace is None else keys[i], 1, shared=held or None, pure=False)
             futures[f] = i
         try:
             for f in as_completed(futures):

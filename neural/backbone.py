@@ -328,15 +328,15 @@ class Backbone:
 
     def __post_init__(self) -> None:
         # the weights as created (what ``weights_id`` describes); see _text_table
-        self.__dict__["_created_state"] = self._weights_state()
+        self.__dict__["_created_state"] = self.weights_state()
 
-    def _weights_state(self) -> tuple:
+    def weights_state(self) -> tuple:
         """Identity of the current weights: the model object and the sum of its parameters' in-place
         version counters (every optimiser step or ``copy_`` bumps them)."""
         return id(self.model), sum(int(p._version) for p in self.model.parameters())
 
     def _as_created(self, state: tuple) -> bool:
-        """Whether ``state`` (:meth:`_weights_state`) is still the weights ``weights_id`` describes."""
+        """Whether ``state`` (:meth:`weights_state`) is still the weights ``weights_id`` describes."""
         return bool(self.weights_id) and state == self.__dict__.get("_created_state")
 
     def _weights_table(self, attr: str, shared: dict, shared_key, max_size: int) -> dict:
@@ -345,7 +345,7 @@ class Backbone:
         same, e.g. a PAC-S fine-tune that kept the initial weights; after any in-place update it is
         private to this object (``self.<attr>``) and restarted whenever the weights change again.  A
         table is restarted when it outgrows ``max_size``; at most 8 shared tables are kept."""
-        state = self._weights_state()
+        state = self.weights_state()
         if self._as_created(state):
             table = shared.get(shared_key)
             if table is None or len(table) > max_size:
@@ -432,10 +432,10 @@ class Backbone:
     # ------------------------------------------------------------------ corpus cache
     def current_weights_id(self) -> str:
         """``weights_id`` while the weights are those the backbone was created with; after an in-place
-        update (an optimiser step, ``load_state_dict``, ``copy_``; :meth:`_weights_state`) — or when no
+        update (an optimiser step, ``load_state_dict``, ``copy_``; :meth:`weights_state`) — or when no
         ``weights_id`` was given — the SHA-256 prefix of the current state dict, computed once per state,
         so disk caches keyed by :meth:`cache_identity` never serve features of the old weights."""
-        state = self._weights_state()
+        state = self.weights_state()
         if self._as_created(state):
             return self.weights_id
         memo = self.__dict__.get("_current_id")

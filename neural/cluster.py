@@ -14,8 +14,12 @@ Inside :func:`clip_encoding_on` a cluster, two kinds of encoding go to its worke
   the workers in blocks of whole batches (:func:`encode_texts_on_cluster`).  Text features are kept in
   the job's memory only, as in-process.
 
-The backbone (and the corpus, or the token rows) go to the workers once per call
-(:class:`~corpora.parallel.Shared`).
+The backbone goes to the workers once for consecutive calls with the same backbone and weights inside one
+:func:`clip_encoding_on` (a :class:`~corpora.parallel.Shared` value of each call's context: a ViT-L copy
+is over a gigabyte per worker); the corpus, or the token rows, go once per call.  The scope keeps one
+backbone on the workers at a time: a call with another backbone, or with the same one after its weights
+changed in place (:meth:`~neural.backbone.Backbone.weights_state`), replaces it, and leaving the scope
+lets the cluster drop it.  Outside a scope each call sends its own copy and drops it after.
 
 Same numbers: a chunk of images, or a block of text batches, is encoded in the same batches whoever encodes
 it, each batch on one torch thread on the CPU (:meth:`~neural.backbone.Backbone.encode_images_from`,
@@ -29,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,36 +46,95 @@ from corpora.parallel import BlockExecutor, Shared, blocks_of
 log = logging.getLogger(__name__)
 
 __all__ = ["TEXT_BLOCK", "active_executor", "clip_encoding_on", "encode_block", "encode_on_cluster",
-           "encode_text_block", "encode_texts_on_cluster", "text_block_rows", "text_executor",
+           "encode_text_block", "encode_texts_on_cluster", "encoder_on", "text_block_rows", "text_executor",
            "worker_copy"]
 
 #: Texts per block sent to a worker by :func:`encode_texts_on_cluster` (rounded down to whole batches);
 #: a call with at most this many texts to encode stays in the job.
 TEXT_BLOCK = 1024
 
-_EXECUTOR: ContextVar[BlockExecutor | None] = ContextVar("itr_clip_executor", default=None)
+
+class _Scope:
+    """One :func:`clip_encoding_on`: its cluster and the backbone copy it keeps there (the last one sent)."""
+
+    def __init__(self, executor: BlockExecutor):
+        self.executor = executor
+        self._lock = threading.Lock()
+        self._held: tuple | None = None     # (backbone, its weights_state(), the Shared encoder)
+
+    def encoder(self, backbone) -> Shared:
+        """``backbone``'s encoder on the cluster: the one kept if it is this backbone with the same weights,
+        else a new one replacing it."""
+        with self._lock:
+            state = backbone.weights_state()
+            if self._held is None or self._held[0] is not backbone or self._held[1] != state:
+                self.release()
+                self._held = (backbone, state, _shared_encoder(backbone))
+                log.info("CLIP backbone (%s) copied to the Dask workers, kept for its next calls", backbone.name)
+            return self._held[2]
+
+    def release(self) -> None:
+        """Let the cluster drop the kept encoder."""
+        if self._held is not None:
+            self.executor.forget(self._held[2])
+            self._held = None
+
+
+_SCOPE: ContextVar[_Scope | None] = ContextVar("itr_clip_scope", default=None)
 
 
 @contextmanager
 def clip_encoding_on(executor: BlockExecutor | None) -> Iterator[None]:
     """Corpus images and large text calls encoded on ``executor``'s cluster while inside (in this thread);
-    an in-process or no executor leaves them here."""
-    token = _EXECUTOR.set(executor if executor is not None and executor.distributed else None)
+    an in-process or no executor leaves them here.  The backbone sent to the workers stays there until
+    another one is needed or the scope ends (see the module's docstring)."""
+    scope = _Scope(executor) if executor is not None and executor.distributed else None
+    token = _SCOPE.set(scope)
     try:
         yield
     finally:
-        _EXECUTOR.reset(token)
+        _SCOPE.reset(token)
+        if scope is not None:
+            scope.release()
 
 
 def active_executor() -> BlockExecutor | None:
     """The cluster of the enclosing :func:`clip_encoding_on`, or ``None``."""
-    return _EXECUTOR.get()
+    scope = _SCOPE.get()
+    return None if scope is None else scope.executor
 
 
 def text_executor(n_texts: int) -> BlockExecutor | None:
     """The cluster that encodes ``n_texts`` texts: the enclosing :func:`clip_encoding_on`'s, when they fill
     more than one block of :data:`TEXT_BLOCK`; otherwise ``None`` (encoded in the job)."""
-    return _EXECUTOR.get() if n_texts > TEXT_BLOCK else None
+    return active_executor() if n_texts > TEXT_BLOCK else None
+
+
+def _shared_encoder(backbone) -> Shared:
+    """What the workers keep of ``backbone``: its :func:`worker_copy` and the device the job encodes on
+    (:func:`_on_device` adds the copy moved there, once per worker).  The job lets go of its own reference
+    once the workers hold it (a model on CUDA was copied to the CPU for them) and copies it again only if
+    the cluster loses every copy."""
+    def make() -> dict:
+        return {"backbone": worker_copy(backbone), "device": backbone.device.type}
+
+    return Shared(make(), rebuild=make)
+
+
+@contextmanager
+def encoder_on(executor: BlockExecutor, backbone) -> Iterator[Shared]:
+    """``backbone``'s encoder for one call's context on ``executor``'s workers: the enclosing
+    :func:`clip_encoding_on`'s kept copy when the scope is on this cluster, else one sent for this call
+    and dropped after it."""
+    scope = _SCOPE.get()
+    if scope is not None and scope.executor is executor:
+        yield scope.encoder(backbone)
+        return
+    shared = _shared_encoder(backbone)
+    try:
+        yield shared
+    finally:
+        executor.forget(shared)
 
 
 def worker_copy(backbone):
@@ -84,26 +148,27 @@ def worker_copy(backbone):
                                loader_threads=None)
 
 
-def _on_device(context: dict):
-    """The worker's backbone, moved once to the device the job encodes on (``context["device"]``)."""
+def _on_device(encoder: dict):
+    """The worker's backbone (``encoder``, :func:`_encoder`), moved once to the device the job encodes on."""
     import torch  # heavy (seconds): see worker_copy
 
-    ready = context.get("ready")
+    ready = encoder.get("ready")
     if ready is None:
-        bb = context["backbone"]
-        if context["device"] == "cuda":
+        bb = encoder["backbone"]
+        if encoder["device"] == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError("the job encodes on CUDA but this Dask worker sees no GPU; start "
                                    "the workers on GPU machines, or run the job with --device cpu")
             bb = dataclasses.replace(bb, model=bb.model.to("cuda"), device=torch.device("cuda"))
-        ready = context["ready"] = bb
+        ready = encoder["ready"] = bb
     return ready
 
 
 def encode_block(context: dict, block: Sequence[str], cache: DiskCache) -> dict[str, np.ndarray]:
     """``{"features": (len(block), D)}``: the L2-normalised CLIP features of the corpus images ``block``
-    (one chunk), loaded and encoded here in batches of ``context["batch_size"]``.  Runs on a Dask worker."""
-    bb, corpus = _on_device(context), context["corpus"]
+    (one chunk), loaded and encoded here in batches of ``context["batch_size"]`` by ``context["encoder"]``
+    (:func:`encoder_on`).  Runs on a Dask worker."""
+    bb, corpus = _on_device(context["encoder"]), context["corpus"]
     ids = list(block)
     feats = bb.encode_images_from(lambda k: corpus.load_image(ids[k]), len(ids), batch_size=context["batch_size"])
     return {"features": feats.numpy()}
@@ -113,17 +178,14 @@ def encode_on_cluster(executor: BlockExecutor, backbone, corpus, chunks: Sequenc
                       keys: Sequence[dict], cache: DiskCache, batch_size: int) -> list[np.ndarray]:
     """The features of each chunk of corpus image ids, encoded on ``executor``'s workers (chunks already in
     ``cache`` under ``keys``, namespace ``neural_image_features``, are read back), in chunk order."""
-    context = Shared({"backbone": worker_copy(backbone), "corpus": corpus, "batch_size": int(batch_size),
-                      "device": backbone.device.type})
     log.info("CLIP image features (%s): %d images in %d blocks on the Dask cluster", backbone.name,
              sum(len(c) for c in chunks), len(chunks))
-    try:
-        parts = executor.map_blocks(encode_block, [tuple(c) for c in chunks], context=context, cache=cache,
+    with encoder_on(executor, backbone) as encoder:
+        parts = executor.map_blocks(encode_block, [tuple(c) for c in chunks], cache=cache,
+                                    context={"encoder": encoder, "corpus": corpus, "batch_size": int(batch_size)},
                                     namespace="neural_image_features", keys=list(keys),
                                     desc=f"encode images ({backbone.name}, cluster)",
                                     show_progress=backbone.show_progress)
-    finally:
-        executor.forget(context)
     return [p["features"] for p in parts]
 
 
@@ -135,8 +197,9 @@ def text_block_rows(batch_size: int) -> int:
 def encode_text_block(context: dict, block: tuple[int, int], cache: DiskCache) -> dict[str, np.ndarray]:
     """``{"features": (stop − start, D)}``: the L2-normalised CLIP text features of the token rows
     ``block = (start, stop)`` of ``context["tokens"]`` (``start`` at a batch boundary), encoded here in
-    batches of ``context["batch_size"]``.  Runs on a Dask worker."""
-    bb = _on_device(context)
+    batches of ``context["batch_size"]`` by ``context["encoder"]`` (:func:`encoder_on`).  Runs on a Dask
+    worker."""
+    bb = _on_device(context["encoder"])
     start, stop = block
     feats = bb.encode_token_rows(context["tokens"][start:stop], batch_size=context["batch_size"])
     return {"features": feats.numpy()}
@@ -147,14 +210,11 @@ def encode_texts_on_cluster(executor: BlockExecutor, backbone, tokens, batch_siz
     encoded on ``executor``'s workers in blocks of :func:`text_block_rows` rows: ``(N, D)`` float32, in
     row order, the features :meth:`~neural.backbone.Backbone.encode_token_rows` gives in this process."""
     blocks = blocks_of(len(tokens), text_block_rows(batch_size))
-    context = Shared({"backbone": worker_copy(backbone), "tokens": tokens, "batch_size": int(batch_size),
-                      "device": backbone.device.type})
     log.info("CLIP text features (%s): %d texts in %d blocks on the Dask cluster", backbone.name,
              len(tokens), len(blocks))
-    try:
-        parts = executor.map_blocks(encode_text_block, blocks, context=context,
+    with encoder_on(executor, backbone) as encoder:
+        parts = executor.map_blocks(encode_text_block, blocks,
+                                    context={"encoder": encoder, "tokens": tokens, "batch_size": int(batch_size)},
                                     desc=f"encode texts ({backbone.name}, cluster)",
                                     show_progress=backbone.show_progress)
-    finally:
-        executor.forget(context)
     return np.concatenate([p["features"] for p in parts])

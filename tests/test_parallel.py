@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 from corpora.cache import DiskCache  # noqa: E402
-from corpora.parallel import BlockExecutor, ExecutorError, Shared, blocks_of  # noqa: E402
+from corpora.parallel import BlockExecutor, ExecutorError, Shared, blocks_of, context_parts  # noqa: E402
 from kernels.image.kernel import ImageKernel  # noqa: E402
 
 # the block functions below travel to spawned worker processes by value (this test module is not
@@ -76,6 +76,39 @@ def test_shared_context_is_scattered_once_and_sent_again_when_lost(tmp_path):
         out = ex.map_blocks(scaled, blocks, context=ctx, show_progress=False)
     assert rebuilt == [1] and all(np.array_equal(o["x"], rows[i] * 3.0) for i, o in enumerate(out))
     assert np.array_equal(BlockExecutor().map_blocks(scaled, blocks, context=ctx)[1]["x"], rows[1] * 3.0)
+
+
+
+def shifted(context, block, cache):
+    (i,) = block
+    return {"x": context["table"]["rows"][i] * context["table"]["scale"] + context["shift"]}
+
+
+def test_a_dict_context_sends_its_shared_values_once_and_the_rest_per_call():
+    """A dict context may hold Shared values beside plain ones: the block function gets the dict with each
+    value unwrapped; the Shared one goes to the workers once for every call given it (and again once if
+    every copy is lost), the plain ones with each call."""
+    rows = np.arange(12.0).reshape(4, 3)
+    table = Shared({"rows": rows, "scale": 2.0})
+    blocks = [(i,) for i in range(4)]
+    assert context_parts({"table": table, "shift": 1.0}) == ({"shift": 1.0}, {"table": table})
+    assert context_parts({"shift": 1.0}) == ({"shift": 1.0}, {}) and context_parts(table) == (table, {})
+    here = [BlockExecutor().map_blocks(shifted, blocks, context={"table": table, "shift": s}) for s in (1.0, 5.0)]
+    with BlockExecutor(workers=2, processes=False) as ex:
+        first = ex.map_blocks(shifted, blocks, context={"table": table, "shift": 1.0}, show_progress=False)
+        held = ex._shared[id(table)][1]
+        second = ex.map_blocks(shifted, blocks, context={"table": table, "shift": 5.0}, show_progress=False)
+        assert ex.n_shared == 1 and ex._shared[id(table)][1] is held   # sent once for both calls
+        ex.client().cancel(held)                                        # every copy lost
+        third = ex.map_blocks(shifted, blocks, context={"table": table, "shift": 5.0}, show_progress=False)
+        assert ex._shared[id(table)][1] is not held
+        ex.forget(table)
+        assert ex.n_shared == 0
+    for i in range(4):
+        for out, s in ((first, 1.0), (second, 5.0), (third, 5.0)):
+            np.testing.assert_array_equal(out[i]["x"], rows[i] * 2.0 + s)
+        np.testing.assert_array_equal(here[0][i]["x"], first[i]["x"])
+        np.testing.assert_array_equal(here[1][i]["x"], second[i]["x"])
 
 
 def test_shared_context_keeps_a_copy_on_every_worker(monkeypatch):
