@@ -61,7 +61,8 @@ def default_counts() -> list[int]:
 
 def build_native(env: dict) -> None:
     """Compile (or verify) the C kernels into ``env``'s ``$ITR_CACHE_DIR`` once, outside the timings."""
-    code = "from kernels.image.native import load; from kernels.text.native import load_softtri; load(); load_softtri()"
+    code = ("from kernels.image.native import load; from kernels.text.native import load_softtri; "
+            "from kernels.text.tagrank_native import load_tagrank; load(); load_softtri(); load_tagrank()")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 

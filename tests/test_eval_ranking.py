@@ -225,3 +225,42 @@ def test_borda_ties_inside_one_ranking_get_the_average_position():
     # the result does not depend on the column order of the tied items
     perm = [1, 0, 2]
     np.testing.assert_array_equal(borda([a[:, perm], b[:, perm]])[0], [1, 3, 2])
+
+
+def _reference_borda(mats):
+    """Borda by its definition, with scipy's average ranks, numpy's median and a stable lexsort."""
+    from scipy.stats import rankdata
+
+    N = mats[0].shape[1]
+    pos = np.stack([rankdata(-np.asarray(m, dtype=np.float64), method="average", axis=1) - 1.0 for m in mats])
+    points, med = (N - pos).sum(axis=0), np.median(pos, axis=0)
+    out = np.empty(points.shape, dtype=np.float32)
+    for q in range(points.shape[0]):
+        order = np.lexsort((med[q], -points[q]))
+        start = 0
+        for j in range(N):
+            if j and (points[q, order[j]], med[q, order[j]]) != (points[q, order[j - 1]], med[q, order[j - 1]]):
+                start = j
+            out[q, order[j]] = N - start
+    return points, med, out
+
+
+@pytest.mark.parametrize("kind", ["float", "few values", "signed zeros", "one decimal"])
+def test_borda_matches_its_definition_with_many_ties(kind):
+    """The fast paths (unstable sorts with tie averaging, a sort median, one integer key for the fused
+    order) give the definition's points, median positions and fused scores bit for bit."""
+    rng = np.random.default_rng(len(kind))
+    for K in (1, 2, 3, 4, 7):
+        Q, N = 13, 57
+        if kind == "float":
+            mats = [rng.standard_normal((Q, N)).astype(np.float32) for _ in range(K)]
+        elif kind == "few values":
+            mats = [rng.integers(0, 3, (Q, N)).astype(np.float64) for _ in range(K)]
+        elif kind == "signed zeros":
+            mats = [rng.integers(-1, 2, (Q, N)).astype(np.float64) * 0.0 for _ in range(K)]
+        else:
+            mats = [np.round(rng.standard_normal((Q, N)), 1) for _ in range(K)]
+        points, med, fused = _reference_borda(mats)
+        got_points, got_med = borda_points(mats)
+        assert got_points.tobytes() == points.tobytes() and got_med.tobytes() == med.tobytes()
+        assert borda(mats).tobytes() == fused.tobytes()
