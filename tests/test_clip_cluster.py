@@ -104,7 +104,9 @@ def test_one_scope_sends_the_backbone_once_until_its_weights_change(random_tiny_
     monkeypatch.setattr(neural.cluster, "worker_copy", lambda b: sent.append(b) or real(b))
     bb = dataclasses.replace(random_tiny_backbone, model=deepcopy(random_tiny_backbone.model), show_progress=False)
     other = dataclasses.replace(random_tiny_backbone, show_progress=False)
-    bb.clear_image_memo(), bb.clear_text_memo(), other.clear_text_memo()
+    for b in (bb, other):
+        b.clear_image_memo()
+        b.clear_text_memo()
     n_bb, n_other = bb.n_text_encodes, other.n_text_encodes
     with BlockExecutor(workers=2, processes=False) as ex:
         with clip_encoding_on(ex):
@@ -122,7 +124,8 @@ def test_one_scope_sends_the_backbone_once_until_its_weights_change(random_tiny_
             assert list(map(id, sent)) == [id(bb), id(bb), id(other)] and ex.n_shared == 1   # one at a time
         assert ex.n_shared == 0                                  # the scope let the cluster drop it
     assert bb.n_text_encodes == n_bb + 30 and other.n_text_encodes == n_other
-    bb.clear_text_memo(), other.clear_text_memo()
+    bb.clear_text_memo()
+    other.clear_text_memo()
     np.testing.assert_array_equal(changed.numpy(), bb.encode_texts(texts, batch_size=16).numpy())
     np.testing.assert_array_equal(theirs.numpy(), other.encode_texts(texts, batch_size=16).numpy())
     assert not np.array_equal(changed.numpy(), theirs.numpy())   # the workers used the changed weights
