@@ -14,15 +14,13 @@ import hashlib
 import logging
 import os
 import platform
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from corpora.cache import default_cache_dir
-from kernels.native_lib import build_and_load, source_digest
+from kernels.native_lib import build_and_load, c_compiler, compile_shared, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -120,22 +118,16 @@ def _lib_path() -> Path:
 
 
 def _build(target: Path) -> None:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise RuntimeError("no C compiler (cc/gcc) on PATH")
+    """Compile :data:`_SOURCE` into ``target`` with the compiled kernels' compiler
+    (:func:`~kernels.native_lib.c_compiler`), for this CPU when the compiler can (``-march=native``)."""
+    cc = c_compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler ($CC, gcc, cc or clang) on PATH")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         src = Path(tmp) / "itr_intersect.c"
         src.write_text(_SOURCE)
-        so = Path(tmp) / "itr_intersect.so"
-        flags = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c11"]
-        res = subprocess.run([cc, *flags, str(src), "-o", str(so)], capture_output=True, text=True)
-        if res.returncode != 0:
-            res = subprocess.run([cc, "-O3", "-shared", "-fPIC", "-std=c11", str(src), "-o", str(so)],
-                                 capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"C compiler failed: {res.stderr.strip()[:500]}")
-        os.replace(so, target)
+        compile_shared(cc, src, target, (("-O3", "-march=native", "-std=c11"), ("-O3", "-std=c11")))
 
 
 def _library():
