@@ -2,7 +2,8 @@
 
 Every expensive intermediate of the pipeline is stored as one ``.npz`` file whose name is a SHA-256 of
 its *key*: a JSON-serialisable description of the data (corpus fingerprint, image / caption ids) and of
-every parameter that influences the result.  Writes are atomic: the payload goes to a temporary file in
+every parameter that influences the result (written by :func:`corpora.npzfile.write_npz`: small entries
+built in memory at once, large ones streamed).  Writes are atomic: the payload goes to a temporary file in
 the same directory, is flushed and fsync'ed, and only then renamed over the final name
 (``os.replace``), so a run killed mid-write leaves at most a stray ``*.tmp`` file and never a truncated
 entry under a valid name.  Temporary names carry the writer's process id and a tag of its host and
@@ -28,6 +29,7 @@ Usage
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -38,12 +40,13 @@ import tempfile
 import threading
 import time
 import warnings
-import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from corpora.npzfile import write_npz
 
 log = logging.getLogger(__name__)
 
@@ -262,17 +265,19 @@ def _jsonable(obj: Any) -> Any:
 
 def cache_key(key: Any) -> str:
     """Stable SHA-256 hex digest of a JSON-serialisable key (dict order does not matter)."""
-    blob = json.dumps(_jsonable(key), sort_keys=True, separators=(",", ":"))
+    return _key_digest(_jsonable(key))
+
+
+def _key_digest(canonical: Any) -> str:
+    """:func:`cache_key` of a key already made JSON-ready by :func:`_jsonable`."""
+    blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def _write_npz(f, arrays: Mapping[str, np.ndarray]) -> None:
-    """An uncompressed ``.npz`` as ``np.savez`` writes it, for any member names (``np.savez(f, **arrays)``
-    would take members called ``file`` or ``allow_pickle`` for its own keyword arguments)."""
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, arr in arrays.items():
-            with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+@functools.lru_cache(maxsize=256)
+def _dtype_name(dtype: np.dtype) -> bytes:
+    """``str(dtype)`` encoded, remembered (numpy builds the name anew each time: microseconds per array)."""
+    return str(dtype).encode()
 
 
 def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
@@ -282,7 +287,7 @@ def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(name.encode())
-        h.update(str(a.dtype).encode())
+        h.update(_dtype_name(a.dtype))
         h.update(repr(a.shape).encode())
         h.update(array_bytes(a))
     return h.hexdigest()
@@ -306,7 +311,7 @@ def _write_atomically(p: Path, payload: Mapping[str, np.ndarray]) -> None:
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), _FILE_MODE)
                 # straight into the file: no in-memory copy of the entry (a Gram matrix) next to it
-                _write_npz(f, payload)
+                write_npz(f, payload)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, p)
@@ -472,10 +477,11 @@ class DiskCache:
                 raise TypeError(f"cache array {k!r} has dtype object; only plain arrays are cached")
         if self.write_error is not None and not self._retry_due():
             return None
-        p = self.path(namespace, key)
+        canonical = _jsonable(key)      # once: the entry's name and its stored key both come from it
+        p = self.root / namespace / f"{_key_digest(canonical)}.npz"
         payload = dict(arrays)
         payload[_DIGEST_FIELD] = np.array(_digest(arrays))
-        payload[_KEY_FIELD] = np.array(json.dumps(_jsonable(key), sort_keys=True))
+        payload[_KEY_FIELD] = np.array(json.dumps(canonical, sort_keys=True))
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             _write_atomically(p, payload)
