@@ -92,7 +92,7 @@ def test_a_blocks_rows_do_not_depend_on_the_other_rows(corpus, small_blocks, lab
     if label == "TagRank":
         whole = tk._fitted_tagrank().gram(tk.docs, tk.item_of, tk.n_items)
     else:
-        whole = native.soft_gram_native(tk.weighted_word_kernel().numpy(), tk.docs, tk._train_scale(), tk.item_of,
+        whole = native.soft_gram_native(tk.weighted_word_kernel(), tk.docs, tk._train_scale(), tk.item_of,
                                         tk.n_items, tk.max_len, None)
     parts = {}
     for lo, hi in reversed(tblocks.gram_spans(tk)):          # computed in any order, added in block order

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,7 +188,7 @@ def test_soft_dp_block_and_pairs_match_bruteforce():
                 for b in range(5):
                     ref = T.soft_tri_bruteforce(ta[a].tolist(), tb[b].tolist(), lambda u, v: float(Kw[u, v]), L)
                     assert abs(Y[b, a] - ref) <= 1e-4 * max(1.0, abs(ref)), (n, m, L)
-        pairs = T.soft_tri_pairs(lambda u, v: Wt[u, v], ta[:3], tb[:3])
+        pairs = T.soft_tri_pairs(lambda u, v: Kw[u, v], ta[:3].numpy(), tb[:3].numpy())   # numpy, no torch
         for p in range(3):
             ref = T.soft_tri_bruteforce(ta[p].tolist(), tb[p].tolist(), lambda u, v: float(Kw[u, v]))
             assert abs(pairs[p] - ref) <= 1e-6 * max(1.0, ref)
@@ -309,34 +310,33 @@ def test_tagrank_vectors_of_all_captions_at_once_are_each_captions_own():
     assert together[1][0].size == 0 and together[-1][2].size == 0
 
 
-def test_tagrank_blocks_run_on_the_kernels_torch_threads(monkeypatch):
-    """TagRank's kernel blocks (torch element-wise maths) run on ``n_threads`` torch threads (one by
-    default) whatever torch's own setting: the systems run side by side on threads, and ITR_NUM_THREADS=1
-    means one core.  The setting is restored afterwards."""
-    import torch
+def test_tagrank_and_compiled_soft_tri_never_import_torch():
+    """TagRank's kernel blocks and soft TRI's self-kernels are numpy, its Gram and query rows the compiled
+    kernel: fitting both, their Grams and their query rows leave torch unimported (its import holds the
+    GIL for seconds, stalling the systems beside it).  Only soft TRI's DP fallback, without the compiled
+    kernel, imports it.  In a fresh process, since other tests import torch."""
+    import subprocess
+    import sys
 
-    from kernels.text.tagrank import TagRank
+    from kernels.text.native import load_softtri
 
-    seen = []
-    real = TagRank.caption_kernel
-
-    def record(self, *a, **k):
-        seen.append(torch.get_num_threads())
-        yield from real(self, *a, **k)
-
-    monkeypatch.setattr(TagRank, "caption_kernel", record)
-    corpus = _corpus(n_items=5, seed=7)
-    ids = corpus.split("train")
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        tk = TextKernel("TagRank", 5, show_progress=False).fit(corpus, ids)
-        tk.gram_train()
-        tk.gram_queries(_queries())
-        after = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
-    assert seen and set(seen) == {1} and after == 2
+    if load_softtri() is None:
+        pytest.skip("no C compiler: soft TRI falls back to the torch DP")
+    code = (
+        "import sys\n"
+        "from corpora.teaching import make_teaching_set\n"
+        "from kernels.text.kernel import TextKernel\n"
+        "c = make_teaching_set(n_images=120, n_train=60, n_dev=30, seed=0)\n"
+        "caps = [cap for i in c.split('test')[:6] for cap in c.captions_of(i)]\n"
+        "for name in ('TagRank', 'TRI5_A'):\n"
+        "    tk = TextKernel.from_name(name, show_progress=False).fit(c, c.split('train'))\n"
+        "    tk.gram_train(); tk.gram_queries(caps); tk.gram_columns([0, 3])\n"
+        "    assert getattr(tk, 'last_backend', 'native') == 'native', tk.last_backend\n"
+        "print('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
 
 
 # ------------------------------------------------------------------------------------------ names, errors

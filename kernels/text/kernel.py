@@ -120,10 +120,11 @@ class TextKernel:
     psd : {"none", "clip"}
         What to do with possibly indefinite Grams (Eq. 27's max): nothing, or clip negative eigenvalues.
     n_threads : int or None
-        torch threads for the torch soft-matching DP and TagRank's kernel blocks (``None`` = leave torch's
-        setting).  The DP's float sums may depend on the number of threads, hence one by default; one
-        also keeps TagRank on the thread that asks for it (the systems run side by side on threads,
-        :func:`kcca.runner.run_systems`, and ``ITR_NUM_THREADS=1`` means one).
+        torch threads for the torch soft-matching DP, the fallback without the compiled kernel (``None`` =
+        leave torch's setting).  Its float sums may depend on the number of threads, hence one by default
+        (the systems run side by side on threads, :func:`kcca.runner.run_systems`, and
+        ``ITR_NUM_THREADS=1`` means one).  TagRank's kernel blocks, the soft-TRI self-kernels and the
+        compiled kernel's paths are numpy / C and never import torch.
     native_threads : int or None
         OpenMP threads of the compiled soft-TRI kernel (``None`` = ``$ITR_NUM_THREADS`` or every usable
         core, as the image kernels).  Its result does not depend on them: each Gram entry is summed by one
@@ -369,10 +370,9 @@ class TextKernel:
     def _compute_gram(self) -> dict:
         t0 = time.perf_counter()
         if self.kind == "TagRank":
-            with torch_threads(self.n_threads):
-                Kraw = (gram_on_executor(self, self.executor, self.cache) if self._rows_on_cluster() else
-                        self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
-                                                    show_progress=self.show_progress))
+            Kraw = (gram_on_executor(self, self.executor, self.cache) if self._rows_on_cluster() else
+                    self._fitted_tagrank().gram(self.docs, self.item_of, self.n_items,
+                                                show_progress=self.show_progress))
         elif self.sim_parts:
             Kraw = self._soft_gram()
         else:
@@ -494,17 +494,16 @@ class TextKernel:
         caps = np.flatnonzero(self.item_of == item)
         c0, c1 = np.searchsorted(self.item_of, [lo, hi])     # item_of is sorted: items' captions in a row
         if self.kind == "TagRank":
-            with torch_threads(self.n_threads):
-                raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
+            raw = self._fitted_tagrank().item_block(caps, int(c0), int(c1), self.item_of[c0:c1] - lo, hi - lo)
         elif self.sim_parts:
             scale = self._train_scale()
             qdocs = [self.docs[c] for c in caps]
-            with torch_threads(self.n_threads):
-                args = (qdocs, scale[caps], self.docs[c0:c1], scale[c0:c1], self.item_of[c0:c1] - lo, hi - lo)
-                Q = self._native(native.soft_cross_native, self.weighted_word_kernel().numpy(), *args,
-                                 self.max_len, self._native_threads())
-                if Q is None:
-                    self.last_backend = "torch"
+            args = (qdocs, scale[caps], self.docs[c0:c1], scale[c0:c1], self.item_of[c0:c1] - lo, hi - lo)
+            Q = self._native(native.soft_cross_native, self.weighted_word_kernel(), *args,
+                             self.max_len, self._native_threads())
+            if Q is None:
+                self.last_backend = "torch"
+                with torch_threads(self.n_threads):
                     Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
             raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
         else:
@@ -610,8 +609,7 @@ class TextKernel:
         if self._item_self is not None:
             return
         if self.kind == "TagRank":
-            with torch_threads(self.n_threads):
-                self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
+            self._item_self = self._fitted_tagrank().item_self(self.item_of, self.n_items)
         elif self.sim_parts:
             self._item_self = self._soft_item_self()
 
@@ -651,9 +649,8 @@ class TextKernel:
         """Unnormalised rows of ``qdocs`` against the training items (or ``items``), in this process."""
         caps, item_of, n_items = self._query_columns(items)
         if self.kind == "TagRank":
-            with torch_threads(self.n_threads):
-                return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
-                                                    captions=caps)
+            return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, show_progress=self.show_progress,
+                                                captions=caps)
         if self.sim_parts:
             return self._soft_queries(qdocs, captions=caps, col_item=item_of, n_cols=n_items)
         Xq, _, norms = self._features(qdocs, self.columns)
@@ -680,7 +677,7 @@ class TextKernel:
         (:func:`~kernels.text.native.soft_gram_inputs`), made once; ``None`` when it is unavailable."""
         if "_native_inputs" not in self.__dict__:
             self.__dict__["_native_inputs"] = native.soft_gram_inputs(
-                self.weighted_word_kernel().numpy(), self.docs, self._train_scale(), self.item_of, self.n_items,
+                self.weighted_word_kernel(), self.docs, self._train_scale(), self.item_of, self.n_items,
                 self.max_len)
         return self.__dict__["_native_inputs"]
 
@@ -689,10 +686,9 @@ class TextKernel:
         :func:`~kernels.text.blocks.gram_on_executor`: TagRank, training captions ``lo:hi``
         (:meth:`~kernels.text.tagrank.TagRank.gram_rows`, ``R0, R1, ...``); soft TRI, items ``lo:hi``
         (:func:`~kernels.text.native.soft_gram_rows`, ``K``).  The entries are the one-process Gram's."""
-        with torch_threads(self.n_threads):
-            if self.kind == "TagRank":
-                parts = self._fitted_tagrank().gram_rows(self.item_of, lo, hi)
-                return {f"R{k}": R for k, R in enumerate(parts)}
+        if self.kind == "TagRank":
+            parts = self._fitted_tagrank().gram_rows(self.item_of, lo, hi)
+            return {f"R{k}": R for k, R in enumerate(parts)}
         inputs = self._native_gram_inputs() if self.sim_parts else None
         rows = None if inputs is None else native.soft_gram_rows(inputs, lo, hi, self._native_threads())
         if rows is None:
@@ -714,8 +710,7 @@ class TextKernel:
         one-process row."""
         caps, item_of, n_items = self._query_columns(items)
         if self.kind == "TagRank":
-            with torch_threads(self.n_threads):
-                return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, captions=caps)
+            return self._fitted_tagrank().cross(qdocs, None, item_of, n_items, captions=caps)
         Q = self._soft_cross_rows(qdocs, qscale, caps, item_of, n_items) if self.sim_parts else None
         if Q is None:
             raise RuntimeError(f"{self.name}: query rows in blocks need TagRank or soft TRI's compiled kernel "
@@ -723,11 +718,9 @@ class TextKernel:
         return Q
 
     # ------------------------------------------------------------------ soft matching (Eqs. 17-21)
-    def weighted_word_kernel(self):
-        """torch ``(V+1, V+1)`` float32: ``lambda_m^2 omega_u kappa(u, v) omega_v``; row/col ``V`` = 0
-        (sentinel for query words unseen in training)."""
-        import torch  # heavy (seconds to import): only the soft-matching DP needs it
-
+    def weighted_word_kernel(self) -> np.ndarray:
+        """``(V+1, V+1)`` float32: ``lambda_m^2 omega_u kappa(u, v) omega_v``; row/col ``V`` = 0 (sentinel
+        for query words unseen in training)."""
         if getattr(self, "_W", None) is None:
             wk = self.word_kernel
             w = self.omega.astype(np.float64)
@@ -738,40 +731,36 @@ class TextKernel:
             if len(wk.idx):
                 wi = w[wk.idx]
                 W[np.ix_(wk.idx, wk.idx)] = (lam2 * (wi[:, None] * wk.K * wi[None, :])).astype(np.float32)
-            self._W = torch.from_numpy(W)
+            self._W = W
         return self._W
 
-    def _kfun(self, u, v):
-        """Weighted word kernel for id tensors; ids >= V are unseen words (identity with themselves)."""
-        import torch  # heavy (seconds to import): only the soft-matching DP needs it
-
+    def _kfun(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Weighted word kernel for integer id arrays; ids >= V are unseen words (identity with themselves:
+        ``lambda_m^2 omega_unseen^2``)."""
         W = self.weighted_word_kernel()
         V = self.V
-        uu, vv = u.clamp(max=V), v.clamp(max=V)
-        out = W[uu, vv]
+        out = W[np.minimum(u, V), np.minimum(v, V)]
         same_oov = (u == v) & (u >= V)
-        if bool(same_oov.any()):
-            out = torch.where(same_oov, torch.full_like(out, (self.lambda_m ** 2) * self.omega_unseen ** 2), out)
+        if same_oov.any():
+            out = np.where(same_oov, np.float32((self.lambda_m ** 2) * self.omega_unseen ** 2), out)
         return out
 
     def _self_kernels(self, docs) -> np.ndarray:
-        import torch  # heavy (seconds to import): only the soft-matching DP needs it
-
+        """Unnormalised soft-TRI self-kernels ``k(s, s)`` of ``docs`` (:func:`~kernels.text.tri.soft_tri_pairs`,
+        captions of one length at a time)."""
         lengths = np.array([len(d) for d in docs])
         out = np.zeros(len(docs))
         for n in np.unique(lengths):
             if n == 0:
                 continue
             idx = np.nonzero(lengths == n)[0]
-            t = torch.from_numpy(np.stack([docs[i] for i in idx]))
+            t = np.stack([docs[i] for i in idx])
             for s in range(0, len(idx), 4096):
                 out[idx[s:s + 4096]] = _tri.soft_tri_pairs(self._kfun, t[s:s + 4096], t[s:s + 4096], self.max_len)
         return out
 
     def _soft_item_self(self) -> np.ndarray:
         """``K(I, I) = sum_{s, s' in I} k^(s, s')`` from the within-item pairs only."""
-        import torch  # heavy (seconds to import): only the soft-matching DP needs it
-
         scale = self._train_scale()
         out = np.zeros(self.n_items)
         starts = np.r_[0, np.cumsum(np.bincount(self.item_of, minlength=self.n_items))]
@@ -790,8 +779,8 @@ class TextKernel:
             if n == 0 or m == 0:
                 continue
             sel = np.nonzero((la == n) & (lb == m))[0]
-            ta = torch.from_numpy(np.stack([self.docs[a] for a in pa[sel]]))
-            tb = torch.from_numpy(np.stack([self.docs[b] for b in pb[sel]]))
+            ta = np.stack([self.docs[a] for a in pa[sel]])
+            tb = np.stack([self.docs[b] for b in pb[sel]])
             vals[sel] = _tri.soft_tri_pairs(self._kfun, ta, tb, self.max_len)
         vals *= scale[pa] * scale[pb]
         np.add.at(out, self.item_of[pa], vals)
@@ -799,8 +788,7 @@ class TextKernel:
 
     def _train_scale(self) -> np.ndarray:
         if getattr(self, "_scale", None) is None:
-            with torch_threads(self.n_threads):
-                s = self._self_kernels(self.docs)
+            s = self._self_kernels(self.docs)
             self._train_self = s
             self._scale = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
         return self._scale
@@ -812,9 +800,9 @@ class TextKernel:
         Returns ``(n_rows or n_row_items, n_col_items)`` float64.  With ``symmetric`` (rows = cols) only
         caption pairs ``a <= b`` are computed and the result is symmetrised.
         """
-        import torch  # heavy (seconds to import): only the soft-matching DP needs it
+        import torch  # heavy (seconds to import): only this DP fallback (no compiled kernel) needs it
 
-        W = self.weighted_word_kernel()
+        W = torch.from_numpy(self.weighted_word_kernel())
         rl = np.array([len(d) for d in row_docs])
         cl = np.array([len(d) for d in col_docs])
         r_order = np.argsort(rl, kind="stable")
@@ -896,19 +884,18 @@ class TextKernel:
         return int(self.native_threads) if self.native_threads else default_threads()
 
     def _soft_gram(self) -> np.ndarray:
+        scale = self._train_scale()
+        if self._rows_on_cluster():
+            self.last_backend = "native"
+            return gram_on_executor(self, self.executor, self.cache)
+        K = self._native(native.soft_gram_native, self.weighted_word_kernel(), self.docs, scale,
+                         self.item_of, self.n_items, self.max_len, self._native_threads(), self.show_progress)
+        if K is not None:
+            return K
+        self.last_backend = "torch"
         with torch_threads(self.n_threads):
-            scale = self._train_scale()
-            if self._rows_on_cluster():
-                self.last_backend = "native"
-                return gram_on_executor(self, self.executor, self.cache)
-            K = self._native(native.soft_gram_native, self.weighted_word_kernel().numpy(), self.docs, scale,
-                             self.item_of, self.n_items, self.max_len, self._native_threads(), self.show_progress)
-            if K is not None:
-                return K
-            self.last_backend = "torch"
-            K = self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
-                                 row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
-        return K
+            return self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
+                                    row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
 
     def _soft_queries(self, qdocs, per_caption: bool = False, captions: np.ndarray | None = None,
                       col_item: np.ndarray | None = None, n_cols: int | None = None) -> np.ndarray:
@@ -918,24 +905,23 @@ class TextKernel:
         if col_item is None:
             col_item = np.arange(len(self.docs)) if per_caption else self.item_of
             n_cols = len(self.docs) if per_caption else self.n_items
+        qscale = self._query_scales(qdocs)
+        Q = self._native(self._soft_cross_rows, qdocs, qscale, captions, col_item, n_cols)
+        if Q is not None:
+            return Q
+        self.last_backend = "torch"
+        scale = self._train_scale()
+        docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
+        if captions is not None:
+            scale = scale[captions]
         with torch_threads(self.n_threads):
-            qscale = self._query_scales(qdocs)
-            Q = self._native(self._soft_cross_rows, qdocs, qscale, captions, col_item, n_cols)
-            if Q is not None:
-                return Q
-            self.last_backend = "torch"
-            scale = self._train_scale()
-            docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
-            if captions is not None:
-                scale = scale[captions]
             return self._soft_cross(qdocs, qscale, docs, scale, col_item, n_cols, symmetric=False,
                                     desc="soft TRI queries")
 
     def _query_scales(self, qdocs) -> np.ndarray:
         """``1 / sqrt(k(q, q))`` of each query caption (0 for a caption without words), Eq. 21's
-        normalisation, from the torch dynamic programme."""
-        with torch_threads(self.n_threads):
-            qs = self._self_kernels(qdocs)
+        normalisation (:meth:`_self_kernels`)."""
+        qs = self._self_kernels(qdocs)
         return np.where(qs > 0, 1.0 / np.sqrt(np.maximum(qs, 1e-300)), 0.0)
 
     def _soft_cross_rows(self, qdocs, qscale, captions, col_item, n_cols) -> np.ndarray | None:
@@ -945,7 +931,7 @@ class TextKernel:
         docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
         if captions is not None:
             scale = scale[captions]
-        return native.soft_cross_native(self.weighted_word_kernel().numpy(), qdocs, qscale, docs, scale, col_item,
+        return native.soft_cross_native(self.weighted_word_kernel(), qdocs, qscale, docs, scale, col_item,
                                         n_cols, self.max_len, self._native_threads())
 
     # ------------------------------------------------------------------ helpers

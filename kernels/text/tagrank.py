@@ -45,6 +45,27 @@ def _f(x, y):
     return np.where(s > 0, x * y / np.where(s > 0, s, 1.0), 0.0)
 
 
+def _chi2_inplace(common: np.ndarray, l1_rows: np.ndarray, l1_cols: np.ndarray) -> np.ndarray:
+    """``chi2 = max(|x|_1 + |y|_1 - 4 common, 0)`` for a block (rows x columns), written over ``common``
+    (float64): clamped at 0, which it is up to rounding."""
+    common *= -4.0
+    common += l1_rows[:, None]
+    common += l1_cols[None, :]
+    return np.maximum(common, 0.0, out=common)
+
+
+def _exp_average(chi_r: np.ndarray, c_r: float, chi_a: np.ndarray, c_a: float) -> np.ndarray:
+    """Eq. 11 for a block: ``(exp(-c_r chi_r) + exp(-c_a chi_a)) / 2`` (``c = 1 / (2 Omega)``), written over
+    ``chi_r`` (numpy's element-wise ``exp``: no thread pool, so the values do not depend on threads)."""
+    chi_r *= -c_r
+    np.exp(chi_r, out=chi_r)
+    chi_a *= -c_a
+    np.exp(chi_a, out=chi_a)
+    chi_r += chi_a
+    chi_r *= 0.5
+    return chi_r
+
+
 class Postings(NamedTuple):
     """Captions' TagRank vectors grouped by word: the distinct ``words`` (ascending); the postings of
     ``words[k]`` are ``ptr[k]:ptr[k + 1]`` of ``caps`` (caption positions, ascending), ``r`` and ``a`` (its
@@ -196,8 +217,6 @@ class TagRank:
         ``row_offset:`` themselves; else 0), float64.  ``post`` and ``col_l1``: the columns' postings and L1
         norms when already computed.  ``block``: rows per block (default :data:`BLOCK`).  A row's values do
         not depend on the other rows given with it, as long as the blocks of ``block`` rows are the same."""
-        import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
-
         post = self._postings(col_vecs) if post is None else post
         Nc = len(col_vecs)
         l1r_c, l1a_c = self._l1_norms(col_vecs) if col_l1 is None else col_l1
@@ -215,18 +234,13 @@ class TagRank:
                 common_sums_numpy(row_post, post, col_lo, col_hi, s, e, c0, com_r, com_a)
             l1r_r, l1a_r = l1r_rows[s:e], l1a_rows[s:e]
             # chi2 = |x|_1 + |y|_1 - 4 common  (>= 0 up to rounding), K = (exp(-chi_r/2W) + exp(-chi_a/2W'))/2
-            xr = torch.from_numpy(com_r).mul_(-4.0).add_(l1r_r[:, None]).add_(l1r_c[None, c0:]).clamp_(min=0.0)
-            xa = torch.from_numpy(com_a).mul_(-4.0).add_(l1a_r[:, None]).add_(l1a_c[None, c0:]).clamp_(min=0.0)
-            Kb = xr.mul_(-cr_).exp_().add_(xa.mul_(-ca_).exp_()).mul_(0.5)
-            yield s, c0, Kb.numpy()
+            yield s, c0, _exp_average(_chi2_inplace(com_r, l1r_r, l1r_c[c0:]), cr_,
+                                      _chi2_inplace(com_a, l1a_r, l1a_c[c0:]), ca_)
 
     @staticmethod
     def _l1_norms(vecs):
-        """``(|r|_1, |a|_1)`` of every caption's vectors, float64 torch tensors (each sum as numpy takes it)."""
-        import torch  # heavy (seconds to import): only TagRank's caption kernel needs it
-
-        return tuple(torch.from_numpy(np.array([v[i].sum() for v in vecs], dtype=np.float64).reshape(-1))
-                     for i in (1, 2))
+        """``(|r|_1, |a|_1)`` of every caption's vectors, float64 (each sum as numpy takes it)."""
+        return tuple(np.array([v[i].sum() for v in vecs], dtype=np.float64).reshape(-1) for i in (1, 2))
 
     @staticmethod
     def _item_bounds(item_of, lo, hi):

@@ -294,29 +294,33 @@ def soft_tri_block(RT, PT, tb, ws: SoftTRIWorkspace, max_len: int = 3):
     return out
 
 
-def soft_tri_pairs(Kfun, ta, tb, max_len: int = 3):
-    """Soft TRI for aligned pairs ``(ta[p], tb[p])`` (self-kernels, within-item pairs).
+def soft_tri_pairs(Kfun, ta: np.ndarray, tb: np.ndarray, max_len: int = 3) -> np.ndarray:
+    """Soft TRI for aligned pairs ``(ta[p], tb[p])`` (self-kernels, within-item pairs), in numpy (no torch:
+    the classical systems import it only for the DP fallback without the compiled kernel).
 
-    ``Kfun(u, v)`` -> weighted word-kernel values for id tensors of equal shape.  ``ta`` (P, n),
-    ``tb`` (P, m).  Returns a float64 numpy array (P,).
+    ``Kfun(u, v)`` -> weighted word-kernel values for integer id arrays of equal shape.  ``ta`` (P, n),
+    ``tb`` (P, m).  Returns a float64 array (P,): Eqs. 17-21 as in :func:`soft_tri_block`, with the
+    prefix sums ``C`` of ``M`` over both positions, ``Bef = C[i-1, j-1]`` and ``Aft`` the mass strictly
+    after ``(i, j)``.
     """
-    torch = _torch()
+    ta, tb = np.asarray(ta), np.asarray(tb)
     P, n = ta.shape
     m = tb.shape[1]
     if P == 0:
         return np.zeros(0)
     if n == 0 or m == 0:
         return np.zeros(P)
-    M = Kfun(ta[:, :, None].expand(P, n, m), tb[:, None, :].expand(P, n, m)).to(torch.float64)
+    M = np.asarray(Kfun(np.broadcast_to(ta[:, :, None], (P, n, m)), np.broadcast_to(tb[:, None, :], (P, n, m))),
+                   dtype=np.float64)
     C = M.cumsum(1).cumsum(2)
     tot = C[:, n - 1, m - 1]
     if n == 1 or m == 1 or max_len == 1:
-        return tot.numpy()
+        return tot.copy()
     Bef = C[:, :-1, :-1]
     if max_len == 2:
-        return (tot + (M[:, 1:, 1:] * Bef).sum((1, 2))).numpy()
+        return tot + (M[:, 1:, 1:] * Bef).sum((1, 2))
     Aft = tot[:, None, None] - C[:, 1:, m - 1:m] - C[:, n - 1:n, 1:] + C[:, 1:, 1:]
-    return (tot + (M[:, 1:, 1:] * Bef * (1.0 + Aft)).sum((1, 2))).numpy()
+    return tot + (M[:, 1:, 1:] * Bef * (1.0 + Aft)).sum((1, 2))
 
 
 def soft_tri_bruteforce(a: Sequence[int], b: Sequence[int], kfun, max_len: int = 3) -> float:
