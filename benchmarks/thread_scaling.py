@@ -24,6 +24,11 @@ With ``--repeat N`` the trials are interleaved (1, 2, 1, 2, …); besides the sp
 times it prints each pair's speed-up (trial k at 1 thread against trial k at 2, which ran one after the
 other on the same machine state) and their median, the steadier figure when the machine's speed drifts.
 
+Each count's ``trials_steal_s`` is the CPU time the hypervisor gave to other guests during each trial
+(``steal`` in ``/proc/stat``, summed over the machine's CPUs; ``None`` where it is not reported): on a
+virtual machine a trial with seconds of it ran on a slower machine than its pair, and its pair's
+speed-up says more about the host than about the program.
+
 Run it on a quiet machine: another busy process makes every figure meaningless.
 """
 from __future__ import annotations
@@ -66,6 +71,16 @@ def build_native(env: dict) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
+def steal_seconds() -> float | None:
+    """CPU seconds stolen from this virtual machine by its host so far, all CPUs together (the ``steal``
+    field of ``/proc/stat``'s ``cpu`` line); ``None`` where the system does not report it."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "threads") -> dict:
     """One cold main job at ``count`` threads (``unit="threads"``: ``ITR_NUM_THREADS``) or on a local
     cluster of ``count`` workers (``unit="workers"``: ``--workers``): wall time, the stage timing and the
@@ -77,14 +92,16 @@ def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "th
         cmd += ["--workers", str(count)]
     else:
         env = dict(env, **{ENV: str(count)})
-    t0 = time.perf_counter()
+    t0, steal0 = time.perf_counter(), steal_seconds()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, steal1 = time.perf_counter() - t0, steal_seconds()
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         raise SystemExit(f"main job at {count} {unit} failed with exit code {proc.returncode}")
     results = json.loads((out / "results.json").read_text())
-    return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]), "numbers": comparable_numbers(results, drop=("command", "provenance"))}
+    return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]),
+            "steal_s": None if steal0 is None or steal1 is None else steal1 - steal0,
+            "numbers": comparable_numbers(results, drop=("command", "provenance"))}
 
 
 def median_run(trials: list[dict]) -> dict:
@@ -143,6 +160,7 @@ def main(argv=None) -> None:
     base = runs[base_t]
     curve = [{unit: t, "classical_stage_s": round(r["stage_s"], 1), "job_wall_s": round(r["wall_s"], 1),
               "trials_s": [round(x["stage_s"], 1) for x in trials[t]],
+              "trials_steal_s": [None if x["steal_s"] is None else round(x["steal_s"], 1) for x in trials[t]],
               f"speedup_vs_{base_t}": round(base["stage_s"] / r["stage_s"], 2),
               "efficiency": round(base["stage_s"] / r["stage_s"] * base_t / t, 2),
               "numbers_identical": all(x["numbers"] == reference for x in trials[t])}
