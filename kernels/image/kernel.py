@@ -63,6 +63,8 @@ DESCRIPTOR_MEMO_BYTES = 512 * 2**20
 #: Images whose dense histograms are built at a time when the kept rows are stored by bin
 #: (:meth:`ImageKernel._kept_rows`): 4,096 × 21 × 640 float32 = 220 MB beside the sparse result.
 KEPT_ROWS_BLOCK = 4096
+#: Most images per task of :meth:`ImageKernel._map` (each image's work is tens of milliseconds).
+MAP_CHUNK = 8
 
 #: Descriptors sampled per codebook image (before the per-feature cap), codebooks from training images.
 DEFAULT_SAMPLES_PER_IMAGE = {"color": 256, "texture": 256, "sift": 128}
@@ -335,7 +337,10 @@ class ImageKernel:
     def _map(self, fn, items, desc: str):
         """``fn`` over ``items`` on ``n_jobs`` threads (OpenCV, numpy and scipy.fft release the GIL), in
         order, with a progress bar.  Parallelism is over images, so BLAS/OpenMP and OpenCV are held to
-        one thread per worker (no oversubscription; :func:`~kernels.image.descriptors.one_opencv_thread`)."""
+        one thread per worker (no oversubscription; :func:`~kernels.image.descriptors.one_opencv_thread`).
+        The threads take up to :data:`MAP_CHUNK` items per task (at least four tasks per thread): one
+        future per image made thousands of futures up front, about half a second of the GIL at the start
+        of the visual-words pass."""
         bar = None
         if self.show_progress and len(items) > 1:
             bar = tqdm(total=len(items), desc=desc, unit="img", leave=False)
@@ -343,16 +348,18 @@ class ImageKernel:
         try:
             with threadpool_limits(limits=1), one_opencv_thread():
                 if self.n_jobs == 1 or len(items) <= 1:
-                    results = map(fn, items)
+                    results = ([fn(item)] for item in items)
                     pool = None
                 else:
                     pool = ThreadPoolExecutor(max_workers=self.n_jobs)
-                    results = pool.map(fn, items)
+                    size = max(1, min(MAP_CHUNK, len(items) // (4 * self.n_jobs)))   # 4+ tasks per thread
+                    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+                    results = pool.map(lambda chunk: [fn(item) for item in chunk], chunks)
                 try:
-                    for r in results:
-                        out.append(r)
+                    for rs in results:
+                        out.extend(rs)
                         if bar is not None:
-                            bar.update(1)
+                            bar.update(len(rs))
                 finally:
                     if pool is not None:
                         pool.shutdown(cancel_futures=True)
