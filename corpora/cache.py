@@ -391,7 +391,11 @@ class DiskCache:
             self.misses += misses
 
     def path(self, namespace: str, key: Any) -> Path:
-        return self.root / namespace / f"{cache_key(key)}.npz"
+        return self._entry_path(namespace, cache_key(key))
+
+    def _entry_path(self, namespace: str, digest: str) -> Path:
+        """The entry named by a key's digest (:func:`cache_key`)."""
+        return self.root / namespace / f"{digest}.npz"
 
     # ------------------------------------------------------------------ read
     def load(self, namespace: str, key: Any) -> dict[str, np.ndarray] | None:
@@ -478,7 +482,7 @@ class DiskCache:
         if self.write_error is not None and not self._retry_due():
             return None
         canonical = _jsonable(key)      # once: the entry's name and its stored key both come from it
-        p = self.root / namespace / f"{_key_digest(canonical)}.npz"
+        p = self._entry_path(namespace, _key_digest(canonical))
         payload = dict(arrays)
         payload[_DIGEST_FIELD] = np.array(_digest(arrays))
         payload[_KEY_FIELD] = np.array(json.dumps(canonical, sort_keys=True))

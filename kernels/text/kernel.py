@@ -503,8 +503,7 @@ class TextKernel:
                              self.max_len, self._native_threads())
             if Q is None:
                 self.last_backend = "torch"
-                with torch_threads(self.n_threads):
-                    Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
+                Q = self._soft_cross(*args, symmetric=False, desc="soft TRI column")
             raw = np.asarray(Q, dtype=np.float64).sum(axis=0)
         else:
             raw = self._feature_column_block(item, lo, hi)
@@ -793,8 +792,13 @@ class TextKernel:
             self._scale = np.where(s > 0, 1.0 / np.sqrt(np.maximum(s, 1e-300)), 0.0)
         return self._scale
 
-    def _soft_cross(self, row_docs, row_scale, col_docs, col_scale, col_item, n_col_items, symmetric: bool,
-                    row_item=None, n_row_items=None, desc="soft TRI"):
+    def _soft_cross(self, *args, **kwargs) -> np.ndarray:
+        """:meth:`_soft_cross_dp` (the torch DP fallback) on ``n_threads`` torch threads."""
+        with torch_threads(self.n_threads):
+            return self._soft_cross_dp(*args, **kwargs)
+
+    def _soft_cross_dp(self, row_docs, row_scale, col_docs, col_scale, col_item, n_col_items, symmetric: bool,
+                       row_item=None, n_row_items=None, desc="soft TRI"):
         """Sum of normalised soft-TRI sentence kernels aggregated into items (see module doc).
 
         Returns ``(n_rows or n_row_items, n_col_items)`` float64.  With ``symmetric`` (rows = cols) only
@@ -893,9 +897,8 @@ class TextKernel:
         if K is not None:
             return K
         self.last_backend = "torch"
-        with torch_threads(self.n_threads):
-            return self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
-                                    row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
+        return self._soft_cross(self.docs, scale, self.docs, scale, self.item_of, self.n_items, symmetric=True,
+                                row_item=self.item_of, n_row_items=self.n_items, desc="soft TRI Gram")
 
     def _soft_queries(self, qdocs, per_caption: bool = False, captions: np.ndarray | None = None,
                       col_item: np.ndarray | None = None, n_cols: int | None = None) -> np.ndarray:
@@ -914,9 +917,8 @@ class TextKernel:
         docs = self.docs if captions is None else [self.docs[int(c)] for c in captions]
         if captions is not None:
             scale = scale[captions]
-        with torch_threads(self.n_threads):
-            return self._soft_cross(qdocs, qscale, docs, scale, col_item, n_cols, symmetric=False,
-                                    desc="soft TRI queries")
+        return self._soft_cross(qdocs, qscale, docs, scale, col_item, n_cols, symmetric=False,
+                                desc="soft TRI queries")
 
     def _query_scales(self, qdocs) -> np.ndarray:
         """``1 / sqrt(k(q, q))`` of each query caption (0 for a caption without words), Eq. 21's
