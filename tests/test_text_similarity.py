@@ -185,6 +185,26 @@ def test_fast_brown_reader_equals_nltk(nltk_data_dir):
     assert brown_tagged_sents(files) == list(brown.tagged_sents(fileids=files))
 
 
+def test_id_sentences_equal_the_sorted_string_sentences():
+    """D_ext's stored sentences: ids into the sorted vocabulary, dropped tokens (-1) left out, a sentence
+    whose tokens were all dropped kept empty; the same as building the string sentences and sorting."""
+    from kernels.text.similarity import id_sentences
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in rng.permutation(40)] + ["Z", "a", "é"]    # first-seen order, not sorted
+    sents = [rng.integers(-1, len(words), rng.integers(0, 9)).tolist() for _ in range(200)] + [[-1, -1], []]
+    got = id_sentences(words, [t for s in sents for t in s], [len(s) for s in sents])
+    strings = [[words[t] for t in s if t >= 0] for s in sents]
+    vocab = sorted({w for s in strings for w in s})
+    ix = {w: i for i, w in enumerate(vocab)}
+    assert got["vocab"].tolist() == vocab and got["flat"].dtype == np.int32 and got["offsets"].dtype == np.int64
+    assert got["flat"].tolist() == [ix[w] for s in strings for w in s]
+    assert np.diff(got["offsets"]).tolist() == [len(s) for s in strings]
+    assert got["offsets"][-2] == got["offsets"][-1] and len(got["offsets"]) == len(sents) + 1
+    empty = id_sentences([], [], [])
+    assert empty["vocab"].size == empty["flat"].size == 0 and empty["offsets"].tolist() == [0]
+
+
 def test_flat_ppmi_and_distributional_kernels_equal_the_list_ones():
     """The id-array forms (D_ext's external corpus is stored that way) give bit-for-bit the kernels of
     the sentence-list forms, empty sentences and ids outside the vocabulary included."""

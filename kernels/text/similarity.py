@@ -232,7 +232,9 @@ def _ext_sentences(tk, path) -> tuple[list[str], np.ndarray, np.ndarray]:
 
     def compute():
         lem = lemmatizer()
-        sents: list[list[str]] = []
+        lemma_id: dict[str, int] = {}   # lemma -> id, in order of first appearance
+        ids: list[int] = []             # each kept token's lemma id, -1 for a dropped token
+        lengths: list[int] = []         # tokens (kept or not) of each sentence
         if path is None:
             try:
                 nltk_resource("corpora/brown", "brown")
@@ -240,30 +242,31 @@ def _ext_sentences(tk, path) -> tuple[list[str], np.ndarray, np.ndarray]:
                 raise MissingResourceError(
                     f"D_ext needs an external corpus: pass external_corpus=<plain-text file> or install "
                     f"NLTK's Brown corpus ({e})") from None
-            lemma_of: dict = {}   # (lower-cased word, WordNet POS) -> token or None: lemmatised once
+            lemma_of: dict = {}   # (lower-cased word, WordNet POS) -> lemma id or -1: lemmatised once
 
             def token(w, t):
                 w = w.lower()
                 if not is_word(w) or w in stop:
-                    return None
+                    return -1
                 k = (w, WN_POS.get(t[:1].upper() if t[:2] != "NP" else "N", "n"))
                 if k not in lemma_of:
                     l = lem(*k)
                     l = tk.pre.token_map.get(l, l)
-                    lemma_of[k] = None if l in stop else l
+                    lemma_of[k] = -1 if l in stop else lemma_id.setdefault(l, len(lemma_id))
                 return lemma_of[k]
 
-            class RawTokens(dict):   # raw "word/tag" token -> its lemma or None, each type processed once
+            class RawTokens(dict):   # raw "word/tag" token -> its lemma id or -1, each type processed once
                 def __missing__(self, raw):
                     t = self[raw] = token(*split_tagged_token(raw))
                     return t
 
             lookup = RawTokens().__getitem__
-            for toks in brown_token_lines():
-                sents.append([t for t in map(lookup, toks) if t is not None])
+            for toks in brown_token_lines():   # every line a sentence, even one left empty
+                ids.extend(map(lookup, toks))
+                lengths.append(len(toks))
         else:
             with open(path, encoding="utf-8") as fh:
-                for ln, line in enumerate(fh, 1):
+                for line in fh:
                     toks = []
                     for w in TOKEN_RE.findall(line.lower()):
                         if not is_word(w) or w in stop:
@@ -271,17 +274,35 @@ def _ext_sentences(tk, path) -> tuple[list[str], np.ndarray, np.ndarray]:
                         l = lem(w, "n")
                         if l == w:
                             l = lem(w, "v")
-                        toks.append(tk.pre.token_map.get(l, l))
-                    if toks:
-                        sents.append(toks)
-        vocab = sorted({w for s in sents for w in s})
-        ix = {w: i for i, w in enumerate(vocab)}
-        flat = np.array([ix[w] for s in sents for w in s], dtype=np.int32)
-        offs = np.cumsum([0] + [len(s) for s in sents]).astype(np.int64)
-        return {"vocab": np.array(vocab, dtype=str), "flat": flat, "offsets": offs}
+                        l = tk.pre.token_map.get(l, l)
+                        toks.append(lemma_id.setdefault(l, len(lemma_id)))
+                    if toks:   # a line left empty is no sentence
+                        ids.extend(toks)
+                        lengths.append(len(toks))
+        return id_sentences(list(lemma_id), ids, lengths)
 
     arr = tk.cache.get_or_compute("text_ext", key, compute)
     return [str(w) for w in arr["vocab"]], arr["flat"], arr["offsets"]
+
+
+def id_sentences(words: Sequence[str], ids: Sequence[int], lengths: Sequence[int]) -> dict[str, np.ndarray]:
+    """Sentences as ids into their sorted word list: ``vocab`` (every one of the ``words``, sorted; the
+    callers' ``words`` are exactly those their kept tokens use), ``flat`` (int32) and ``offsets`` (int64,
+    sentence ``k`` being ``flat[offsets[k]:offsets[k + 1]]``).
+
+    ``ids`` are the tokens of every sentence in turn as positions in ``words`` (``-1``: a token dropped),
+    ``lengths`` each sentence's number of tokens, dropped ones included; a sentence whose tokens are all
+    dropped stays, empty."""
+    ids = np.asarray(ids, dtype=np.int32)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    keep = ids >= 0
+    sentence = np.repeat(np.arange(len(lengths)), lengths)
+    counts = np.bincount(sentence[keep], minlength=len(lengths))
+    order = sorted(range(len(words)), key=words.__getitem__)
+    rank = np.empty(len(words), dtype=np.int32)
+    rank[order] = np.arange(len(words), dtype=np.int32)
+    return {"vocab": np.array([words[i] for i in order], dtype=str), "flat": rank[ids[keep]],
+            "offsets": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)}
 
 
 # ------------------------------------------------------------------------------------ alignment
