@@ -14,6 +14,7 @@ provenance, which records the thread count).
     python benchmarks/thread_scaling.py --threads 2,16 --json
     python benchmarks/thread_scaling.py --quick          # the --quick default (600 images)
     python benchmarks/thread_scaling.py --threads 1,2 --repeat 3   # median of 3 interleaved trials
+    python benchmarks/thread_scaling.py --threads 1,2 --repeat 3 --ceiling   # and the machine's ceiling
     python benchmarks/thread_scaling.py --workers 1,4,16 --json    # a local Dask cluster of N workers
 
 With ``--workers LIST`` each run is the main job with ``--workers N`` (a ``LocalCluster`` of N worker
@@ -29,6 +30,13 @@ Each count's ``trials_steal_s`` is the CPU time the hypervisor gave to other gue
 virtual machine a trial with seconds of it ran on a slower machine than its pair, and its pair's
 speed-up says more about the host than about the program.
 
+With ``--ceiling`` each repeat also runs two one-thread jobs at once, as two processes that share
+nothing (no GIL, no memory), right after the 1- and 2-thread trials.  ``2 · T₁ / mean(T₁ᵃ, T₁ᵇ)`` is
+then what the machine gave two busy cores at that moment, relative to one (``two_core_ceilings``; 2.0 on
+two cores that do not slow each other down, less where the host, shared caches or memory do), and
+``pair_speedups_over_ceiling`` is each two-thread speed-up as a share of it: the program's part of the
+figure, apart from the machine's.
+
 Run it on a quiet machine: another busy process makes every figure meaningless.
 """
 from __future__ import annotations
@@ -41,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -81,13 +90,13 @@ def steal_seconds() -> float | None:
         return None
 
 
-def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "threads") -> dict:
+def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "threads", tag: str = "") -> dict:
     """One cold main job at ``count`` threads (``unit="threads"``: ``ITR_NUM_THREADS``) or on a local
     cluster of ``count`` workers (``unit="workers"``: ``--workers``): wall time, the stage timing and the
-    numbers."""
-    out = tmp / f"run-{count}"
+    numbers.  Its output and cache folders are ``tmp/run-<count><tag>`` and ``tmp/cache-<count><tag>``."""
+    out = tmp / f"run-{count}{tag}"
     cmd = [sys.executable, "-m", "experiments.flickr8k_kcca", "--metrics", "none", "--no-progress",
-           "--cache-dir", str(tmp / f"cache-{count}"), "--out", str(out), *extra]
+           "--cache-dir", str(tmp / f"cache-{count}{tag}"), "--out", str(out), *extra]
     if unit == "workers":
         cmd += ["--workers", str(count)]
     else:
@@ -102,6 +111,32 @@ def run_cold(count: int, tmp: Path, env: dict, extra: list[str], unit: str = "th
     return {"wall_s": wall, "stage_s": float(results["timings_s"][STAGE]),
             "steal_s": None if steal0 is None or steal1 is None else steal1 - steal0,
             "numbers": comparable_numbers(results, drop=("command", "provenance"))}
+
+
+def side_by_side(tmp: Path, env: dict, extra: list[str]) -> list[dict]:
+    """Two cold one-thread jobs at once, as two processes: what this machine gives two busy cores that
+    share nothing (no GIL, no memory), the ceiling of a two-thread speed-up at that moment."""
+    with ThreadPoolExecutor(max_workers=2) as pool:   # each thread only waits on its job's process
+        runs = list(pool.map(lambda tag: run_cold(1, tmp, env, extra, "threads", tag), ("a", "b")))
+    for tag in ("a", "b"):
+        shutil.rmtree(tmp / f"cache-1{tag}")
+        shutil.rmtree(tmp / f"run-1{tag}")
+    return runs
+
+
+def ceiling_summary(alone: list[dict], pairs: list[list[dict]], speedups: list[float]) -> dict:
+    """Per trial ``k``: the two-core ceiling ``2 · T₁ / mean(T₁ᵃ, T₁ᵇ)`` (``T₁`` the one-thread trial run
+    alone, ``T₁ᵃ``, ``T₁ᵇ`` the two run side by side right after it), and the two-thread speed-up as a
+    fraction of it; their medians."""
+    ceilings = [2 * a["stage_s"] / float(np.mean([r["stage_s"] for r in p])) for a, p in zip(alone, pairs)]
+    shares = [s / c for s, c in zip(speedups, ceilings)]
+    return {"side_by_side_s": [[round(r["stage_s"], 1) for r in p] for p in pairs],
+            "side_by_side_steal_s": [[None if r["steal_s"] is None else round(r["steal_s"], 1) for r in p]
+                                     for p in pairs],
+            "two_core_ceilings": [round(c, 2) for c in ceilings],
+            "median_two_core_ceiling": round(float(np.median(ceilings)), 2),
+            "pair_speedups_over_ceiling": [round(x, 2) for x in shares],
+            "median_pair_speedup_over_ceiling": round(float(np.median(shares)), 2)}
 
 
 def median_run(trials: list[dict]) -> dict:
@@ -129,6 +164,11 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="measure every count N times, interleaved (1, 2, 1, 2, …), and report the "
                          "median (default 1; a shared or virtual machine's timings vary by 10 %% between runs)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="after each 1- and 2-thread trial, also run two one-thread jobs side by side (two "
+                         "processes) and report the machine's two-core ceiling, 2 x (one alone) / (one of "
+                         "two at once), and each pair's speed-up as a share of it (needs --threads with "
+                         "1 and 2)")
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="keep each run's output folder (results.json, report, run.log) as DIR/run-<count>")
     args = ap.parse_args(argv)
@@ -142,18 +182,24 @@ def main(argv=None) -> None:
         ap.error(f"--{unit} {given}: expected whole numbers separated by commas, e.g. 1,2")
     if not counts or min(counts) < 1:
         ap.error(f"--{unit}: every count must be at least 1")
+    if args.ceiling and (unit != "threads" or not {1, 2} <= set(counts)):
+        ap.error("--ceiling compares 2 threads with 1: give --threads with 1 and 2 (e.g. --threads 1,2)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, PYTHONUNBUFFERED="1", ITR_CACHE_DIR=str(tmp / "native"))
         build_native(env)
         trials: dict[int, list[dict]] = {t: [] for t in counts}
+        pairs: list[list[dict]] = []
+        extra = ["--quick"] if args.quick else []
         for _ in range(max(1, args.repeat)):
             for t in counts:
-                trials[t].append(run_cold(t, tmp, env, ["--quick"] if args.quick else [], unit))
+                trials[t].append(run_cold(t, tmp, env, extra, unit))
                 shutil.rmtree(tmp / f"cache-{t}")   # the next trial is cold again
                 if args.keep:
                     shutil.copytree(tmp / f"run-{t}", Path(args.keep) / f"run-{t}", dirs_exist_ok=True)
                 shutil.rmtree(tmp / f"run-{t}")
+            if args.ceiling:
+                pairs.append(side_by_side(tmp, env, extra))
     runs = {t: median_run(ts) for t, ts in trials.items()}
     reference = trials[min(counts)][0]["numbers"]
     base_t = min(counts)
@@ -172,6 +218,10 @@ def main(argv=None) -> None:
         out["speedup_2_vs_1"] = round(runs[1]["stage_s"] / runs[2]["stage_s"], 2)
         out.update(pair_speedups(trials, 1, 2))
         out["target_2_vs_1"] = 1.7
+        if pairs:
+            out.update(ceiling_summary(trials[1], pairs, [a["stage_s"] / b["stage_s"]
+                                                          for a, b in zip(trials[1], trials[2])]))
+            out["side_by_side_numbers_identical"] = all(r["numbers"] == reference for p in pairs for r in p)
     if unit == "threads" and 2 in runs and 16 in runs:
         out["speedup_16_vs_2"] = round(runs[2]["stage_s"] / runs[16]["stage_s"], 2)
         out.update(pair_speedups(trials, 2, 16))
