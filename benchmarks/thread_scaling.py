@@ -126,8 +126,8 @@ def side_by_side(tmp: Path, env: dict, extra: list[str]) -> list[dict]:
 
 def ceiling_summary(alone: list[dict], pairs: list[list[dict]], speedups: list[float]) -> dict:
     """Per trial ``k``: the two-core ceiling ``2 · T₁ / mean(T₁ᵃ, T₁ᵇ)`` (``T₁`` the one-thread trial run
-    alone, ``T₁ᵃ``, ``T₁ᵇ`` the two run side by side right after it), and the two-thread speed-up as a
-    fraction of it; their medians."""
+    alone, ``T₁ᵃ``, ``T₁ᵇ`` the two run side by side right after trial ``k``'s two-thread run), and the
+    two-thread speed-up as a fraction of it; their medians."""
     ceilings = [2 * a["stage_s"] / float(np.mean([r["stage_s"] for r in p])) for a, p in zip(alone, pairs)]
     shares = [s / c for s, c in zip(speedups, ceilings)]
     return {"side_by_side_s": [[round(r["stage_s"], 1) for r in p] for p in pairs],
