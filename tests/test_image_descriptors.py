@@ -186,6 +186,23 @@ def test_codebook_determinism_and_quantisation():
     assert np.array_equal(words, ref)
 
 
+def test_quantise_is_the_argmin_of_centre_norm_minus_twice_the_product():
+    """quantise scales and shifts the product in place: the distances are ||c||² − 2 x·c bit for bit,
+    so the words are those of the plain expression, ties (repeated centres) to the lowest index."""
+    rng = np.random.default_rng(3)
+    for n, k, c in [(3072, 3, 128), (3072, 8, 256), (768, 128, 256), (5, 4, 1)]:
+        X = rng.random((n, k), dtype=np.float32)
+        C = rng.random((c, k), dtype=np.float32)
+        if c > 2:
+            C[c // 2] = C[1]   # a tie: the lower index wins
+            X[0] = C[1]
+        cc = np.einsum("ij,ij->i", C, C)
+        ref = np.argmin(cc[None, :] - 2.0 * (X @ C.T), axis=1)
+        assert np.array_equal(quantise(X, C), ref)
+        if c > 2:
+            assert quantise(X, C)[0] == 1
+
+
 def test_real_jpegs_full_extractor(flickr8k_dir, tmp_path):
     from corpora.base import Corpus
     from corpora.cache import DiskCache
