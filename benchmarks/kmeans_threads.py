@@ -3,9 +3,9 @@
 are the same bits.
 
 The sample is what the default job's SIFT codebook clusters: descriptors of the built-in teaching set's
-images, 500 from each (``--images`` × 500 rows), 256 words, at most 100 iterations, seed 0.  The
-initialisation runs on one thread at every count (it is timed on its own, ``init_s``), the assignment
-steps on the given threads, each update step on one:
+images, 500 from each (``--images`` × 500 rows), 256 words, at most 100 iterations, seed 0.  On several
+threads the k-means++ initialisation's distance chunks (:mod:`kernels.image.kmeanspp`) and the
+assignment steps run on the given threads, each seeding draw and update step on one:
 
     python benchmarks/kmeans_threads.py                       # 128 images (64,000 × 128), 1 and 2 threads
     python benchmarks/kmeans_threads.py --threads 1,2,4,8,16 --json
@@ -13,14 +13,16 @@ steps on the given threads, each update step on one:
 
 Figures: ``wall_s_1`` (scikit-learn's ``KMeans``, the reference, always run), ``init_s`` (its k-means++
 initialisation alone), ``iterations``, and for each count above one ``wall_s_<threads>``
-(``lloyd_kmeans``), ``speedup_<threads>`` against one thread and ``identical_<threads>`` (centres equal to
-one thread's bit for bit).  The exit status is 1 when a count's centres differ.
+(``lloyd_kmeans``), ``speedup_<threads>`` against one thread, ``init_s_<threads>`` (the threaded
+initialisation alone) and ``identical_<threads>`` (centres, and the initialisation's seeds, equal to one
+thread's bit for bit).  The exit status is 1 when a count's centres differ.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ from benchmarks._common import emit  # noqa: E402
 from corpora.teaching import make_teaching_set  # noqa: E402
 from kernels.image.codebook import fit_codebook  # noqa: E402
 from kernels.image.descriptors import FEATURES, DescriptorParams, extract_descriptors  # noqa: E402
+from kernels.image.kmeanspp import kmeans_plusplus_threaded  # noqa: E402
 
 
 def sample(feature: str, n_images: int, per_image: int = 500, seed: int = 0) -> np.ndarray:
@@ -53,14 +56,29 @@ def one_thread(X: np.ndarray, n_words: int, seed: int) -> tuple[np.ndarray, floa
     runs it (its centres, its seconds, the seconds of its k-means++ initialisation alone on the centred
     data, and its Lloyd iterations)."""
     with threadpool_limits(limits=1):
-        Xc = X - X.mean(axis=0)
         t0 = time.perf_counter()
-        kmeans_plusplus(Xc, n_words, x_squared_norms=row_norms(Xc, squared=True), random_state=seed)
+        sklearn_seeds(X, n_words, seed)
         init = time.perf_counter() - t0
         t0 = time.perf_counter()
         km = KMeans(n_clusters=n_words, init="k-means++", n_init=1, max_iter=100, random_state=seed).fit(X)
         wall = time.perf_counter() - t0
     return np.ascontiguousarray(km.cluster_centers_, dtype=np.float32), wall, init, int(km.n_iter_)
+
+
+def sklearn_seeds(X: np.ndarray, n_words: int, seed: int) -> np.ndarray:
+    """scikit-learn's k-means++ seeds of ``X`` centred on its mean, as ``KMeans.fit`` draws them."""
+    Xc = X - X.mean(axis=0)
+    return kmeans_plusplus(Xc, n_words, x_squared_norms=row_norms(Xc, squared=True), random_state=seed)[0]
+
+
+def threaded_seeds(X: np.ndarray, n_words: int, seed: int, threads: int) -> tuple[np.ndarray, float]:
+    """:func:`~kernels.image.kmeanspp.kmeans_plusplus_threaded` of ``X`` centred on its mean on ``threads``
+    threads, and its seconds."""
+    Xc = X - X.mean(axis=0)
+    with threadpool_limits(limits=1), ThreadPoolExecutor(threads) as pool:
+        t0 = time.perf_counter()
+        seeds = kmeans_plusplus_threaded(Xc, n_words, seed=seed, executor=pool, n_threads=threads)
+        return seeds, time.perf_counter() - t0
 
 
 def main(argv=None) -> int:
@@ -83,10 +101,13 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         centres = fit_codebook(X, args.words, seed=0, n_threads=t)
         wall = time.perf_counter() - t0
-        same = bool(np.array_equal(centres, want))
+        seeds, init_t = threaded_seeds(X, args.words, 0, t)
+        with threadpool_limits(limits=1):
+            same = bool(np.array_equal(centres, want)) and bool(np.array_equal(seeds, sklearn_seeds(X, args.words, 0)))
         ok &= same
         result[f"wall_s_{t}"] = round(wall, 2)
         result[f"speedup_{t}"] = round(base / wall, 2)
+        result[f"init_s_{t}"] = round(init_t, 2)
         result[f"identical_{t}"] = same
     emit(result, args.json)
     return 0 if ok else 1
