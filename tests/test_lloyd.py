@@ -80,8 +80,13 @@ def test_a_max_iter_stop_and_blocks_of_whole_chunks():
 
 
 def test_fit_codebook_threads_and_shared_pool_give_the_one_thread_codebook(teaching_descriptors):
+    """fit_codebook runs lloyd_kmeans at every thread count, one thread included (no executor: all in the
+    calling thread), and gives scikit-learn's one-thread KMeans centres."""
     X = teaching_descriptors["texture"]
     one = fit_codebook(X, 64, seed=1)
+    assert np.array_equal(one, np.ascontiguousarray(sklearn_centres(X, 64, seed=1), dtype=np.float32))
+    with threadpool_limits(limits=1):
+        assert np.array_equal(lloyd_kmeans(X, 64, seed=1, max_iter=100, executor=None, n_threads=1), one)
     assert np.array_equal(fit_codebook(X, 64, seed=1, n_threads=3), one)
     with ThreadPoolExecutor(2) as pool:
         assert np.array_equal(fit_codebook(X, 64, seed=1, n_threads=2, executor=pool), one)

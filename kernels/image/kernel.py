@@ -484,11 +484,11 @@ class ImageKernel:
         every machine (:func:`~kernels.image.codebook.fit_codebook`).
 
         Up to ``len(missing) + 1`` threads: the features' codebooks are fitted side by side, one thread
-        each (scikit-learn's Lloyd loop releases the GIL), the costliest first (samples × dimension ×
+        each (the Lloyd loop's compiled assignment step releases the GIL), the costliest first (samples × dimension ×
         words; longest-processing-time order): on two threads SIFT's k-means (≈ 8 s on the teaching set)
         starts first and runs beside texture's and colour's (≈ 3 + 0.6 s) on the other thread.  More
-        threads: every codebook's assignment steps share one pool of ``n_jobs − 1`` threads
-        (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of SIFT's
+        threads: every codebook's seeding chunks and assignment steps share one pool of ``n_jobs − 1``
+        threads (:func:`~kernels.image.lloyd.lloyd_kmeans`, the same centres bit for bit), instead of SIFT's
         k-means holding the stage on one thread while the other threads wait.
         A worker left without a k-means (the last codebook still being fitted, or a single missing
         feature; with the shared pool, one thread of its own) extracts the next training images'

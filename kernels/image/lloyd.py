@@ -55,12 +55,13 @@ from kernels.image.kmeanspp import kmeans_plusplus_threaded
 BLOCKS_PER_THREAD = 4
 
 
-def lloyd_kmeans(X: np.ndarray, n_clusters: int, *, seed: int, max_iter: int, executor: Executor,
+def lloyd_kmeans(X: np.ndarray, n_clusters: int, *, seed: int, max_iter: int, executor: Executor | None,
                  n_threads: int, tol: float = 1e-4) -> np.ndarray:
     """Centres ``(n_clusters, d)`` of k-means on ``X``: ``KMeans(n_clusters, init="k-means++", n_init=1,
     max_iter=max_iter, tol=tol, random_state=seed).fit(X).cluster_centers_`` on one thread, bit for bit
-    (module docstring), with the assignment step's blocks run on ``executor`` (``n_threads`` of them at
-    a time).  The centres are float32 for float32 ``X``, float64 otherwise."""
+    (module docstring), with the seeding's distance chunks and the assignment step's blocks run on
+    ``executor`` (``n_threads`` of them at a time; ``None``: all in this thread).  The centres are float32
+    for float32 ``X``, float64 otherwise."""
     # float32 stays float32, anything else becomes float64 (as KMeans converts it)
     X = np.array(X, dtype=np.float32 if np.asarray(X).dtype == np.float32 else np.float64, order="C", copy=True)
     tol_x = float(np.mean(np.var(X, axis=0)) * tol) if tol else 0.0   # on the data as given, as KMeans
@@ -90,7 +91,7 @@ def chunk_blocks(n: int, n_blocks: int) -> list[tuple[int, int]]:
     return [(c * CHUNK, min(n, (c + per) * CHUNK)) for c in range(0, n_chunks, per)]
 
 
-def assign(executor: Executor, X: np.ndarray, weights: np.ndarray, centres: np.ndarray, labels: np.ndarray,
+def assign(executor: Executor | None, X: np.ndarray, weights: np.ndarray, centres: np.ndarray, labels: np.ndarray,
            blocks: list[tuple[int, int]]) -> None:
     """The assignment step into ``labels``: scikit-learn's ``lloyd_iter_chunked_dense`` with
     ``update_centers=False`` on each block (one OpenMP thread each; it releases the GIL)."""
@@ -99,6 +100,10 @@ def assign(executor: Executor, X: np.ndarray, weights: np.ndarray, centres: np.n
         lloyd_iter_chunked_dense(X[a:b], weights[a:b], centres, None, None, labels[a:b], None, 1,
                                  update_centers=False)
 
+    if executor is None:   # one thread: the blocks in order, here
+        for block in blocks:
+            one(block)
+        return
     for done in [executor.submit(one, block) for block in blocks]:
         done.result()
 
