@@ -31,9 +31,9 @@ The data are centred on their mean first and the centres moved back at the end, 
 are scikit-learn's public :func:`sklearn.cluster.kmeans_plusplus` with the same seed, as in
 ``KMeans.fit``, bit for bit, with each seeding step's distances on the same threads
 (:func:`kernels.image.kmeanspp.kmeans_plusplus_threaded`; on one thread the seeding took 3.0 s of SIFT's
-8.3).  ``tests/test_lloyd.py`` compares the centres with ``KMeans`` on one thread, bit for bit, on the teaching set's colour, texture and
-SIFT descriptors at several thread counts, and the update step with scikit-learn's compiled one; a
-scikit-learn release that changes its loop fails those tests.
+8.3).  ``tests/test_lloyd.py`` compares the centres with ``KMeans`` on one thread, bit for bit, on the
+teaching set's colour, texture and SIFT descriptors at several thread counts, and the update step with
+scikit-learn's compiled one; a scikit-learn release that changes its loop fails those tests.
 """
 from __future__ import annotations
 
